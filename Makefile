@@ -1,0 +1,40 @@
+# elfpatch: the two commands a fresh machine needs are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: all venv fixtures demo test lint bench fuzz clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(STAMP)
+
+fixtures:
+	$(MAKE) -C native_tests
+
+demo: venv fixtures
+	@$(PY) bench/demo.py
+
+lint: venv
+	$(VENV)/bin/ruff check elfpatch tests bench
+
+test: venv fixtures lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: venv fixtures
+	$(PY) bench/bench.py
+
+fuzz: venv fixtures
+	ELFPATCH_FUZZ_EXAMPLES=20000 $(PY) -m pytest tests/reliability -k fuzz $(PYTEST_ARGS)
+
+clean:
+	$(MAKE) -C native_tests clean
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

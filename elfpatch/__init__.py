@@ -1,0 +1,40 @@
+"""elfpatch: patch STB_GNU_UNIQUE symbols, list static initializers, check dlclose.
+
+The public API, imported lazily so that ``import elfpatch`` stays cheap:
+
+- ``scan(paths, symbols=())``: what ``elfpatch unique --dry-run`` reports, as records.
+- ``patch(paths, to="global", symbols=(), inplace=False, output=None)``: rewrite unique symbols.
+- ``check(paths, symbols=())``: True when any selected unique symbol exists (``--check``).
+- ``list_initializers(path)``: what runs at load and unload, in the loader's order.
+- ``dlcheck(paths)``: load and unload in a child process and report what kept each resident.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "scan": "elfpatch.api",
+    "patch": "elfpatch.api",
+    "check": "elfpatch.api",
+    "FileReport": "elfpatch.report",
+    "SymbolRow": "elfpatch.report",
+    "list_initializers": "elfpatch.inits",
+    "dlcheck": "elfpatch.harness.dlcheck",
+    "ElfPatchError": "elfpatch.errors",
+    "ParseError": "elfpatch.errors",
+    "UnsupportedError": "elfpatch.errors",
+    "VerifyError": "elfpatch.errors",
+    "WriteError": "elfpatch.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'elfpatch' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,3 @@
+from elfpatch.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""The Python API behind `elfpatch unique`: the same records the CLI reports."""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Union
+
+from elfpatch.errors import ElfPatchError
+from elfpatch.report import ERROR, FileReport
+from elfpatch.symbols import TARGET_BINDINGS, NameFilter
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job, process
+
+Paths = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
+
+
+def _paths(paths: Paths) -> list[str]:
+    if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
+        return [str(paths)]
+    return [str(p) for p in paths]
+
+
+def run(paths: Paths, job: Job, raise_errors: bool = True) -> list[FileReport]:
+    """Run ``job`` over ``paths``; with ``raise_errors`` the first failing file raises its ElfPatchError
+    (after the files before it were done), otherwise failures are reports with status "error"."""
+    reports: list[FileReport] = []
+    for path in _paths(paths):
+        for r in process(path, job).reports:
+            if r.status == ERROR and raise_errors:
+                raise ElfPatchError(r.error or "failed", f"{r.path}[{r.member}]" if r.member else r.path)
+            reports.append(r)
+    return reports
+
+
+def _job(mode: str, to: str, symbols: Iterable[str], **kw: object) -> Job:
+    if to not in TARGET_BINDINGS:
+        raise ValueError(f"to must be one of {sorted(TARGET_BINDINGS)}, not {to!r}")
+    return Job(mode=mode, to=TARGET_BINDINGS[to], names=NameFilter(symbols), **kw)  # type: ignore[arg-type]
+
+
+def scan(paths: Paths, symbols: Iterable[str] = (), to: str = "global",
+         raise_errors: bool = True) -> list[FileReport]:
+    """What `elfpatch unique --dry-run` reports: every selected unique symbol, nothing written."""
+    return run(paths, _job(DRY_RUN, to, symbols), raise_errors)
+
+
+def check(paths: Paths, symbols: Iterable[str] = ()) -> bool:
+    """True when any selected unique symbol exists (what makes `--check` exit 1)."""
+    return any(r.symbols for r in run(paths, _job(CHECK, "global", symbols)))
+
+
+def patch(paths: Paths, to: str = "global", symbols: Iterable[str] = (), inplace: bool = False,
+          output: str | None = None, fsync: bool = False, raise_errors: bool = True) -> list[FileReport]:
+    """Rewrite the selected unique symbols to GLOBAL or WEAK; atomically unless ``inplace``."""
+    return run(paths, _job(PATCH, to, symbols, inplace=inplace, output=output, fsync=fsync), raise_errors)

@@ -1,0 +1,102 @@
+"""Edits are recorded first, checked against the bytes they replace, applied once, then verified.
+
+An ImagePlan belongs to one ELF image at byte offset ``base`` of a file (0 for a plain ELF file, the
+member's data offset inside an ar archive). It remembers every st_info byte of every symbol table as it was,
+so that verification can prove that exactly the planned bytes, and no other st_info byte, changed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from elfpatch.elffile import ElfFile
+from elfpatch.errors import UnsupportedError, VerifyError
+from elfpatch.report import SymbolRow
+from elfpatch.symbols import (
+    STB_GNU_UNIQUE,
+    NameFilter,
+    binding_name,
+    demangle,
+    osabi_name,
+    rebind,
+    unique_applies,
+    unique_indexes,
+)
+
+
+@dataclass(frozen=True)
+class Edit:
+    offset: int  # in the file, not the image
+    old: int
+    new: int
+    why: str
+
+
+@dataclass
+class TableState:
+    name: str
+    offset: int
+    count: int
+    info: bytes  # every entry's st_info before the edit
+
+
+@dataclass
+class ImagePlan:
+    base: int
+    tables: list[TableState] = field(default_factory=list)
+    rows: list[SymbolRow] = field(default_factory=list)
+    edits: list[Edit] = field(default_factory=list)
+    kept: int = 0
+
+
+def plan_image(elf: ElfFile, to: int, names: NameFilter, base: int = 0) -> ImagePlan:
+    """Find the unique symbols of both tables, select them by name, and plan their rebinding to ``to``.
+
+    Raises UnsupportedError for an OSABI where binding 10 is not STB_GNU_UNIQUE.
+    """
+    tables = elf.symbol_tables()
+    plan = ImagePlan(base)
+    target = binding_name(to)
+    for table in tables:
+        info = table.info_bytes()
+        plan.tables.append(TableState(table.name, table.offset, table.count, info))
+        hits = unique_indexes(info)
+        if hits and not unique_applies(elf.osabi):
+            raise UnsupportedError(f"EI_OSABI {elf.osabi} ({osabi_name(elf.osabi)}) gives binding 10 another "
+                                   "meaning than STB_GNU_UNIQUE; left alone", elf.path)
+        for index in hits:
+            sym = table.symbol(index)
+            pretty = demangle(sym.name)
+            if not names.selects(sym.name, pretty):
+                plan.kept += 1
+                continue
+            plan.rows.append(SymbolRow(sym.name, pretty, table.name, index, binding_name(STB_GNU_UNIQUE), target))
+            plan.edits.append(Edit(base + sym.info_offset, sym.st_info, rebind(sym.st_info, to),
+                                   f"{table.name}[{index}] {sym.name}"))
+    return plan
+
+
+def check_old_bytes(data: bytes | memoryview, edits: Sequence[Edit]) -> None:
+    """Refuse to apply edits to bytes that are no longer what the plan read (the file changed under us)."""
+    for e in edits:
+        if e.offset >= len(data) or data[e.offset] != e.old:
+            raise VerifyError(f"byte at {e.offset:#x} ({e.why}) changed since it was read; nothing written")
+
+
+def verify_image(elf: ElfFile, plan: ImagePlan) -> None:
+    """Re-read the symbol tables of the written image and confirm that they equal the plan: the planned
+    st_info bytes have their new value and every other st_info byte is as it was."""
+    tables = elf.symbol_tables()
+    if [(t.name, t.offset, t.count) for t in tables] != [(t.name, t.offset, t.count) for t in plan.tables]:
+        raise VerifyError("symbol tables differ from the ones planned against")
+    changes = {e.offset - plan.base: e.new for e in plan.edits}
+    for table, before in zip(tables, plan.tables):
+        want = bytearray(before.info)
+        first = table.info_offset(0)
+        for off, new in changes.items():
+            i, rem = divmod(off - first, table.entsize)
+            if rem == 0 and 0 <= i < len(want):
+                want[i] = new
+        if table.info_bytes() != want:
+            raise VerifyError(f"{table.name}: written symbol bindings differ from the plan")
+

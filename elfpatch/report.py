@@ -1,0 +1,101 @@
+"""The records `elfpatch unique` reports, their JSON document and their text rendering."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, TextIO
+
+# File statuses, as the JSON contract spells them.
+PATCHED, UNCHANGED, WOULD_PATCH, FOUND, SKIPPED, ERROR = (
+    "patched", "unchanged", "would-patch", "found", "skipped", "error")
+
+
+@dataclass(frozen=True)
+class SymbolRow:
+    """One selected unique symbol table entry (a symbol in both tables gives two rows)."""
+
+    name: str
+    demangled: str | None
+    table: str
+    index: int
+    from_: str
+    to: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "demangled": self.demangled, "table": self.table, "index": self.index,
+                "from": self.from_, "to": self.to}
+
+
+@dataclass
+class FileReport:
+    """What happened to one file (or one archive/wheel member, named by ``member``)."""
+
+    path: str
+    status: str
+    symbols: list[SymbolRow] = field(default_factory=list)
+    kept: int = 0
+    error: str | None = None
+    member: str | None = None
+    reason: str | None = None  # why a file was skipped
+
+    @property
+    def patched(self) -> int:
+        return len(self.symbols) if self.status == PATCHED else 0
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"path": self.path}
+        if self.member is not None:
+            doc["member"] = self.member
+        doc.update(status=self.status, error=self.error, kept=self.kept,
+                   symbols=[s.to_json() for s in self.symbols])
+        if self.reason is not None:
+            doc["reason"] = self.reason
+        return doc
+
+
+def summary(reports: Iterable[FileReport], skipped: int = 0) -> dict[str, int]:
+    reports = list(reports)
+    doc = {
+        "files": len(reports),
+        "unique": sum(len(r.symbols) for r in reports),
+        "patched": sum(r.patched for r in reports),
+        "errors": sum(r.status == ERROR for r in reports),
+    }
+    doc["skipped"] = skipped + sum(r.status == SKIPPED for r in reports)
+    return doc
+
+
+def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None:
+    doc = {"files": [r.to_json() for r in reports], "summary": summary(reports, skipped)}
+    json.dump(doc, out, indent=2)
+    out.write("\n")
+
+
+_VERBS = {PATCHED: "patched", WOULD_PATCH: "would patch", FOUND: "found", UNCHANGED: "no unique symbols"}
+
+
+def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None:
+    for r in reports:
+        if r.status == ERROR:
+            continue  # already on stderr, one line each
+        label = f"{r.path}[{r.member}]" if r.member is not None else r.path
+        if r.status == SKIPPED:
+            out.write(f"{label}: skipped: {r.reason}\n")
+            continue
+        n = len(r.symbols)
+        if r.status == UNCHANGED:
+            head = f"{label}: no unique symbols"
+        else:
+            head = f"{label}: {_VERBS[r.status]} {n} unique symbol{'s' if n != 1 else ''}"
+        if r.kept:
+            head += f" ({r.kept} kept unique by --symbol)"
+        out.write(head + "\n")
+        for s in r.symbols:
+            arrow = f"{s.from_} -> {s.to}" if r.status in (PATCHED, WOULD_PATCH) else s.from_
+            out.write(f"  {s.table}[{s.index}]  {s.demangled or s.name}  {arrow}\n")
+    doc = summary(reports, skipped)
+    line = (f"{doc['files']} file{'s' if doc['files'] != 1 else ''}, {doc['unique']} unique, "
+            f"{doc['patched']} patched, {doc['errors']} error{'s' if doc['errors'] != 1 else ''}")
+    if doc["skipped"]:
+        line += f", {doc['skipped']} skipped"
+    out.write(line + "\n")

@@ -1,0 +1,44 @@
+"""One ELF file on disk: plan its edits from one read-only map, then commit them atomically or in place."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from elfpatch.elffile import ElfFile
+from elfpatch.errors import UnsupportedError
+from elfpatch.plan import ImagePlan, plan_image, verify_image
+from elfpatch.report import FOUND, PATCHED, SKIPPED, UNCHANGED, WOULD_PATCH, FileReport
+from elfpatch.write import Source, replace_atomic, write_inplace
+
+if TYPE_CHECKING:
+    from elfpatch.targets import Job
+
+
+def status_for(plan: ImagePlan, job: Job) -> str:
+    """The report status of a planned image under this job's mode (before anything is written)."""
+    if not plan.rows:
+        return UNCHANGED
+    return {"check": FOUND, "dry-run": WOULD_PATCH}.get(job.mode, PATCHED)
+
+
+def process_elf(path: str, job: Job) -> FileReport:
+    with Source(path, lock=job.writes and not job.output, writable=job.writes and job.inplace) as src:
+        elf = ElfFile(src.data, path)
+        try:
+            plan = plan_image(elf, job.to, job.names)
+        except UnsupportedError as exc:
+            return FileReport(path, SKIPPED, reason=exc.message)
+        report = FileReport(path, status_for(plan, job), plan.rows, plan.kept)
+        if not job.writes or not (plan.edits or job.output):
+            return report  # nothing to write: the file is not even opened for writing
+
+        def verify(buf: bytes) -> None:
+            verify_image(ElfFile(buf, path), plan)
+
+        if job.inplace:
+            write_inplace(src, plan.edits, verify, fsync=job.fsync)
+        else:
+            if src.stat.st_nlink > 1 and not job.output:
+                job.warn(path, f"has {src.stat.st_nlink} hard links; the atomic rename gives this name a new "
+                         "inode, so the other names keep the unpatched file (use --inplace to patch all)")
+            replace_atomic(src, plan.edits, verify, output=job.output, fsync=job.fsync)
+        return report
