@@ -329,6 +329,7 @@ class ElfFile:
         """``.dynsym`` and ``.symtab`` (by section type), or the dynamic symbol table found through
         PT_DYNAMIC when the file has no section headers."""
         tables = []
+        _ = self.segments  # broken program headers make a broken file, even where only sections are used
         sections = self.sections
         for sec in sections:
             if sec.sh_type not in (SHT_SYMTAB, SHT_DYNSYM):

@@ -1,0 +1,148 @@
+"""Broken inputs: one stderr line naming the file, exit status 2, the file byte-identical, in every mode."""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from conftest import run_cli
+
+from elfpatch.elffile import DT_GNU_HASH, DT_HASH, DT_SYMTAB, PT_DYNAMIC, ElfFile
+from unique.helpers import drop_section_headers
+
+Mutation = Callable[[bytearray, ElfFile], None]
+SHDR_FIELDS = {"sh_offset": (24, "Q"), "sh_size": (32, "Q"), "sh_link": (40, "I"), "sh_entsize": (56, "Q")}
+
+
+def poke_section(name: str, field: str, value: int) -> Mutation:
+    def mutate(data: bytearray, elf: ElfFile) -> None:
+        sec = elf.section_by_name(name)
+        off, fmt = SHDR_FIELDS[field]
+        struct.pack_into("<" + fmt, data, elf.e_shoff + sec.index * elf.e_shentsize + off, value)
+    return mutate
+
+
+def poke(offset: int, fmt: str, value: int) -> Mutation:
+    def mutate(data: bytearray, elf: ElfFile) -> None:
+        struct.pack_into("<" + fmt, data, offset, value)
+    return mutate
+
+
+def truncate(size: int) -> Mutation:
+    def mutate(data: bytearray, elf: ElfFile) -> None:
+        n = size if size >= 0 else len(data) + size
+        del data[n:]
+    return mutate
+
+
+def unique_name_out_of_range(data: bytearray, elf: ElfFile) -> None:
+    table = next(t for t in elf.symbol_tables() if t.name == ".dynsym")
+    index = next(s.index for s in table if s.bind == 10)
+    struct.pack_into("<I", data, table.offset + index * table.entsize, table.str_size + 5)
+
+
+def unterminated_dynstr(data: bytearray, elf: ElfFile) -> None:
+    sec = elf.section_by_name(".dynstr")
+    data[sec.sh_offset : sec.sh_offset + sec.sh_size] = b"A" * sec.sh_size
+
+
+def dynamic_entry(tag: int, value: int) -> Mutation:
+    def mutate(data: bytearray, elf: ElfFile) -> None:
+        seg = next(s for s in elf.segments if s.p_type == PT_DYNAMIC)
+        for pos in range(seg.p_offset, seg.p_offset + seg.p_filesz, 16):
+            if struct.unpack_from("<q", data, pos)[0] == tag:
+                struct.pack_into("<Q", data, pos + 8, value)
+                return
+        raise AssertionError(f"no dynamic tag {tag:#x}")
+    return mutate
+
+
+def hash_table_field(tag: int, index: int, value: int) -> Mutation:
+    def mutate(data: bytearray, elf: ElfFile) -> None:
+        off = elf.vaddr_to_offset(elf.dynamic_value(tag), 16)
+        struct.pack_into("<I", data, off + 4 * index, value)
+    return mutate
+
+
+WITH_SECTIONS: dict[str, Mutation] = {
+    "empty": truncate(0),
+    "ident-only": truncate(15),
+    "header-cut": truncate(40),
+    "half": truncate(-5000),
+    "last-byte-cut": truncate(-1),
+    "bad-class": poke(4, "B", 3),
+    "bad-data": poke(5, "B", 0),
+    "shoff-past-end": poke(0x28, "Q", 1 << 40),
+    "shoff-overflow": poke(0x28, "Q", (1 << 64) - 8),
+    "shnum-huge": poke(0x3C, "H", 0xFFFF),
+    "shentsize-zero": poke(0x3A, "H", 0),
+    "phoff-past-end": poke(0x20, "Q", 1 << 50),
+    "dynsym-size-huge": poke_section(".dynsym", "sh_size", 1 << 60),
+    "dynsym-size-odd": poke_section(".dynsym", "sh_size", 25),
+    "dynsym-offset-past-end": poke_section(".dynsym", "sh_offset", 1 << 33),
+    "dynsym-entsize-zero-size": poke_section(".dynsym", "sh_entsize", 7),
+    "dynsym-link-out-of-range": poke_section(".dynsym", "sh_link", 999),
+    "dynsym-link-to-itself": poke_section(".dynsym", "sh_link", 0),
+    "symtab-link-not-strtab": poke_section(".symtab", "sh_link", 1),
+    "dynstr-past-end": poke_section(".dynstr", "sh_offset", 1 << 40),
+    "name-out-of-range": unique_name_out_of_range,
+    "unterminated-strings": unterminated_dynstr,
+}
+
+WITHOUT_SECTIONS: dict[str, Mutation] = {
+    "symtab-not-loaded": dynamic_entry(DT_SYMTAB, 0x7FFF_0000_0000),
+    "gnu-hash-not-loaded": dynamic_entry(DT_GNU_HASH, 0x7FFF_0000_0000),
+    "gnu-hash-buckets-huge": hash_table_field(DT_GNU_HASH, 0, 0x7FFF_FFFF),
+    "gnu-hash-bloom-huge": hash_table_field(DT_GNU_HASH, 2, 0x7FFF_FFFF),
+}
+
+
+def broken(src: Path, tmp_path: Path, name: str, mutate: Mutation) -> Path:
+    data = bytearray(src.read_bytes())
+    mutate(data, ElfFile(bytes(data), str(src)))
+    path = tmp_path / f"{name}.so"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def assert_rejected(path: Path) -> None:
+    before = path.read_bytes()
+    for mode in ([], ["--check"], ["-n"], ["--inplace"], ["--json"]):
+        proc = run_cli("unique", *mode, str(path))
+        assert proc.returncode == 2, (mode, proc.stdout, proc.stderr)
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"elfpatch: error: {path}: "), (mode, proc.stderr)
+        assert path.read_bytes() == before, mode
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("name", sorted(WITH_SECTIONS))
+def test_broken_file_is_rejected(unique_build: Path, tmp_path: Path, name: str) -> None:
+    assert_rejected(broken(unique_build / "libholder_v1.so", tmp_path, name, WITH_SECTIONS[name]))
+
+
+@pytest.mark.parametrize("name", sorted(WITHOUT_SECTIONS))
+def test_broken_file_without_section_headers_is_rejected(unique_build: Path, tmp_path: Path, name: str) -> None:
+    src = tmp_path / "noshdr.so"
+    src.write_bytes((unique_build / "libholder_v1.so").read_bytes())
+    drop_section_headers(src)
+    assert_rejected(broken(src, tmp_path, name, WITHOUT_SECTIONS[name]))
+
+
+def test_sysv_hash_nchain_larger_than_the_file(tmp_path: Path) -> None:
+    import subprocess
+
+    from conftest import NATIVE
+
+    lib = tmp_path / "sysv.so"
+    subprocess.run(["g++", "-fPIC", "-shared", "-DHOLDER_VERSION=1", "-Wl,--hash-style=sysv", "-o", str(lib),
+                    str(NATIVE / "unique" / "holder.cpp")], check=True)
+    drop_section_headers(lib)
+    assert_rejected(broken(lib, tmp_path, "nchain", hash_table_field(DT_HASH, 1, 0xFFFF_FFFF)))
+
+
+def test_directory_and_special_files(tmp_path: Path) -> None:
+    for path in (tmp_path, Path("/dev/null")):
+        proc = run_cli("unique", str(path))
+        assert proc.returncode == 2 and proc.stderr.startswith(f"elfpatch: error: {path}: ")
