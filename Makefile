@@ -21,7 +21,7 @@ fixtures:
 	$(MAKE) -C native_tests
 
 demo: venv fixtures
-	@$(PY) bench/demo.py
+	@bash native_tests/demo.sh
 
 lint: venv
 	$(VENV)/bin/ruff check elfpatch tests bench

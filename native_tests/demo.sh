@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make demo`: two versions of one header-only library, loaded side by side with RTLD_LOCAL.
+# Before elfpatch: they share one static and the first never unloads. After: isolated, and both unload.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+elfpatch=${ELFPATCH:-$here/../.venv/bin/elfpatch}
+build=$here/unique/build
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp "$build/libholder_v1.so" "$build/libholder_v2.so" "$work/"
+
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
+syms() { readelf -sW --dyn-syms "$1" | awk '$8 ~ /HolderIiE5value|_ZZ7counter/ {print "   ", $5, $8}' | c++filt | sort -u; }
+
+step "Before: the unique symbols readelf sees in libholder_v1.so"
+syms "$work/libholder_v1.so"
+step "Before: load v1 then v2 with RTLD_LOCAL, close both, probe with RTLD_NOLOAD"
+"$build/unique_driver" "$work/libholder_v1.so" "$work/libholder_v2.so" | sed 's/^/    /'
+echo "    -> v2 reads v1's Holder<int>::value (b.value=1) and v1 stays resident after dlclose"
+
+if "$elfpatch" dlcheck --help >/dev/null 2>&1; then
+  step "elfpatch dlcheck says why"
+  "$elfpatch" dlcheck "$work/libholder_v1.so" "$work/libholder_v2.so" | sed 's/^/    /' || true
+fi
+
+step "elfpatch unique (default: atomic rewrite of UNIQUE -> GLOBAL in .dynsym and .symtab)"
+"$elfpatch" unique "$work/libholder_v1.so" "$work/libholder_v2.so" | sed 's/^/    /'
+
+step "After: the same symbols"
+syms "$work/libholder_v1.so"
+step "After: the same load/close sequence"
+"$build/unique_driver" "$work/libholder_v1.so" "$work/libholder_v2.so" | sed 's/^/    /'
+echo "    -> each version sees its own value and both libraries unload"
+
+step "elfpatch unique --check (the CI gate) now passes"
+"$elfpatch" unique --check "$work/libholder_v1.so" "$work/libholder_v2.so" | sed 's/^/    /'
