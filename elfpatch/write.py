@@ -39,7 +39,8 @@ class Source:
     def __init__(self, path: str, *, lock: bool = False, writable: bool = False) -> None:
         self.path = path
         self.real = os.path.realpath(path)
-        flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC
+        # O_NONBLOCK: opening a FIFO given as PATH must fail below (not a regular file), not hang.
+        flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC | os.O_NONBLOCK
         for _ in range(_LOCK_RETRIES):
             try:
                 self.fd = os.open(self.real, flags)

@@ -143,6 +143,10 @@ def test_sysv_hash_nchain_larger_than_the_file(tmp_path: Path) -> None:
 
 
 def test_directory_and_special_files(tmp_path: Path) -> None:
-    for path in (tmp_path, Path("/dev/null")):
+    import os
+
+    fifo = tmp_path / "fifo.so"
+    os.mkfifo(fifo)  # must be refused, not opened and waited on
+    for path in (tmp_path, Path("/dev/null"), fifo):
         proc = run_cli("unique", str(path))
         assert proc.returncode == 2 and proc.stderr.startswith(f"elfpatch: error: {path}: ")
