@@ -12,7 +12,8 @@ all: test
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
+	$(PY) -m compileall -q elfpatch
 	touch $@
 
 venv: $(STAMP)

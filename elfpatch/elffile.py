@@ -8,8 +8,7 @@ symbol tables.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Iterator, Union
+from typing import Iterator, NamedTuple, Union
 
 from elfpatch.errors import ParseError
 
@@ -45,8 +44,7 @@ ST_INFO_OFFSET = {32: 12, 64: 4}
 MAX_HEADERS = 1 << 16
 
 
-@dataclass(frozen=True)
-class Segment:
+class Segment(NamedTuple):
     p_type: int
     p_flags: int
     p_offset: int
@@ -55,8 +53,7 @@ class Segment:
     p_memsz: int
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(NamedTuple):
     index: int
     name: str
     sh_type: int
@@ -69,8 +66,7 @@ class Section:
     sh_entsize: int
 
 
-@dataclass(frozen=True)
-class Symbol:
+class Symbol(NamedTuple):
     index: int
     name: str
     st_value: int

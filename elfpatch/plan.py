@@ -6,8 +6,7 @@ so that verification can prove that exactly the planned bytes, and no other st_i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import UnsupportedError, VerifyError
@@ -24,29 +23,29 @@ from elfpatch.symbols import (
 )
 
 
-@dataclass(frozen=True)
-class Edit:
+class Edit(NamedTuple):
     offset: int  # in the file, not the image
     old: int
     new: int
     why: str
 
 
-@dataclass
-class TableState:
+class TableState(NamedTuple):
     name: str
     offset: int
     count: int
     info: bytes  # every entry's st_info before the edit
 
 
-@dataclass
 class ImagePlan:
-    base: int
-    tables: list[TableState] = field(default_factory=list)
-    rows: list[SymbolRow] = field(default_factory=list)
-    edits: list[Edit] = field(default_factory=list)
-    kept: int = 0
+    """The planned edits of one image, the report rows they came from, and the tables as they were."""
+
+    def __init__(self, base: int = 0) -> None:
+        self.base = base
+        self.tables: list[TableState] = []
+        self.rows: list[SymbolRow] = []
+        self.edits: list[Edit] = []
+        self.kept = 0
 
 
 def plan_image(elf: ElfFile, to: int, names: NameFilter, base: int = 0) -> ImagePlan:

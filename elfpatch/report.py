@@ -1,17 +1,14 @@
 """The records `elfpatch unique` reports, their JSON document and their text rendering."""
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any, Iterable, TextIO
+from typing import Any, Iterable, NamedTuple, TextIO
 
 # File statuses, as the JSON contract spells them.
 PATCHED, UNCHANGED, WOULD_PATCH, FOUND, SKIPPED, ERROR = (
     "patched", "unchanged", "would-patch", "found", "skipped", "error")
 
 
-@dataclass(frozen=True)
-class SymbolRow:
+class SymbolRow(NamedTuple):
     """One selected unique symbol table entry (a symbol in both tables gives two rows)."""
 
     name: str
@@ -26,17 +23,23 @@ class SymbolRow:
                 "from": self.from_, "to": self.to}
 
 
-@dataclass
 class FileReport:
     """What happened to one file (or one archive/wheel member, named by ``member``)."""
 
-    path: str
-    status: str
-    symbols: list[SymbolRow] = field(default_factory=list)
-    kept: int = 0
-    error: str | None = None
-    member: str | None = None
-    reason: str | None = None  # why a file was skipped
+    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason")
+
+    def __init__(self, path: str, status: str, symbols: list[SymbolRow] | None = None, kept: int = 0,
+                 error: str | None = None, member: str | None = None, reason: str | None = None) -> None:
+        self.path = path
+        self.status = status
+        self.symbols = symbols if symbols is not None else []
+        self.kept = kept
+        self.error = error
+        self.member = member
+        self.reason = reason  # why a file was skipped
+
+    def __repr__(self) -> str:
+        return f"FileReport({self.path!r}, {self.status!r}, symbols={len(self.symbols)}, member={self.member!r})"
 
     @property
     def patched(self) -> int:
@@ -66,6 +69,8 @@ def summary(reports: Iterable[FileReport], skipped: int = 0) -> dict[str, int]:
 
 
 def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None:
+    import json
+
     doc = {"files": [r.to_json() for r in reports], "summary": summary(reports, skipped)}
     json.dump(doc, out, indent=2)
     out.write("\n")

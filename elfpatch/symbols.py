@@ -1,8 +1,6 @@
 """Symbol bindings, the rule for when binding 10 means STB_GNU_UNIQUE, name filters and demangling."""
 from __future__ import annotations
 
-import fnmatch
-import re
 from functools import lru_cache
 from typing import Iterable
 
@@ -54,6 +52,9 @@ class NameFilter:
     No globs selects everything."""
 
     def __init__(self, globs: Iterable[str] = ()) -> None:
+        import fnmatch
+        import re
+
         self.globs = tuple(globs)
         self._regex = re.compile("|".join(fnmatch.translate(g) for g in self.globs)) if self.globs else None
 
@@ -71,7 +72,11 @@ def _cxa_demangle():  # pragma: no cover - depends on the machine's libstdc++
     import ctypes
     import ctypes.util
 
-    for lib in ("libstdc++.so.6", ctypes.util.find_library("stdc++"), ctypes.util.find_library("c++")):
+    # find_library forks ldconfig/gcc: only when the usual soname is not there.
+    candidates = ("libstdc++.so.6", lambda: ctypes.util.find_library("stdc++"),
+                  lambda: ctypes.util.find_library("c++"))
+    for lib in candidates:
+        lib = lib() if callable(lib) else lib
         if not lib:
             continue
         try:

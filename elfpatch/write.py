@@ -15,7 +15,6 @@ import fcntl
 import mmap
 import os
 import re
-import secrets
 import stat
 import sys
 from typing import Callable, Iterable
@@ -97,7 +96,7 @@ _cleaned_dirs: set[str] = set()
 
 def temp_name(target: str) -> str:
     head, tail = os.path.split(target)
-    return os.path.join(head, f".{tail}.elfpatch-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    return os.path.join(head, f".{tail}.elfpatch-{os.getpid()}-{os.urandom(4).hex()}.tmp")
 
 
 def _pid_alive(pid: int) -> bool:

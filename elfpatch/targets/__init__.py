@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import struct
 import sys
-from dataclasses import dataclass, field
 from typing import Callable
 
 from elfpatch.errors import ElfPatchError, ParseError
@@ -19,27 +18,31 @@ def _warn(path: str, message: str) -> None:
     print(f"elfpatch: warning: {path}: {message}", file=sys.stderr)
 
 
-@dataclass
 class Job:
     """What `elfpatch unique` was asked to do, shared by every target kind."""
 
-    mode: str = PATCH
-    to: int = STB_GLOBAL
-    names: NameFilter = field(default_factory=NameFilter)
-    inplace: bool = False
-    output: str | None = None
-    fsync: bool = False
-    warn: Callable[[str, str], None] = _warn
+    def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
+                 inplace: bool = False, output: str | None = None, fsync: bool = False,
+                 warn: Callable[[str, str], None] = _warn) -> None:
+        self.mode = mode
+        self.to = to
+        self.names = names if names is not None else NameFilter()
+        self.inplace = inplace
+        self.output = output
+        self.fsync = fsync
+        self.warn = warn
 
     @property
     def writes(self) -> bool:
         return self.mode == PATCH
 
 
-@dataclass
 class Outcome:
-    reports: list[FileReport] = field(default_factory=list)
-    skipped: int = 0  # files a tree walk passed over (not ELF, archive or wheel)
+    """The reports of one PATH, and how many files a tree walk passed over (not ELF, archive or wheel)."""
+
+    def __init__(self, reports: list[FileReport] | None = None, skipped: int = 0) -> None:
+        self.reports = reports if reports is not None else []
+        self.skipped = skipped
 
 
 def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> FileReport:
