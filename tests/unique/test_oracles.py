@@ -115,3 +115,13 @@ def test_fixtures_match_lief(unique_build: Path) -> None:
             want = [s.binding for s in static]
             got = [s.bind for s in tables[".symtab"]]
             assert got == [int(b) if not hasattr(b, "value") else b.value for b in want], path
+
+
+def test_system_libraries_match_lief() -> None:
+    lief = pytest.importorskip("lief")
+    files = [p for p in system_elves(40) if os.path.getsize(p) < 8 << 20][:20]
+    for path in files:
+        binary = lief.ELF.parse(path)
+        tables = {t.name: t for t in ElfFile(Path(path).read_bytes(), path).symbol_tables()}
+        if ".dynsym" in tables:
+            assert [s.name for s in tables[".dynsym"]] == [s.name for s in binary.dynamic_symbols], path
