@@ -391,7 +391,10 @@ class ElfFile:
             return symoffset
         # Walk the last bucket's chain to its end (low bit set) to find the highest symbol index.
         index = last
+        limit = self.size // SYM_ENTSIZE[self.elfclass]  # no more symbols than the file can hold
         while True:
+            if index >= limit:
+                raise ParseError("DT_GNU_HASH chain does not end within the file's symbol capacity", self.path)
             pos = chains_off + (index - symoffset) * 4
             (h,) = self.unpack("I", pos)
             if h & 1:
