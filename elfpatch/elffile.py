@@ -208,10 +208,8 @@ class ElfFile:
         fmt = "IIQQQQQQ" if self.elfclass == 64 else "IIIIIIII"
         if self.e_phentsize < self.struct(fmt).size:
             raise ParseError(f"program header entry size {self.e_phentsize} too small", self.path)
-        self.check_range(self.e_phoff, self.e_phnum * self.e_phentsize, "program headers")
         out = []
-        for i in range(self.e_phnum):
-            f = self.unpack(fmt, self.e_phoff + i * self.e_phentsize)
+        for f in self.header_table(self.e_phoff, self.e_phnum, self.e_phentsize, fmt, "program headers"):
             if self.elfclass == 64:
                 p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _align = f
             else:
@@ -244,19 +242,30 @@ class ElfFile:
             return []
         if shnum > MAX_HEADERS * 16:
             raise ParseError(f"implausible section count {shnum}", self.path)
-        self.check_range(self.e_shoff, shnum * self.e_shentsize, "section headers")
-        raw = [self.unpack(fmt, self.e_shoff + i * self.e_shentsize) for i in range(shnum)]
-        names_off = names_size = 0
+        raw = self.header_table(self.e_shoff, shnum, self.e_shentsize, fmt, "section headers")
+        names = b""
         if 0 < shstrndx < shnum:
             _, _, _, _, names_off, names_size, _, _, _, _ = raw[shstrndx]
-            self.check_range(names_off, names_size, "section name table")
+            names = self.read(names_off, names_size)
         out = []
         for i, (sh_name, sh_type, flags, addr, off, size, link, info, _align, entsize) in enumerate(raw):
             name = ""
-            if names_size and sh_name < names_size:
-                name = self.cstring(names_off + sh_name, names_off + names_size)
+            if sh_name < len(names):
+                end = names.find(b"\0", sh_name)
+                if end < 0:
+                    raise ParseError(f"unterminated section name at offset {sh_name:#x}", self.path)
+                name = names[sh_name:end].decode("utf-8", "surrogateescape")
             out.append(Section(i, name, sh_type, flags, addr, off, size, link, info, entsize))
         return out
+
+    def header_table(self, offset: int, count: int, entsize: int, fmt: str, what: str) -> list[tuple]:
+        """``count`` entries of ``entsize`` bytes at ``offset``, each unpacked with ``fmt`` (one read)."""
+        s = self.struct(fmt)
+        self.check_range(offset, count * entsize, what)
+        blob = bytes(self.data[offset : offset + count * entsize])
+        if entsize == s.size:
+            return list(s.iter_unpack(blob))
+        return [s.unpack_from(blob, i * entsize) for i in range(count)]
 
     def section_by_name(self, name: str) -> Section | None:
         for s in self.sections:

@@ -72,7 +72,7 @@ def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None
     import json
 
     doc = {"files": [r.to_json() for r in reports], "summary": summary(reports, skipped)}
-    json.dump(doc, out, indent=2)
+    json.dump(doc, out)  # no indent: the C encoder, ~10x faster on a large tree
     out.write("\n")
 
 
