@@ -256,7 +256,7 @@ def bench_wheel(elfpatch: list[str], rows: list, verdicts: list, reps: int) -> d
             "set -e\nd=$(mktemp -d -p \"$1\")\n"
             f"{wheel_cli[0]} unpack -d \"$d\" \"$2\" >/dev/null\n"
             f"{' '.join(elfpatch)} unique \"$d\" >/dev/null\n"
-            f"{wheel_cli[0]} pack -d \"$d/dist\" \"$d\"/torch-* >/dev/null\nrm -rf \"$d\"\n")
+            f"mkdir -p \"$d/dist\"\n{wheel_cli[0]} pack -d \"$d/dist\" \"$d\"/torch-* >/dev/null\nrm -rf \"$d\"\n")
         t_base, rss_base = median_of(reps, lambda: str(TORCH_WHEEL),
                                      lambda p: ["bash", str(script), tmp, p])
         rows += [("wheel unpack + elfpatch tree + wheel pack", t_base, rss_base, "1.00"),

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     mode = CHECK if args.check else DRY_RUN if args.dry_run else PATCH
     job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol), inplace=args.inplace,
-              output=args.output, fsync=args.fsync)
+              output=args.output, fsync=args.fsync, progress=sys.stderr.isatty())
     reports: list[FileReport] = []
     skipped = 0
     for path in args.paths:

@@ -1,5 +1,6 @@
 """What a PATH can be. Each kind opens its bytes, finds the ELF images inside, plans their edits and commits
-them through elfpatch.write: a plain ELF file here; trees, ar archives and wheels in their own modules."""
+them through elfpatch.write: an ELF file, an ar archive or a wheel (each its own module), or a directory
+tree of them (tree.py)."""
 from __future__ import annotations
 
 import os
@@ -8,10 +9,11 @@ import sys
 from typing import Callable
 
 from elfpatch.errors import ElfPatchError, ParseError
-from elfpatch.report import ERROR, FileReport
+from elfpatch.report import ERROR, PATCHED, FileReport
 from elfpatch.symbols import STB_GLOBAL, NameFilter
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
+ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
 
 
 def _warn(path: str, message: str) -> None:
@@ -23,7 +25,7 @@ class Job:
 
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
-                 warn: Callable[[str, str], None] = _warn) -> None:
+                 warn: Callable[[str, str], None] = _warn, progress: bool = False) -> None:
         self.mode = mode
         self.to = to
         self.names = names if names is not None else NameFilter()
@@ -31,6 +33,7 @@ class Job:
         self.output = output
         self.fsync = fsync
         self.warn = warn
+        self.progress = progress  # a progress line on stderr for trees
 
     @property
     def writes(self) -> bool:
@@ -49,20 +52,78 @@ def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> Fi
     return FileReport(path, ERROR, error=exc.message, member=member)
 
 
+def detect(path: str) -> str | None:
+    """The kind of a regular file from its first bytes: ELF, ar archive, wheel (a zip named *.whl), or None."""
+    from elfpatch.arfmt import is_archive
+
+    try:
+        with open(path, "rb", buffering=0) as f:
+            head = f.read(8)
+    except OSError:
+        return None  # the kind's own open reports the error
+    if head[:4] == b"\x7fELF":
+        return ELF
+    if is_archive(head):
+        return ARCHIVE
+    if head[:4] == b"PK\x03\x04" and path.endswith(".whl"):
+        return WHEEL
+    return None
+
+
 def process(path: str, job: Job) -> Outcome:
     """Run ``job`` on one PATH; failures become error reports, never exceptions."""
     try:
-        return _dispatch(path, job)
+        if os.path.isdir(path):
+            from elfpatch.targets.tree import process_tree
+
+            return process_tree(path, job)
+        return Outcome(process_file(path, job, detect(path)))
     except ElfPatchError as exc:
         return Outcome([error_report(path, exc)])
+
+
+def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1) -> list[FileReport]:
+    """One regular file of a known kind (None: treated as ELF, whose reader names what is wrong).
+
+    ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself."""
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        links = 1  # the kind's own open reports the error
+    try:
+        if kind == ARCHIVE:
+            from elfpatch.targets.archive import process_archive
+
+            reports = process_archive(path, job)
+        elif kind == WHEEL:
+            from elfpatch.targets.wheel import process_wheel
+
+            reports = process_wheel(path, job)
+        else:
+            from elfpatch.targets.elf import process_elf
+
+            reports = [process_elf(path, job)]
+    except ElfPatchError as exc:
+        return [error_report(path, exc)]
     except (struct.error, ValueError, IndexError, OverflowError) as exc:
         # A low-level parse failure the bounds checks did not phrase: still one line, still exit 2.
-        return Outcome([error_report(path, ParseError(f"malformed file ({exc})"))])
+        return [error_report(path, ParseError(f"malformed file ({exc})"))]
+    if links > in_tree_links and renamed(reports, job):
+        job.warn(path, f"had {links} hard links; the atomic rename gave this name a new inode, so "
+                 f"{links - in_tree_links} other name(s) keep the unpatched file (--inplace patches every name)")
+    return reports
 
 
-def _dispatch(path: str, job: Job) -> Outcome:
-    from elfpatch.targets.elf import process_elf
+def renamed(reports: list[FileReport], job: Job) -> bool:
+    """Whether committing these reports replaced the file by a new inode (the default atomic mode)."""
+    return job.writes and not job.inplace and not job.output and any(r.status == PATCHED for r in reports)
 
-    if os.path.isdir(path):
-        raise ElfPatchError("is a directory", path)
-    return Outcome([process_elf(path, job)])
+
+def commit(src: object, edits: list, verify: Callable[[bytes], None], job: Job) -> None:
+    """Write ``edits`` to the file behind ``src`` the way the job asks: in place, or atomically (to -o OUT)."""
+    from elfpatch.write import replace_atomic, write_inplace
+
+    if job.inplace:
+        write_inplace(src, edits, verify, fsync=job.fsync)
+    else:
+        replace_atomic(src, edits, verify, output=job.output, fsync=job.fsync)

@@ -7,7 +7,8 @@ from elfpatch.elffile import ElfFile
 from elfpatch.errors import UnsupportedError
 from elfpatch.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import FOUND, PATCHED, SKIPPED, UNCHANGED, WOULD_PATCH, FileReport
-from elfpatch.write import Source, replace_atomic, write_inplace
+from elfpatch.targets import commit
+from elfpatch.write import Source
 
 if TYPE_CHECKING:
     from elfpatch.targets import Job
@@ -34,11 +35,5 @@ def process_elf(path: str, job: Job) -> FileReport:
         def verify(buf: bytes) -> None:
             verify_image(ElfFile(buf, path), plan)
 
-        if job.inplace:
-            write_inplace(src, plan.edits, verify, fsync=job.fsync)
-        else:
-            if src.stat.st_nlink > 1 and not job.output:
-                job.warn(path, f"has {src.stat.st_nlink} hard links; the atomic rename gives this name a new "
-                         "inode, so the other names keep the unpatched file (use --inplace to patch all)")
-            replace_atomic(src, plan.edits, verify, output=job.output, fsync=job.fsync)
+        commit(src, plan.edits, verify, job)
         return report

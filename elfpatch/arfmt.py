@@ -1,0 +1,86 @@
+"""The ar archive format (static libraries): member headers, GNU and BSD long names, thin archives.
+
+Read-only and bounds-checked: a one-byte edit inside a member changes no size, so the layout, the member
+names and the symbol index (``/``, ``/SYM64/``, ``__.SYMDEF``) all stay valid and are never rewritten.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from elfpatch.errors import ParseError
+
+AR_MAGIC = b"!<arch>\n"
+THIN_MAGIC = b"!<thin>\n"
+HEADER_SIZE = 60
+FMAG = b"`\n"
+INDEX_NAMES = ("/", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED", "__.SYMDEF_64", "__.SYMDEF_64 SORTED")
+
+
+class Member(NamedTuple):
+    name: str
+    header_offset: int
+    data_offset: int  # for a thin archive's file members: where the data would be (there is none)
+    size: int
+
+    @property
+    def is_index(self) -> bool:
+        return self.name in INDEX_NAMES or self.name == "//"
+
+
+def is_archive(head: bytes) -> bool:
+    return head[:8] in (AR_MAGIC, THIN_MAGIC)
+
+
+def _decimal(field: bytes, what: str, path: str) -> int:
+    text = field.decode("ascii", "replace").strip()
+    if not text.isdigit():
+        raise ParseError(f"ar member header: bad {what} {text!r}", path)
+    return int(text)
+
+
+def parse(data: bytes, path: str) -> tuple[bool, list[Member]]:
+    """(thin, members) of the archive in ``data``, in archive order, including the index members."""
+    magic = bytes(data[:8])
+    if magic not in (AR_MAGIC, THIN_MAGIC):
+        raise ParseError("not an ar archive", path)
+    thin = magic == THIN_MAGIC
+    size = len(data)
+    members: list[Member] = []
+    longnames = b""
+    pos = 8
+    while pos < size:
+        if pos + HEADER_SIZE > size:
+            raise ParseError(f"ar member header at {pos:#x} runs past the end of the file", path)
+        header = bytes(data[pos : pos + HEADER_SIZE])
+        if header[58:60] != FMAG:
+            raise ParseError(f"ar member header at {pos:#x}: bad magic", path)
+        raw_name = header[:16].decode("utf-8", "surrogateescape").rstrip(" ")
+        msize = _decimal(header[48:58], "size", path)
+        data_off = pos + HEADER_SIZE
+        name = raw_name
+        special = raw_name in ("/", "//", "/SYM64/")
+        if raw_name.startswith("#1/"):  # BSD: the name follows the header and is counted in the size
+            n = _decimal(header[3:16], "BSD name length", path)
+            if n > msize or data_off + n > size:
+                raise ParseError(f"ar member at {pos:#x}: BSD name longer than the member", path)
+            name = bytes(data[data_off : data_off + n]).rstrip(b"\0").decode("utf-8", "surrogateescape")
+            data_off += n
+            msize -= n
+        elif raw_name.startswith("/") and not special:  # GNU: "/N" is an offset into the "//" table
+            off = _decimal(raw_name[1:].encode(), "long name offset", path)
+            end = longnames.find(b"/\n", off)
+            if off >= len(longnames) or end < 0:
+                raise ParseError(f"ar member at {pos:#x}: long name offset {off} outside the name table", path)
+            name = longnames[off:end].decode("utf-8", "surrogateescape")
+        elif name.endswith("/") and not special:
+            name = name[:-1]
+        # A thin archive stores only its index and name table; other members live in outside files.
+        stored = not thin or special
+        if stored and (msize > size or data_off + msize > size):
+            raise ParseError(f"ar member {name!r} at {pos:#x} runs past the end of the file", path)
+        if raw_name == "//":
+            longnames = bytes(data[data_off : data_off + msize])
+        members.append(Member(name, pos, data_off, msize))
+        pos = data_off + (msize if stored else 0)
+        pos += pos & 1  # members are 2-byte aligned
+    return thin, members

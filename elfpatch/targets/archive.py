@@ -1,0 +1,79 @@
+"""A static archive (.a): every ELF member patched within the archive's own bytes.
+
+The edits are one byte each at ``member data offset + image offset``, so the archive is committed like any
+other file (atomically or in place) and its size, layout, names, order and symbol index stay as they are.
+A thin archive holds no member data: the files it names (relative to the archive) are patched instead.
+"""
+from __future__ import annotations
+
+import os
+
+from elfpatch import arfmt
+from elfpatch.elffile import ELFMAG, ElfFile
+from elfpatch.errors import ElfPatchError, UnsupportedError
+from elfpatch.plan import ImagePlan, plan_image, verify_image
+from elfpatch.report import SKIPPED, UNCHANGED, FileReport
+from elfpatch.targets import DRY_RUN, Job, commit
+from elfpatch.targets.elf import process_elf, status_for
+from elfpatch.write import Source
+
+
+def _member_image(data: bytes, m: arfmt.Member, path: str) -> ElfFile:
+    return ElfFile(bytes(data[m.data_offset : m.data_offset + m.size]), f"{path}[{m.name}]")
+
+
+def process_archive(path: str, job: Job) -> list[FileReport]:
+    writes = job.writes and not job.output
+    with Source(path, lock=writes, writable=writes and job.inplace) as src:
+        thin, members = arfmt.parse(src.data, path)
+        if thin:
+            return _process_thin(path, members, job)
+        reports: list[FileReport] = []
+        plans: list[tuple[arfmt.Member, ImagePlan]] = []
+        for m in members:
+            if m.is_index or bytes(src.data[m.data_offset : m.data_offset + 4]) != ELFMAG:
+                continue
+            try:
+                plan = plan_image(_member_image(src.data, m, path), job.to, job.names, base=m.data_offset)
+            except UnsupportedError as exc:
+                reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
+                continue
+            except ElfPatchError as exc:
+                raise ElfPatchError(f"member {m.name}: {exc.message}", path) from exc
+            reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=m.name))
+            plans.append((m, plan))
+        if not reports:
+            reports.append(FileReport(path, UNCHANGED))  # an archive without ELF members
+        edits = [e for _, plan in plans for e in plan.edits]
+        if job.writes and (edits or job.output):
+
+            def verify(buf: bytes) -> None:
+                for m, plan in plans:
+                    verify_image(_member_image(buf, m, path), plan)
+
+            commit(src, edits, verify, job)
+        return reports
+
+
+def _process_thin(path: str, members: list[arfmt.Member], job: Job) -> list[FileReport]:
+    """Patch the outside files a thin archive names (it has no member data to patch)."""
+    if job.output:
+        raise ElfPatchError("-o is not supported for a thin archive (its members are outside files)", path)
+    base = os.path.dirname(path)
+    targets = [(m.name, os.path.join(base, m.name)) for m in members if not m.is_index]
+    if job.writes:  # read every member first, so that one broken member leaves all of them untouched
+        probe = Job(DRY_RUN, job.to, job.names)
+        for name, target in targets:
+            try:
+                process_elf(target, probe)
+            except ElfPatchError as exc:
+                raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
+    reports = []
+    for name, target in targets:
+        try:
+            report = process_elf(target, job)
+        except ElfPatchError as exc:
+            raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
+        report.path, report.member = path, name
+        reports.append(report)
+    return reports

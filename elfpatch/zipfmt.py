@@ -1,0 +1,240 @@
+"""Just enough of the zip format for wheels: read the central directory with bounds checks, copy unchanged
+entries byte for byte, write changed ones, write a new central directory.
+
+Member names are only ever strings in this module; nothing is extracted to the file system.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import BinaryIO, Callable, NamedTuple
+
+from elfpatch.errors import ParseError
+
+EOCD = struct.Struct("<4sHHHHIIH")  # end of central directory
+EOCD64_LOCATOR = struct.Struct("<4sIQI")
+EOCD64 = struct.Struct("<4sQHHIIQQQQ")
+CDH = struct.Struct("<4sHHHHHHIIIHHHHHII")  # central directory header
+LFH = struct.Struct("<4sHHHHHIIIHH")  # local file header
+STORED, DEFLATED = 0, 8
+FLAG_DATA_DESCRIPTOR = 0x08
+ZIP64_LIMIT = 0xFFFFFFFF
+
+
+class Entry(NamedTuple):
+    name: str
+    raw_name: bytes
+    version_made: int
+    version_needed: int
+    flags: int
+    method: int
+    mtime: int
+    mdate: int
+    crc: int
+    csize: int
+    usize: int
+    extra: bytes
+    comment: bytes
+    internal_attr: int
+    external_attr: int
+    offset: int  # of the local header
+
+    def data_span(self, data: bytes, path: str) -> tuple[int, int]:
+        """(start of the compressed data, end of the entry including any data descriptor)."""
+        if self.offset + LFH.size > len(data):
+            raise ParseError(f"zip member {self.name!r}: local header past the end", path)
+        sig, _, _, _, _, _, _, _, _, nlen, elen = LFH.unpack_from(data, self.offset)
+        if sig != b"PK\x03\x04":
+            raise ParseError(f"zip member {self.name!r}: bad local header", path)
+        start = self.offset + LFH.size + nlen + elen
+        end = start + self.csize
+        if end > len(data):
+            raise ParseError(f"zip member {self.name!r}: data runs past the end of the file", path)
+        if self.flags & FLAG_DATA_DESCRIPTOR:
+            end += 4 if bytes(data[end : end + 4]) == b"PK\x07\x08" else 0
+            end += 20 if self._zip64() else 12
+            if end > len(data):
+                raise ParseError(f"zip member {self.name!r}: data descriptor past the end", path)
+        return start, end
+
+    def _zip64(self) -> bool:
+        return self.csize >= ZIP64_LIMIT or self.usize >= ZIP64_LIMIT or b"\x01\x00" in self.extra[:2]
+
+
+def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int, int]:
+    pos = 0
+    while pos + 4 <= len(extra):
+        tag, size = struct.unpack_from("<HH", extra, pos)
+        body = extra[pos + 4 : pos + 4 + size]
+        if tag == 1:
+            vals = [v for (v,) in struct.iter_unpack("<Q", body[: len(body) // 8 * 8])]
+            if usize == ZIP64_LIMIT and vals:
+                usize = vals.pop(0)
+            if csize == ZIP64_LIMIT and vals:
+                csize = vals.pop(0)
+            if offset == ZIP64_LIMIT and vals:
+                offset = vals.pop(0)
+        pos += 4 + size
+    return usize, csize, offset
+
+
+def read_entries(data: bytes, path: str) -> tuple[list[Entry], bytes]:
+    """The central directory's entries, in order, and the archive comment."""
+    size = len(data)
+    search_from = max(0, size - EOCD.size - 0xFFFF)
+    pos = data.rfind(b"PK\x05\x06", search_from)
+    if pos < 0 or pos + EOCD.size > size:
+        raise ParseError("not a zip file (no end of central directory)", path)
+    _, disk, _, _, count, cd_size, cd_off, clen = EOCD.unpack_from(data, pos)
+    comment = bytes(data[pos + EOCD.size : pos + EOCD.size + clen])
+    if disk != 0:
+        raise ParseError("multi-disk zip files are not supported", path)
+    loc = pos - EOCD64_LOCATOR.size
+    if loc >= 0 and bytes(data[loc : loc + 4]) == b"PK\x06\x07":
+        _, _, eocd64_off, _ = EOCD64_LOCATOR.unpack_from(data, loc)
+        if eocd64_off + EOCD64.size > size:
+            raise ParseError("zip64 end of central directory past the end", path)
+        _, _, _, _, _, _, _, count, cd_size, cd_off = EOCD64.unpack_from(data, eocd64_off)
+    if cd_off + cd_size > size or count * CDH.size > cd_size:
+        raise ParseError("zip central directory runs past the end of the file", path)
+    entries = []
+    p = cd_off
+    for _ in range(count):
+        if p + CDH.size > cd_off + cd_size:
+            raise ParseError("zip central directory truncated", path)
+        (sig, vmade, vneed, flags, method, mtime, mdate, crc, csize, usize, nlen, elen, clen2, _disk,
+         iattr, eattr, off) = CDH.unpack_from(data, p)
+        if sig != b"PK\x01\x02":
+            raise ParseError("bad zip central directory entry", path)
+        end = p + CDH.size + nlen + elen + clen2
+        if end > cd_off + cd_size:
+            raise ParseError("zip central directory entry runs past its directory", path)
+        raw_name = bytes(data[p + CDH.size : p + CDH.size + nlen])
+        extra = bytes(data[p + CDH.size + nlen : p + CDH.size + nlen + elen])
+        ecomment = bytes(data[p + CDH.size + nlen + elen : end])
+        usize, csize, off = _zip64_extra(extra, usize, csize, off)
+        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
+        entries.append(Entry(name, raw_name, vmade, vneed, flags, method, mtime, mdate, crc, csize, usize,
+                             extra, ecomment, iattr, eattr, off))
+        p = end
+    return entries, comment
+
+
+def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_length: int = -1) -> bytearray:
+    """The uncompressed bytes of ``entry`` (or their first ``max_length`` bytes), never more than ``limit``
+    nor more than its header claims: inflated piece by piece into one buffer of the claimed size."""
+    if entry.usize > limit:
+        raise ParseError(f"zip member {entry.name!r} claims {entry.usize} bytes, over the {limit}-byte limit", path)
+    want = entry.usize if max_length < 0 else min(max_length, entry.usize)
+    raw = memoryview(data)[start : start + entry.csize] if not isinstance(data, bytes) else data[start:]
+    if entry.method == STORED:
+        return bytearray(raw[:want])
+    if entry.method != DEFLATED:
+        raise ParseError(f"zip member {entry.name!r}: compression method {entry.method} not supported", path)
+    d = zlib.decompressobj(-15)
+    out = bytearray(want)
+    pos, step = 0, 1 << 20
+    src = memoryview(raw)[: entry.csize]
+    try:
+        # Input in 1 MiB steps (so unconsumed_tail stays small); output capped one byte past the claim.
+        for i in range(0, len(src), step):
+            chunk: bytes | memoryview = src[i : i + step]
+            while chunk and pos <= want:
+                piece = d.decompress(chunk, want - pos + 1)
+                chunk = d.unconsumed_tail
+                if pos + len(piece) > want:
+                    if max_length >= 0:
+                        out[pos:want] = piece[: want - pos]
+                        return out
+                    raise ParseError(f"zip member {entry.name!r}: inflates to more than its header says", path)
+                out[pos : pos + len(piece)] = piece
+                pos += len(piece)
+                if max_length >= 0 and pos == want:
+                    return out
+    except zlib.error as exc:
+        raise ParseError(f"zip member {entry.name!r}: {exc}", path) from exc
+    if max_length < 0:
+        if pos != entry.usize:
+            raise ParseError(f"zip member {entry.name!r}: inflates to a size other than its header says", path)
+        if zlib.crc32(out) != entry.crc:
+            raise ParseError(f"zip member {entry.name!r}: CRC mismatch", path)
+    return out
+
+
+def deflate(data: bytes, level: int = 6) -> bytes:
+    """Raw deflate of ``data`` in one piece (small members, RECORD)."""
+    c = zlib.compressobj(level, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
+
+
+def deflate_parallel(data: bytes, submit: Callable, level: int = 6, chunk: int = 2 << 20) -> list:
+    """Raw deflate of ``data`` as futures of independent chunks (zlib releases the GIL, so they run on all
+    cores). Every chunk but the last ends with Z_FULL_FLUSH, on a byte boundary with no back-reference into
+    the next, so the pieces concatenate into one valid stream (pigz's trick; ~0.1% larger)."""
+    view = memoryview(data)
+    starts = range(0, max(len(data), 1), chunk)
+    last = starts[-1]
+
+    def one(i: int) -> bytes:
+        c = zlib.compressobj(level, zlib.DEFLATED, -15)
+        return c.compress(view[i : i + chunk]) + c.flush(zlib.Z_FINISH if i == last else zlib.Z_FULL_FLUSH)
+
+    return [submit(one, i) for i in starts]
+
+
+def write_local(out: BinaryIO, entry: Entry, payload: bytes | list[bytes], crc: int, usize: int,
+                method: int) -> Entry:
+    """Write a new local header and ``payload``; returns the entry as the central directory must list it."""
+    offset = out.tell()
+    pieces = payload if isinstance(payload, list) else [payload]
+    csize = sum(len(p) for p in pieces)
+    zip64 = usize >= ZIP64_LIMIT or csize >= ZIP64_LIMIT
+    extra = struct.pack("<HHQQ", 1, 16, usize, csize) if zip64 else b""
+    flags = entry.flags & ~FLAG_DATA_DESCRIPTOR
+    vneed = max(entry.version_needed, 45 if zip64 else 20)
+    out.write(LFH.pack(b"PK\x03\x04", vneed, flags, method, entry.mtime, entry.mdate, crc,
+                       ZIP64_LIMIT if zip64 else csize, ZIP64_LIMIT if zip64 else usize,
+                       len(entry.raw_name), len(extra)))
+    out.write(entry.raw_name)
+    out.write(extra)
+    for p in pieces:
+        out.write(p)
+    central_extra = _strip_zip64(entry.extra)
+    return entry._replace(version_needed=vneed, flags=flags, method=method, crc=crc, csize=csize, usize=usize,
+                          offset=offset, extra=central_extra)
+
+
+def _strip_zip64(extra: bytes) -> bytes:
+    out, pos = b"", 0
+    while pos + 4 <= len(extra):
+        tag, size = struct.unpack_from("<HH", extra, pos)
+        if tag != 1:
+            out += extra[pos : pos + 4 + size]
+        pos += 4 + size
+    return out
+
+
+def write_central(out: BinaryIO, entries: list[Entry], comment: bytes) -> None:
+    cd_off = out.tell()
+    for e in entries:
+        big = e.usize >= ZIP64_LIMIT or e.csize >= ZIP64_LIMIT or e.offset >= ZIP64_LIMIT
+        extra = _strip_zip64(e.extra)
+        if big:
+            extra = struct.pack("<HHQQQ", 1, 24, e.usize, e.csize, e.offset) + extra
+        out.write(CDH.pack(b"PK\x01\x02", e.version_made, max(e.version_needed, 45 if big else 0), e.flags,
+                           e.method, e.mtime, e.mdate, e.crc, ZIP64_LIMIT if big else e.csize,
+                           ZIP64_LIMIT if big else e.usize, len(e.raw_name), len(extra), len(e.comment), 0,
+                           e.internal_attr, e.external_attr, ZIP64_LIMIT if big else e.offset))
+        out.write(e.raw_name)
+        out.write(extra)
+        out.write(e.comment)
+    cd_end = out.tell()
+    cd_size = cd_end - cd_off
+    if len(entries) >= 0xFFFF or cd_off >= ZIP64_LIMIT or cd_size >= ZIP64_LIMIT:
+        out.write(EOCD64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, len(entries), len(entries), cd_size, cd_off))
+        out.write(EOCD64_LOCATOR.pack(b"PK\x06\x07", 0, cd_end, 1))
+        out.write(EOCD.pack(b"PK\x05\x06", 0, 0, min(len(entries), 0xFFFF), min(len(entries), 0xFFFF),
+                            min(cd_size, ZIP64_LIMIT), min(cd_off, ZIP64_LIMIT), len(comment)))
+    else:
+        out.write(EOCD.pack(b"PK\x05\x06", 0, 0, len(entries), len(entries), cd_size, cd_off, len(comment)))
+    out.write(comment)
