@@ -1,0 +1,400 @@
+"""Which files a load brings in and in what order glibc initializes and finalizes them (elf/dl-load.c,
+dl-deps.c, dl-sort-maps.c), read from the files alone, without running anything.
+
+Search, per DT_NEEDED name without a slash: the DT_RPATH of the object that needs it and of the objects that
+loaded that one, up to the main program (only when the needing object has no DT_RUNPATH), LD_LIBRARY_PATH,
+the needing object's DT_RUNPATH, /etc/ld.so.cache, then the default directories; $ORIGIN, $LIB and $PLATFORM
+expand as ld.so expands them. A candidate of another class, byte order or machine is skipped, as ld.so does.
+Objects are reused by name, by DT_SONAME and by file identity. Not modelled: glibc-hwcaps subdirectories,
+LD_PRELOAD, secure (setuid) mode, and objects a running process has loaded already.
+
+Order: the objects in breadth-first order of DT_NEEDED, sorted depth-first so that every object comes before
+its dependencies (glibc's default dynamic_sort=2); initialization runs that list backwards (dependencies
+first, the DF_1_INITFIRST object before all), finalization at exit and dlclose runs it forwards.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import struct
+from functools import lru_cache
+from typing import Mapping, NamedTuple
+
+from elfpatch.elffile import ElfFile
+from elfpatch.errors import ElfPatchError, ParseError
+from elfpatch.inits import is_executable
+
+DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 = 1, 14, 15, 29, 0x6FFFFFFB
+DT_STRTAB, DT_STRSZ = 5, 10
+DF_1_INITFIRST, DF_1_NODEFLIB = 0x20, 0x800
+PT_INTERP = 3
+LD_SO_CACHE = "/etc/ld.so.cache"
+
+# Debian's multiarch directory per (e_machine, ELF class, little-endian); ld.so searches /lib/<triple> and
+# /usr/lib/<triple> before /lib and /usr/lib, and expands $LIB to lib/<triple>.
+MULTIARCH = {
+    (62, 64, True): "x86_64-linux-gnu", (62, 32, True): "x86_64-linux-gnux32",
+    (3, 32, True): "i386-linux-gnu", (183, 64, True): "aarch64-linux-gnu",
+    (40, 32, True): "arm-linux-gnueabihf",
+    (21, 64, False): "powerpc64-linux-gnu", (21, 64, True): "powerpc64le-linux-gnu",
+    (20, 32, False): "powerpc-linux-gnu", (22, 64, False): "s390x-linux-gnu",
+    (243, 64, True): "riscv64-linux-gnu", (258, 64, True): "loongarch64-linux-gnu",
+    (8, 32, True): "mipsel-linux-gnu", (8, 32, False): "mips-linux-gnu", (2, 64, False): "sparc64-linux-gnu",
+}
+# $PLATFORM (AT_PLATFORM) for files of the host's own machine.
+PLATFORM = {62: "x86_64", 3: "i686", 183: "aarch64", 22: "s390x"}
+
+
+class ObjectInfo(NamedTuple):
+    """What the search needs from one file's dynamic section."""
+
+    path: str
+    needed: tuple[str, ...]
+    soname: str | None
+    rpath: str | None
+    runpath: str | None
+    flags_1: int
+    interp: str | None
+    arch: tuple[int, int, bool]  # (e_machine, class, little-endian): what a dependency must match
+    file_id: tuple[int, int]
+    executable: bool  # a main program (PIE or not), as inits.is_executable decides
+
+
+def read_object(path: str) -> ObjectInfo:
+    """DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 and PT_INTERP of the file at ``path``."""
+    from elfpatch.write import Source
+
+    with Source(path) as src:
+        elf = ElfFile(src.data, path)
+        dyn = elf.dynamic()
+        interp = None
+        for seg in elf.segments:
+            if seg.p_type == PT_INTERP and seg.p_filesz:
+                interp = elf.cstring(seg.p_offset, seg.p_offset + seg.p_filesz)
+        strtab, strsz = elf.dynamic_value(DT_STRTAB), elf.dynamic_value(DT_STRSZ)
+        strings = {}
+        if strtab is not None and strsz:
+            base = elf.vaddr_to_offset(strtab, strsz)
+
+            def string(offset: int) -> str:
+                if offset >= strsz:
+                    raise ParseError(f"dynamic string offset {offset} past DT_STRSZ", path)
+                return elf.cstring(base + offset, base + strsz)
+
+            for tag, val in dyn:
+                if tag in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH):
+                    strings.setdefault(tag, []).append(string(val))
+        flags_1 = elf.dynamic_value(DT_FLAGS_1) or 0
+        return ObjectInfo(path, tuple(strings.get(DT_NEEDED, ())), _first(strings, DT_SONAME),
+                          _first(strings, DT_RPATH), _first(strings, DT_RUNPATH), flags_1, interp,
+                          (elf.e_machine, elf.elfclass, elf.little), (src.stat.st_dev, src.stat.st_ino),
+                          is_executable(elf))
+
+
+def _first(strings: dict[int, list[str]], tag: int) -> str | None:
+    values = strings.get(tag)
+    return values[0] if values else None
+
+
+def _arch_of(path: str) -> tuple[int, int, bool] | None:
+    """(e_machine, class, little) of an ELF file, or None when it is not one (ld.so's open_verify)."""
+    try:  # O_NONBLOCK: a FIFO on a search path must not hang the search
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.pread(fd, 20, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return None
+    little = head[5] == 1
+    (machine,) = struct.unpack_from("<H" if little else ">H", head, 18)
+    return machine, 64 if head[4] == 2 else 32, little
+
+
+class LdCache:
+    """/etc/ld.so.cache (the "glibc-ld.so.cache1.1" format, with or without the old libc5 table before it)."""
+
+    OLD_MAGIC = b"ld.so-1.7.0"
+    NEW_MAGIC = b"glibc-ld.so.cache1.1"
+
+    def __init__(self, path: str = LD_SO_CACHE) -> None:
+        self.entries: dict[str, list[str]] = {}
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return
+        try:
+            self._parse(data)
+        except (struct.error, ValueError, IndexError):  # a truncated cache is no cache, for ld.so too
+            self.entries = {}
+
+    def _parse(self, data: bytes) -> None:
+        start = 0
+        if data.startswith(self.OLD_MAGIC):
+            (nlibs,) = struct.unpack_from("<I", data, 12)  # the old table: 12-byte entries, then the new one
+            start = (16 + nlibs * 12 + 7) & ~7
+            start = data.find(self.NEW_MAGIC, start - 8)
+        if start < 0 or data[start:start + len(self.NEW_MAGIC)] != self.NEW_MAGIC:
+            return
+        endian = ">" if data[start + 28] == 3 else "<"  # cache_file_new_flags_endian_big
+        nlibs, _strings = struct.unpack_from(endian + "II", data, start + 20)
+        hwcap_entries: dict[str, list[str]] = {}
+        for i in range(nlibs):
+            _flags, key, value, _osv, hwcap = struct.unpack_from(endian + "iIIIQ", data, start + 48 + i * 24)
+            name, target = self._string(data, start + key), self._string(data, start + value)
+            (hwcap_entries if hwcap else self.entries).setdefault(name, []).append(target)
+        for name, paths in hwcap_entries.items():  # glibc-hwcaps entries: after the plain ones
+            self.entries.setdefault(name, []).extend(paths)
+
+    @staticmethod
+    def _string(data: bytes, offset: int) -> str:
+        end = data.index(b"\0", offset)
+        return data[offset:end].decode("utf-8", "surrogateescape")
+
+    def lookup(self, name: str) -> list[str]:
+        return self.entries.get(name, [])
+
+
+class LoadedObject(NamedTuple):
+    info: ObjectInfo
+    name: str | None  # the DT_NEEDED string that brought it in (None for the root)
+    needed_by: str | None  # path of the object whose DT_NEEDED brought it in
+    deps: tuple[int, ...]  # indexes (in load order) of the objects its DT_NEEDED entries resolved to
+
+
+class Missing(NamedTuple):
+    name: str
+    needed_by: str
+
+
+class Load(NamedTuple):
+    root: str
+    objects: list[LoadedObject]  # load (breadth-first) order; objects[0] is the root
+    missing: list[Missing]
+    init_order: list[int]  # indexes into objects: the order their initializers run
+    fini_order: list[int]  # at exit (or dlclose of the root)
+    main_program: bool  # the root is an executable: its DT_PREINIT_ARRAY runs before every library
+    initfirst: int | None  # the DF_1_INITFIRST object, initialized first of all (init_order[0])
+
+
+_DST = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))")
+
+
+def expand_dst(text: str, origin: str, arch: tuple[int, int, bool]) -> str | None:
+    """``text`` with ld.so's dynamic string tokens ($ORIGIN, $LIB, $PLATFORM, or ${...}) replaced; None when
+    one has no value here (ld.so then drops the path element). Other $ sequences stay as they are."""
+    if "$" not in text:
+        return text
+    triple = MULTIARCH.get(arch)
+    values = {"ORIGIN": origin, "LIB": f"lib/{triple}" if triple else ("lib64" if arch[1] == 64 else "lib"),
+              "PLATFORM": PLATFORM.get(arch[0]) if _host_arch() == arch else None}
+    unknown = False
+
+    def replace(m: re.Match) -> str:
+        nonlocal unknown
+        value = values[m.group(1) or m.group(2)]
+        if value is None:
+            unknown = True
+            return ""
+        return value
+
+    out = _DST.sub(replace, text)
+    return None if unknown else out
+
+
+def search_dirs(path_list: str | None, origin: str, arch: tuple[int, int, bool],
+                separators: str = ":") -> list[str]:
+    """The directories of a DT_RPATH/DT_RUNPATH (":") or LD_LIBRARY_PATH (":" or ";") string."""
+    if not path_list:
+        return []
+    out = []
+    for element in re.split(f"[{re.escape(separators)}]", path_list):
+        expanded = expand_dst(element, origin, arch)
+        if expanded is not None:
+            out.append(expanded or ".")  # an empty element is the current directory
+    return out
+
+
+def default_dirs(arch: tuple[int, int, bool]) -> list[str]:
+    """ld.so's built-in directories: Debian's multiarch pair, then lib64 (other distributions), then lib."""
+    triple = MULTIARCH.get(arch)
+    dirs = [f"/lib/{triple}", f"/usr/lib/{triple}"] if triple else []
+    if arch[1] == 64:
+        dirs += ["/lib64", "/usr/lib64"]
+    return dirs + ["/lib", "/usr/lib"]
+
+
+@lru_cache(maxsize=1)
+def _host_arch() -> tuple[int, int, bool] | None:
+    return _arch_of("/proc/self/exe")
+
+
+def _origin(path: str, executable: bool) -> str:
+    # ld.so takes the main program's directory from /proc/self/exe (symlinks resolved) and every other
+    # object's from the path it was opened by.
+    return os.path.dirname(os.path.realpath(path) if executable else os.path.abspath(path))
+
+
+def resolve(root: str, env: Mapping[str, str] | None = None, cache: LdCache | None = None) -> Load:
+    """The objects loading ``root`` brings in, and their initialization and finalization order. A library
+    as root is treated as a dlopen into a process that has none of its dependencies loaded yet."""
+    env = os.environ if env is None else env
+    search = _Search(env.get("LD_LIBRARY_PATH"), cache)
+    info = read_object(root)
+    objects: list[LoadedObject] = []
+    deps: list[list[int]] = []
+    by_name: dict[str, int] = {}
+    by_id: dict[tuple[int, int], int] = {}
+    missing: list[Missing] = []
+
+    def add(obj_info: ObjectInfo, name: str | None, loader: int | None) -> int:
+        index = len(objects)
+        needed_by = objects[loader].info.path if loader is not None else None
+        objects.append(LoadedObject(obj_info, name, needed_by, ()))
+        deps.append([])
+        search.add(obj_info, loader)
+        # ld.so matches a DT_NEEDED string against each loaded object's name(s), its DT_SONAME and (for all
+        # but the main program, whose name is "") the path it was opened by.
+        for key in (name, obj_info.soname, obj_info.path if index or not info.executable else None):
+            if key:
+                by_name.setdefault(key, index)
+        by_id.setdefault(obj_info.file_id, index)
+        return index
+
+    add(info, None, None)
+    interp: ObjectInfo | None = None
+    if info.executable and info.interp:
+        try:  # the dynamic linker is loaded already: DT_NEEDED on its soname binds to it
+            interp = read_object(info.interp)
+        except ElfPatchError:
+            interp = None
+    queue = 0
+    while queue < len(objects):
+        current = objects[queue]
+        for name in current.info.needed:
+            found = by_name.get(name)
+            if found is None and interp is not None and name in (interp.soname, interp.path):
+                found = add(interp, name, queue)
+                interp = None
+            if found is None:
+                path = search.find(name, queue)
+                if path is None:
+                    missing.append(Missing(name, current.info.path))
+                    continue
+                dep_info = read_object(path)
+                found = by_id.get(dep_info.file_id)
+                if found is None:
+                    found = add(dep_info, name, queue)
+                else:
+                    by_name.setdefault(name, found)
+            deps[queue].append(found)
+        queue += 1
+
+    objects = [o._replace(deps=tuple(d)) for o, d in zip(objects, deps)]
+    order = _sort_maps(objects)
+    init_order = list(reversed(order))
+    first = [i for i, o in enumerate(objects) if o.info.flags_1 & DF_1_INITFIRST]
+    initfirst = first[-1] if first else None  # glibc remembers the last one loaded
+    if initfirst is not None:
+        init_order.remove(initfirst)
+        init_order.insert(0, initfirst)
+    return Load(root, objects, missing, init_order, order, info.executable, initfirst)
+
+
+class _Search:
+    """ld.so's search for one DT_NEEDED name (_dl_map_object), over the objects loaded so far."""
+
+    def __init__(self, ld_library_path: str | None, cache: LdCache | None) -> None:
+        self.ld_library_path = ld_library_path
+        self._cache = cache
+        self.infos: list[ObjectInfo] = []
+        self.origins: list[str] = []
+        self.loaders: list[int | None] = []
+
+    def add(self, info: ObjectInfo, loader: int | None) -> None:
+        # ld.so takes the main program's directory from /proc/self/exe (symlinks resolved) and every other
+        # object's from the path it was opened by.
+        main = info.executable and not self.infos
+        path = os.path.realpath(info.path) if main else os.path.abspath(info.path)
+        self.infos.append(info)
+        self.origins.append(os.path.dirname(path))
+        self.loaders.append(loader)
+
+    @property
+    def cache(self) -> LdCache:
+        if self._cache is None:
+            self._cache = LdCache()
+        return self._cache
+
+    def find(self, name: str, loader: int) -> str | None:
+        info, origin, arch = self.infos[loader], self.origins[loader], self.infos[loader].arch
+        if "/" in name:
+            path = expand_dst(name, origin, arch)
+            return path if path is not None and _arch_of(path) == arch else None
+        dirs: list[str] = []
+        if info.runpath is None:
+            # DT_RPATH of the needing object, then of the object that loaded it, up to the root; an object
+            # with a DT_RUNPATH has its DT_RPATH ignored.
+            chain: int | None = loader
+            while chain is not None:
+                if self.infos[chain].runpath is None:
+                    dirs += search_dirs(self.infos[chain].rpath, self.origins[chain], arch)
+                chain = self.loaders[chain]
+        dirs += search_dirs(self.ld_library_path, self.origins[0], arch, separators=":;")
+        dirs += search_dirs(info.runpath, origin, arch)
+        for directory in dirs:
+            path = os.path.join(directory, name)
+            if _arch_of(path) == arch:
+                return path
+        nodeflib = bool(info.flags_1 & DF_1_NODEFLIB)
+        defaults = default_dirs(arch)
+        for path in self.cache.lookup(name):
+            if nodeflib and os.path.dirname(path) in defaults:
+                continue
+            if _arch_of(path) == arch:
+                return path
+        if not nodeflib:
+            for directory in defaults:
+                path = os.path.join(directory, name)
+                if _arch_of(path) == arch:
+                    return path
+        return None
+
+
+def _sort_maps(objects: list[LoadedObject]) -> list[int]:
+    """glibc's _dl_sort_maps_dfs: depth-first from the last object back to the first, each object placed
+    before everything it depends on (reverse postorder); the root forced to the front."""
+    visited = [False] * len(objects)
+    rpo: list[int] = []
+
+    def visit(start: int) -> None:
+        # Iterative DFS (a deep dependency chain must not hit Python's recursion limit).
+        visited[start] = True
+        stack = [(start, iter(objects[start].deps))]
+        while stack:
+            node, it = stack[-1]
+            for dep in it:
+                if not visited[dep] and dep != 0:
+                    visited[dep] = True
+                    stack.append((dep, iter(objects[dep].deps)))
+                    break
+            else:
+                stack.pop()
+                rpo.append(node)
+
+    for i in range(len(objects) - 1, -1, -1):
+        if not visited[i]:
+            visit(i)
+    order = rpo[::-1]
+    if order and order[0] != 0:
+        order.remove(0)
+        order.insert(0, 0)
+    return order

@@ -1,0 +1,189 @@
+"""`elfpatch inits`: what runs at load and unload, in the loader's order, with names and source files."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from elfpatch.cli import EXIT_ERROR, error_line
+from elfpatch.errors import ElfPatchError
+
+HELP = """\
+List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
+(executables only), DT_INIT, legacy .ctors, DT_INIT_ARRAY by index; at exit or dlclose: DT_FINI_ARRAY in
+reverse, DT_FINI, legacy .dtors. Addresses are link-time addresses, as nm shows them.
+Exit status: 0 success, 1 a file has more than --max static initializers, 2 an error (one line per file)."""
+
+
+def _budget(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inits", help="list static initializers and finalizers in execution order",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--max", metavar="N", type=_budget, default=None,
+                   help="exit 1 when a file has more than N static initializers (preinit_array, init_array "
+                        "and .ctors entries that are not the toolchain's own)")
+    p.add_argument("--deps", action="store_true",
+                   help="follow DT_NEEDED as the loader would and print the order of the whole load: "
+                        "initializers dependencies first, finalizers at exit")
+    p.add_argument("paths", metavar="PATH", nargs="+")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from elfpatch.inits import list_initializers, static_initializer_count
+
+    files: list[dict[str, Any]] = []
+    loads: list[dict[str, Any]] = []
+    errors = 0
+    for path in args.paths:
+        try:
+            listing = list_initializers(path)
+        except ElfPatchError as exc:
+            print(error_line(exc.path or path, exc.message), file=sys.stderr)
+            errors += 1
+            continue
+        files.append(listing)
+        if args.deps:
+            try:
+                loads.append(_load(path, listing))
+            except ElfPatchError as exc:
+                print(error_line(exc.path or path, exc.message), file=sys.stderr)
+                errors += 1
+    counts = {f["path"]: static_initializer_count(f) for f in files}
+    over = [p for p, n in counts.items() if args.max is not None and n > args.max]
+    summary = {"files": len(files), "errors": errors, "static_initializers": counts, "max": args.max,
+               "over_max": over}
+    if args.json:
+        doc: dict[str, Any] = {"files": files}
+        if args.deps:
+            doc["loads"] = loads
+        doc["summary"] = summary
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _write_text(sys.stdout, files, loads, counts, args)
+    sys.stdout.flush()
+    if errors:
+        return EXIT_ERROR
+    return 1 if over else 0
+
+
+def _load(path: str, listing: dict[str, Any]) -> dict[str, Any]:
+    """The whole load of ``path``: its objects, and every initializer and finalizer in execution order."""
+    from elfpatch.inits import list_initializers
+    from elfpatch.loadorder import resolve
+
+    load = resolve(path)
+    listings = [listing] + [list_initializers(o.info.path) for o in load.objects[1:]]
+    init: list[dict[str, Any]] = []
+    order = list(load.init_order)
+    if load.initfirst is not None:  # glibc runs the DF_1_INITFIRST object even before the preinit array
+        i = order.pop(0)
+        init += _tagged(listings[i]["init"], load.objects, i, drop_preinit=True)
+    if load.main_program:
+        init += [e for e in _tagged(listing["init"], load.objects, 0) if e["kind"] == "preinit_array"]
+    for i in order:
+        init += _tagged(listings[i]["init"], load.objects, i, drop_preinit=True)
+    fini: list[dict[str, Any]] = []
+    for i in load.fini_order:
+        fini += _tagged(listings[i]["fini"], load.objects, i)
+    return {
+        "path": path,
+        "main_program": load.main_program,
+        "initfirst": None if load.initfirst is None else load.objects[load.initfirst].info.path,
+        "objects": [{"path": o.info.path, "needed_name": o.name, "needed_by": o.needed_by}
+                    for o in load.objects],
+        "missing": [{"name": m.name, "needed_by": m.needed_by} for m in load.missing],
+        "init_order": [load.objects[i].info.path for i in load.init_order],
+        "fini_order": [load.objects[i].info.path for i in load.fini_order],
+        "init": init,
+        "fini": fini,
+    }
+
+
+def _tagged(entries: list[dict[str, Any]], objects: list[Any], index: int,
+            drop_preinit: bool = False) -> list[dict[str, Any]]:
+    obj = objects[index].info.path
+    return [{"object": obj, **e} for e in entries if not (drop_preinit and e["kind"] == "preinit_array")]
+
+
+# -- text ------------------------------------------------------------------------------------------------
+
+_HEADER = ("KIND", "INDEX", "ADDRESS", "PRIO", "SOURCE", "SYMBOL")
+
+
+def _row(e: dict[str, Any]) -> tuple[str, ...]:
+    name = e["demangled"] or e["symbol"] or "?"
+    if e["toolchain"]:
+        name += "  [toolchain]"
+    return (e["kind"], "-" if e["index"] is None else str(e["index"]),
+            "?" if e["address"] is None else f"{e['address']:#x}",
+            "-" if e["priority"] is None else str(e["priority"]), e["source"] or "-", name)
+
+
+def _table(out: TextIO, rows: list[tuple[str, ...]], indent: str) -> None:
+    if not rows:
+        out.write(f"{indent}(nothing)\n")
+        return
+    widths = [max(len(r[i]) for r in [_HEADER, *rows]) for i in range(len(_HEADER) - 1)]
+    for r in [_HEADER, *rows]:
+        cells = [c.ljust(w) for c, w in zip(r, widths)] + [r[-1]]
+        out.write(indent + "  ".join(cells).rstrip() + "\n")
+
+
+def _write_text(out: TextIO, files: list[dict[str, Any]], loads: list[dict[str, Any]], counts: dict[str, int],
+                args: argparse.Namespace) -> None:
+    loads_by_path = {ld["path"]: ld for ld in loads}
+    for n, f in enumerate(files):
+        if n:
+            out.write("\n")
+        count = counts[f["path"]]
+        budget = "" if args.max is None else f" (max {args.max}{', over' if count > args.max else ''})"
+        out.write(f"{f['path']}: {count} static initializer{'s' if count != 1 else ''}{budget}\n")
+        unnamed = sum(1 for e in f["init"] + f["fini"]
+                      if e["symbol"] is None and e["kind"] not in ("init", "fini"))
+        if unnamed:
+            out.write(f"  note: {unnamed} entries have no symbol (stripped?): the count may include the "
+                      "toolchain's frame_dummy\n")
+        out.write("  at load, in order:\n")
+        _table(out, [_row(e) for e in f["init"]], "    ")
+        out.write("  at exit or dlclose, in order:\n")
+        _table(out, [_row(e) for e in f["fini"]], "    ")
+        load = loads_by_path.get(f["path"])
+        if load is not None:
+            _write_load(out, load)
+
+
+def _write_load(out: TextIO, load: dict[str, Any]) -> None:
+    out.write(f"  whole load ({len(load['objects'])} objects), initializers, dependencies first:\n")
+    _grouped(out, load["init"], load["init_order"], load["main_program"], load["initfirst"])
+    out.write("  whole load, finalizers at exit:\n")
+    _grouped(out, load["fini"], load["fini_order"], False, None)
+    for m in load["missing"]:
+        out.write(f"  not found: {m['name']} (needed by {m['needed_by']})\n")
+
+
+def _grouped(out: TextIO, entries: list[dict[str, Any]], order: list[str], preinit: bool,
+             initfirst: str | None) -> None:
+    """One block per object in ``order``; the main program's preinit entries get a block of their own, first
+    (after a DF_1_INITFIRST object)."""
+    blocks: list[tuple[str, list[dict[str, Any]]]] = []
+    for obj in order:
+        blocks.append((obj, [e for e in entries if e["object"] == obj and e["kind"] != "preinit_array"]))
+    pre = [e for e in entries if e["kind"] == "preinit_array"] if preinit else []
+    if pre:
+        blocks.insert(1 if initfirst else 0, (f"{pre[0]['object']} (preinit, before every library)", pre))
+    for title, rows in blocks:
+        out.write(f"    {title}\n")
+        _table(out, [_row(e) for e in rows], "      ")

@@ -1,0 +1,7 @@
+/* One translation unit's legacy .ctors and .dtors entries (see legacy_begin.c). */
+#include "trace.h"
+
+static void legacy_b_ctor(void) { trace("init", "legacy_b_ctor"); }
+static void legacy_b_dtor(void) { trace("fini", "legacy_b_dtor"); }
+__attribute__((section(".ctors"), used)) static void (*ctor_entry)(void) = legacy_b_ctor;
+__attribute__((section(".dtors"), used)) static void (*dtor_entry)(void) = legacy_b_dtor;

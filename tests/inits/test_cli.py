@@ -1,0 +1,116 @@
+"""The `elfpatch inits` command line: the JSON contract, the text table, the --max gate, errors."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+
+import elfpatch
+from inits.helpers import variant_dir
+
+ENTRY_KEYS = {"kind", "index", "address", "symbol", "demangled", "source", "priority", "toolchain"}
+KINDS = {"preinit_array", "init", "init_array", "ctors", "fini_array", "fini", "dtors"}
+
+
+def test_json_contract(init_build: Path) -> None:
+    paths = [str(init_build / "gnu" / p) for p in ("prio", "libchain_base.so")] + \
+            [str(variant_dir(init_build, "lld") / "liblegacy.so")]
+    doc = json.loads(run_cli("inits", "--json", *paths, check=True).stdout)
+    assert set(doc) == {"files", "summary"}
+    assert [f["path"] for f in doc["files"]] == paths
+    for f in doc["files"]:
+        assert set(f) == {"path", "init", "fini"}
+        for e in f["init"] + f["fini"]:
+            assert set(e) == ENTRY_KEYS
+            assert e["kind"] in KINDS
+            assert isinstance(e["address"], int) and isinstance(e["toolchain"], bool)
+            assert e["index"] is None if e["kind"] in ("init", "fini") else isinstance(e["index"], int)
+    assert doc["summary"] == {"files": 3, "errors": 0, "max": None, "over_max": [],
+                              "static_initializers": {paths[0]: 6, paths[1]: 2, paths[2]: 3}}
+
+
+def test_api_matches_cli(init_build: Path) -> None:
+    path = str(init_build / "relr" / "chain_main")
+    doc = json.loads(run_cli("inits", "--json", path, check=True).stdout)
+    assert elfpatch.list_initializers(path) == doc["files"][0]
+
+
+def test_text_table_in_execution_order(init_build: Path) -> None:
+    out = run_cli("inits", str(init_build / "gnu" / "prio"), check=True).stdout
+    lines = out.splitlines()
+    assert lines[0].endswith("prio: 6 static initializers")
+    order = [line.split()[-1] for line in lines if "_GLOBAL__sub_I" in line]
+    assert order == ["_GLOBAL__sub_I.00101_prio.cpp", "_GLOBAL__sub_I.02000_prio.cpp",
+                     "_GLOBAL__sub_I_prio.cpp"]
+    assert any("frame_dummy  [toolchain]" in line for line in lines)
+    assert any("prio_preinit(int, char**, char**)" in line for line in lines)
+    assert out.index("prio_fini\n") < out.index("__do_global_dtors_aux") < out.index("prio_fini_150")
+
+
+def test_max_gate(init_build: Path) -> None:
+    prio, base = str(init_build / "gnu" / "prio"), str(init_build / "gnu" / "libchain_base.so")
+    assert run_cli("inits", "--max", "6", prio).returncode == 0
+    over = run_cli("inits", "--max", "5", prio, "--json")
+    assert over.returncode == 1
+    assert json.loads(over.stdout)["summary"]["over_max"] == [prio]
+    both = run_cli("inits", "--max", "2", base, prio)
+    assert both.returncode == 1 and "(max 2, over)" in both.stdout
+    assert run_cli("inits", "--max", "0", str(init_build / "gnu" / "siof_ab")).returncode == 1
+
+
+def test_stripped_count_includes_what_it_cannot_name(init_build: Path) -> None:
+    """Without symbols frame_dummy is one more unnamed entry: counted, and the text says so."""
+    proc = run_cli("inits", str(init_build / "stripped" / "prio"), check=True)
+    assert "7 static initializers" in proc.stdout and "no symbol" in proc.stdout
+
+
+def test_errors_one_line_each_others_still_listed(init_build: Path, tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    good = str(init_build / "gnu" / "siof_ab")
+    proc = run_cli("inits", "--json", str(tmp_path / "missing"), good, str(text), str(tmp_path),
+                   str(init_build / "gnu" / "prio.o"))
+    assert proc.returncode == 2
+    errors = proc.stderr.splitlines()
+    assert len(errors) == 4 and all(line.startswith("elfpatch: error: ") for line in errors)
+    assert errors[1] == f"elfpatch: error: {text}: not an ELF file"
+    assert "relocatable" in errors[3] or "object file" in errors[3]
+    doc = json.loads(proc.stdout)
+    assert [f["path"] for f in doc["files"]] == [good] and doc["summary"]["errors"] == 4
+
+
+def test_error_beats_the_gate(init_build: Path, tmp_path: Path) -> None:
+    proc = run_cli("inits", "--max", "0", str(init_build / "gnu" / "prio"), str(tmp_path / "nope"))
+    assert proc.returncode == 2
+
+
+def test_bad_max() -> None:
+    proc = run_cli("inits", "--max", "-1", "x")
+    assert proc.returncode == 2 and "must be 0 or more" in proc.stderr
+
+
+def test_deps_text(init_build: Path) -> None:
+    out = run_cli("inits", "--deps", str(init_build / "gnu" / "chain_main"), check=True).stdout
+    assert "whole load (8 objects)" in out
+    block = out[out.index("whole load (8"):]
+    assert block.index("(preinit, before every library)") < block.index("libc.so.6") \
+        < block.index("libchain_base.so") < block.index("libchain_mid.so")
+    fini = block[block.index("finalizers at exit"):]
+    assert fini.index("chain_main") < fini.index("libchain_mid.so") < fini.index("libchain_base.so")
+
+
+def test_deps_json_shape(init_build: Path) -> None:
+    path = str(init_build / "gnu" / "chain_main")
+    doc = json.loads(run_cli("inits", "--deps", "--json", path, check=True).stdout)
+    assert set(doc) == {"files", "loads", "summary"}
+    (load,) = doc["loads"]
+    assert set(load) == {"path", "main_program", "initfirst", "objects", "missing", "init_order",
+                         "fini_order", "init", "fini"}
+    assert load["path"] == path and load["main_program"] and load["initfirst"] is None
+    assert load["objects"][0] == {"path": path, "needed_name": None, "needed_by": None}
+    assert {e["object"] for e in load["init"]} <= set(load["init_order"])
+    for e in load["init"] + load["fini"]:
+        assert set(e) == ENTRY_KEYS | {"object"}
+    # --max still judges only the files named on the command line, not libstdc++ & co.
+    assert run_cli("inits", "--deps", "--max", "3", path).returncode == 0
