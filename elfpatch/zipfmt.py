@@ -120,21 +120,46 @@ def read_entries(data: bytes, path: str) -> tuple[list[Entry], bytes]:
     return entries, comment
 
 
-def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_length: int = -1) -> bytearray:
-    """The uncompressed bytes of ``entry`` (or their first ``max_length`` bytes), never more than ``limit``
-    nor more than its header claims: inflated piece by piece into one buffer of the claimed size."""
+# Deflate cannot expand data by more than ~1032:1 (258-byte matches in 2 bits, rounded up): a member whose
+# header claims more than that is lying, and is refused before a buffer of the claimed size is allocated.
+MAX_RATIO = 1032
+
+
+def check_claim(entry: Entry, path: str, limit: int) -> None:
+    """Refuse a member whose claimed size is over ``limit`` or more than its compressed data can hold."""
     if entry.usize > limit:
         raise ParseError(f"zip member {entry.name!r} claims {entry.usize} bytes, over the {limit}-byte limit", path)
+    if entry.method == STORED and entry.usize != entry.csize:
+        raise ParseError(f"zip member {entry.name!r}: stored, but its sizes differ", path)
+    if entry.method == DEFLATED and entry.usize > entry.csize * MAX_RATIO + 1024:
+        raise ParseError(f"zip member {entry.name!r} claims {entry.usize} bytes from {entry.csize} compressed, "
+                         "more than deflate can give", path)
+
+
+def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_length: int = -1) -> bytearray:
+    """The uncompressed bytes of ``entry`` (or their first ``max_length`` bytes), never more than ``limit``
+    nor more than its header claims: inflated piece by piece into one buffer of the claimed size, which
+    ``check_claim`` has bounded by what the compressed data can hold."""
+    check_claim(entry, path, limit)
     want = entry.usize if max_length < 0 else min(max_length, entry.usize)
-    raw = memoryview(data)[start : start + entry.csize] if not isinstance(data, bytes) else data[start:]
+    src = memoryview(data)[start : start + entry.csize]
+    if len(src) != entry.csize:
+        raise ParseError(f"zip member {entry.name!r}: data runs past the end of the file", path)
     if entry.method == STORED:
-        return bytearray(raw[:want])
-    if entry.method != DEFLATED:
+        out = bytearray(src[:want])
+    elif entry.method != DEFLATED:
         raise ParseError(f"zip member {entry.name!r}: compression method {entry.method} not supported", path)
+    else:
+        out = _inflate_into(src, want, entry, path, max_length >= 0)
+    if max_length < 0 and zlib.crc32(out) != entry.crc:
+        raise ParseError(f"zip member {entry.name!r}: CRC mismatch", path)
+    return out
+
+
+def _inflate_into(src: memoryview, want: int, entry: Entry, path: str, prefix: bool) -> bytearray:
     d = zlib.decompressobj(-15)
     out = bytearray(want)
     pos, step = 0, 1 << 20
-    src = memoryview(raw)[: entry.csize]
     try:
         # Input in 1 MiB steps (so unconsumed_tail stays small); output capped one byte past the claim.
         for i in range(0, len(src), step):
@@ -143,21 +168,22 @@ def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_le
                 piece = d.decompress(chunk, want - pos + 1)
                 chunk = d.unconsumed_tail
                 if pos + len(piece) > want:
-                    if max_length >= 0:
+                    if prefix:
                         out[pos:want] = piece[: want - pos]
                         return out
                     raise ParseError(f"zip member {entry.name!r}: inflates to more than its header says", path)
                 out[pos : pos + len(piece)] = piece
                 pos += len(piece)
-                if max_length >= 0 and pos == want:
+                if prefix and pos == want:
                     return out
+            if d.eof:
+                break
     except zlib.error as exc:
         raise ParseError(f"zip member {entry.name!r}: {exc}", path) from exc
-    if max_length < 0:
-        if pos != entry.usize:
-            raise ParseError(f"zip member {entry.name!r}: inflates to a size other than its header says", path)
-        if zlib.crc32(out) != entry.crc:
-            raise ParseError(f"zip member {entry.name!r}: CRC mismatch", path)
+    if pos != want:
+        raise ParseError(f"zip member {entry.name!r}: inflates to a size other than its header says", path)
+    if not prefix and not d.eof:
+        raise ParseError(f"zip member {entry.name!r}: compressed data ends before its stream does", path)
     return out
 
 

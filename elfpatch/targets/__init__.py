@@ -4,6 +4,7 @@ tree of them (tree.py)."""
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import sys
 from typing import Callable
@@ -52,22 +53,40 @@ def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> Fi
     return FileReport(path, ERROR, error=exc.message, member=member)
 
 
-def detect(path: str) -> str | None:
-    """The kind of a regular file from its first bytes: ELF, ar archive, wheel (a zip named *.whl), or None."""
+def read_head(path: str) -> bytes:
+    """The first 8 bytes of a file (raises OSError). O_NONBLOCK: a FIFO must not hang the run; only
+    regular files have a kind."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.pread(fd, 8, 0)
+    finally:
+        os.close(fd)
+
+
+def kind_of(head: bytes, path: str) -> str | None:
+    """The kind of a regular file from its first bytes: ELF, ar archive (regular or thin), wheel (a zip file
+    named *.whl), or None for anything else."""
     from elfpatch.arfmt import is_archive
 
-    try:
-        with open(path, "rb", buffering=0) as f:
-            head = f.read(8)
-    except OSError:
-        return None  # the kind's own open reports the error
     if head[:4] == b"\x7fELF":
         return ELF
     if is_archive(head):
         return ARCHIVE
-    if head[:4] == b"PK\x03\x04" and path.endswith(".whl"):
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06") and path.endswith(".whl"):  # a member first, or empty
         return WHEEL
     return None
+
+
+def detect(path: str) -> str | None:
+    """``kind_of`` the file at ``path``; None also when it cannot be read (the kind's own open then reports
+    why)."""
+    try:
+        head = read_head(path)
+    except OSError:
+        return None
+    return kind_of(head, path)
 
 
 def process(path: str, job: Job) -> Outcome:
@@ -82,10 +101,12 @@ def process(path: str, job: Job) -> Outcome:
         return Outcome([error_report(path, exc)])
 
 
-def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1) -> list[FileReport]:
+def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
+                 root: str | None = None) -> list[FileReport]:
     """One regular file of a known kind (None: treated as ELF, whose reader names what is wrong).
 
-    ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself."""
+    ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself;
+    ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's)."""
     try:
         links = os.stat(path).st_nlink
     except OSError:
@@ -94,7 +115,7 @@ def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1) 
         if kind == ARCHIVE:
             from elfpatch.targets.archive import process_archive
 
-            reports = process_archive(path, job)
+            reports = process_archive(path, job, root)
         elif kind == WHEEL:
             from elfpatch.targets.wheel import process_wheel
 

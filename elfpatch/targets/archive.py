@@ -22,12 +22,13 @@ def _member_image(data: bytes, m: arfmt.Member, path: str) -> ElfFile:
     return ElfFile(bytes(data[m.data_offset : m.data_offset + m.size]), f"{path}[{m.name}]")
 
 
-def process_archive(path: str, job: Job) -> list[FileReport]:
+def process_archive(path: str, job: Job, root: str | None = None) -> list[FileReport]:
+    """Every ELF member of the archive at ``path`` (``root``: the tree being walked, if any)."""
     writes = job.writes and not job.output
     with Source(path, lock=writes, writable=writes and job.inplace) as src:
         thin, members = arfmt.parse(src.data, path)
         if thin:
-            return _process_thin(path, members, job)
+            return _process_thin(path, members, job, root)
         reports: list[FileReport] = []
         plans: list[tuple[arfmt.Member, ImagePlan]] = []
         for m in members:
@@ -55,12 +56,37 @@ def process_archive(path: str, job: Job) -> list[FileReport]:
         return reports
 
 
-def _process_thin(path: str, members: list[arfmt.Member], job: Job) -> list[FileReport]:
-    """Patch the outside files a thin archive names (it has no member data to patch)."""
+def _is_elf_file(path: str) -> bool:
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read(4) == ELFMAG
+    except OSError:
+        return True  # let process_elf report why it cannot be read
+
+
+def _process_thin(path: str, members: list[arfmt.Member], job: Job, root: str | None) -> list[FileReport]:
+    """A thin archive stores only its index and the names of outside files (relative to the archive).
+
+    Named as a PATH, its ELF member files are patched where they are (each atomically, or in place). Met in a
+    tree walk (``root``), members inside the tree are left to the walk, which visits them as files of their
+    own, and members outside it are reported as skipped: the walk does not reach out of its tree."""
     if job.output:
         raise ElfPatchError("-o is not supported for a thin archive (its members are outside files)", path)
     base = os.path.dirname(path)
     targets = [(m.name, os.path.join(base, m.name)) for m in members if not m.is_index]
+    reports: list[FileReport] = []
+    if root is not None:
+        top = os.path.realpath(root)
+        for name, target in targets:
+            if os.path.commonpath([top, os.path.realpath(target)]) != top:
+                reports.append(FileReport(path, SKIPPED, member=name,
+                                          reason="thin archive member outside the tree: not followed (name the "
+                                                 "archive itself to patch it)"))
+        if not reports:
+            reports.append(FileReport(path, SKIPPED, reason="thin archive: its members are files of the tree, "
+                                                            "processed on their own"))
+        return reports
+    targets = [(name, target) for name, target in targets if _is_elf_file(target)]
     if job.writes:  # read every member first, so that one broken member leaves all of them untouched
         probe = Job(DRY_RUN, job.to, job.names)
         for name, target in targets:
@@ -68,7 +94,6 @@ def _process_thin(path: str, members: list[arfmt.Member], job: Job) -> list[File
                 process_elf(target, probe)
             except ElfPatchError as exc:
                 raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
-    reports = []
     for name, target in targets:
         try:
             report = process_elf(target, job)
@@ -76,4 +101,6 @@ def _process_thin(path: str, members: list[arfmt.Member], job: Job) -> list[File
             raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
         report.path, report.member = path, name
         reports.append(report)
+    if not reports:
+        reports.append(FileReport(path, UNCHANGED))  # no ELF member files
     return reports

@@ -1,30 +1,49 @@
 """A directory PATH: walked in sorted order without following symlinks; every regular file that is an ELF
 file, an ar archive or a wheel is processed, anything else is counted as skipped.
 
-Hard links: each inode is processed once, under its first name. When the default mode replaces it by a
-new inode, the tree's other names for it are re-pointed at the new inode (link to a temp name, rename over
-the old name), so they stay hard links of one, patched, file. Names outside the tree keep the old file, with
-a warning; --inplace keeps every name, since it writes into the inode itself.
+- Symlinks are never followed: a link (to a file or a directory, inside the tree or out of it) is left as it
+  is and counted as skipped; a target inside the tree is visited under its own name.
+- Hard links: each inode is processed once, under its first name in sorted order. When the default mode
+  replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
+  name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
+  keep the old file, with a warning; --inplace keeps every name, since it writes into the inode itself.
+- The walk reads every directory before anything is written: an unreadable directory fails the whole tree
+  and changes nothing. Each file is then committed on its own (atomically, as a single PATH would be).
+- Larger trees are spread over a process pool (one process per core); reports stay in sorted order.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import stat
 import sys
+import time
+from typing import Iterable
 
-from elfpatch.errors import WriteError
+from elfpatch.errors import ElfPatchError, WriteError
 from elfpatch.report import FileReport
-from elfpatch.targets import Job, Outcome, detect, process_file, renamed
+from elfpatch.targets import Job, Outcome, _warn, error_report, kind_of, process_file, read_head, renamed
 from elfpatch.write import temp_name
 
-# Below this many files a process pool costs more to start than it saves.
-PARALLEL_MIN_FILES = 24
+# Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
+PARALLEL_MIN_FILES = 16
+PARALLEL_MIN_BYTES = 32 << 20
 
 
-def walk(root: str) -> tuple[list[list[str]], int]:
-    """Regular files below ``root`` grouped by inode (first name first, groups in sorted order of their
-    first name), and how many entries were passed over (symlinks, devices, sockets, FIFOs)."""
-    groups: dict[tuple[int, int], list[str]] = {}
+class Group:
+    """One inode of the tree: its names (sorted; the first is processed) and its size."""
+
+    __slots__ = ("paths", "size")
+
+    def __init__(self, paths: list[str], size: int) -> None:
+        self.paths = paths
+        self.size = size
+
+
+def walk(root: str) -> tuple[list[Group], int]:
+    """Regular files below ``root`` grouped by inode, in sorted order of their first name, and how many
+    entries were passed over (symlinks, devices, sockets, FIFOs)."""
+    groups: dict[tuple[int, int], Group] = {}
     skipped = 0
 
     def onerror(exc: OSError) -> None:
@@ -43,9 +62,14 @@ def walk(root: str) -> tuple[list[list[str]], int]:
             if not stat.S_ISREG(st.st_mode):
                 skipped += 1
                 continue
-            groups.setdefault((st.st_dev, st.st_ino), []).append(path)
-    ordered = sorted((sorted(paths) for paths in groups.values()), key=lambda paths: paths[0])
-    return ordered, skipped
+            group = groups.get((st.st_dev, st.st_ino))
+            if group is None:
+                groups[(st.st_dev, st.st_ino)] = Group([path], st.st_size)
+            else:
+                group.paths.append(path)
+    for group in groups.values():
+        group.paths.sort()
+    return sorted(groups.values(), key=lambda g: g.paths[0]), skipped
 
 
 def relink(first: str, others: list[str]) -> None:
@@ -63,26 +87,49 @@ def relink(first: str, others: list[str]) -> None:
             raise WriteError(f"cannot re-link to the patched {first}: {exc.strerror}", other) from exc
 
 
-def process_group(paths: list[str], job: Job) -> tuple[list[FileReport], int]:
-    """One inode of the tree: (its reports, 0) or ([], number of names skipped) when it is no target kind."""
-    kind = detect(paths[0])
+def process_group(paths: list[str], job: Job, root: str) -> tuple[list[FileReport], int]:
+    """One inode of the tree: (its reports, 0), or ([], number of names) when it is no target kind."""
+    try:
+        head = read_head(paths[0])
+    except OSError as exc:
+        return [error_report(paths[0], ElfPatchError(f"cannot open: {exc.strerror}"))], 0
+    kind = kind_of(head, paths[0])
     if kind is None:
         return [], len(paths)
-    reports = process_file(paths[0], job, kind, in_tree_links=len(paths))
+    reports = process_file(paths[0], job, kind, in_tree_links=len(paths), root=root)
     if len(paths) > 1 and renamed(reports, job):
         relink(paths[0], paths[1:])
     return reports, 0
 
 
-def _run(args: tuple[list[str], Job]) -> tuple[list[FileReport], int]:
-    from elfpatch.errors import ElfPatchError
-    from elfpatch.targets import error_report
-
-    paths, job = args
+def _run(args: tuple[list[str], Job, str]) -> tuple[list[FileReport], int]:
+    paths, job, root = args
     try:
-        return process_group(paths, job)
+        return process_group(paths, job, root)
     except ElfPatchError as exc:
         return [error_report(exc.path or paths[0], exc)], 0
+
+
+def workers() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _parallel(groups: list[Group], job: Job) -> int:
+    """How many worker processes to use (1: none)."""
+    n = min(workers(), 8, len(groups))
+    if n < 2 or (len(groups) < PARALLEL_MIN_FILES and sum(g.size for g in groups) < PARALLEL_MIN_BYTES):
+        return 1
+    if job.warn is not _warn:
+        return 1  # a caller's warning hook would be called in another process, and its effects lost
+    try:
+        pickle.dumps(job)
+    except Exception:  # noqa: BLE001 - whatever cannot cross to a worker process
+        return 1
+    return n
 
 
 def process_tree(root: str, job: Job) -> Outcome:
@@ -90,25 +137,60 @@ def process_tree(root: str, job: Job) -> Outcome:
         raise WriteError("-o/--output takes a file, not a directory", root)
     groups, skipped = walk(root)
     outcome = Outcome(skipped=skipped)
-    tasks = [(paths, job) for paths in groups]
-    workers = min(os.cpu_count() or 1, 8)
-    if workers > 1 and len(tasks) >= PARALLEL_MIN_FILES:
+    tasks = [(g.paths, job, root) for g in groups]
+    progress = Progress(len(tasks)) if job.progress and sys.stderr.isatty() else None
+    n = _parallel(groups, job)
+    if n > 1:
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
-        with ProcessPoolExecutor(workers) as pool:
-            results = pool.map(_run, tasks, chunksize=max(1, len(tasks) // (workers * 8)))
-            _collect(results, outcome, len(tasks), job)
+        try:
+            with ProcessPoolExecutor(n) as pool:
+                _collect(pool.map(_run, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
+        except BrokenProcessPool as exc:
+            raise WriteError("a worker process died (out of memory?); files done before it are patched, "
+                             "run again to finish", root) from exc
     else:
-        _collect(map(_run, tasks), outcome, len(tasks), job)
+        _collect(map(_run, tasks), outcome, progress)
     return outcome
 
 
-def _collect(results, outcome: Outcome, total: int, job: Job) -> None:
-    for i, (reports, skipped) in enumerate(results, 1):
-        outcome.reports.extend(reports)
-        outcome.skipped += skipped
-        if job.progress:
-            sys.stderr.write(f"\relfpatch: {i}/{total} files")
+def _collect(results: Iterable[tuple[list[FileReport], int]], outcome: Outcome, progress: Progress | None) -> None:
+    try:
+        for reports, skipped in results:
+            outcome.reports.extend(reports)
+            outcome.skipped += skipped
+            if progress is not None:
+                progress.step(bool(reports))
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+class Progress:
+    """A one-line progress bar on stderr (a TTY), redrawn at most ten times a second, erased at the end."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.files = 0
+        self.last = 0.0
+
+    def step(self, processed: bool) -> None:
+        self.done += 1
+        self.files += processed
+        now = time.monotonic()
+        if now - self.last < 0.1 and self.done < self.total:
+            return
+        self.last = now
+        filled = self.WIDTH * self.done // max(self.total, 1)
+        sys.stderr.write(f"\relfpatch: [{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} "
+                         f"files ({self.files} ELF, archives or wheels)")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.last:
+            sys.stderr.write("\r\033[K")
             sys.stderr.flush()
-    if job.progress and total:
-        sys.stderr.write("\n")

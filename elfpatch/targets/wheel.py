@@ -1,9 +1,12 @@
 """A wheel: every ELF member patched, RECORD rewritten, everything else copied byte for byte.
 
 Only ELF members are inflated (the first four bytes decide); unchanged members are copied with their local
-headers and compressed data verbatim, so nothing is recompressed but what changed. The new wheel is written
-to an exclusive temp file beside the target, verified (every changed member re-inflated and its symbol
-tables checked against the plan), then renamed over the original (or to -o OUT).
+headers and compressed data verbatim, so nothing is recompressed but what changed, and of a changed member
+only the stretches around its edited bytes (zsplice: the original deflate blocks in between are reused).
+Member names are only ever strings: nothing is extracted to the file system. The new wheel is written to an
+exclusive temp file beside the target, verified (every changed member's new stream inflated and checked
+against the patched bytes' size and CRC, the central directory re-read), then renamed over the original
+(or to -o OUT); a failure leaves the original untouched and no temp file behind.
 """
 from __future__ import annotations
 
@@ -14,12 +17,12 @@ import io
 import os
 import zlib
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, NamedTuple
 
-from elfpatch import zipfmt
+from elfpatch import zipfmt, zsplice
 from elfpatch.elffile import ELFMAG, ElfFile
-from elfpatch.errors import ElfPatchError, UnsupportedError, VerifyError, WriteError
+from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
 from elfpatch.plan import check_old_bytes, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
 from elfpatch.targets.elf import status_for
@@ -31,6 +34,16 @@ if TYPE_CHECKING:
 # A member that claims to inflate to more than this is refused before anything is allocated.
 MAX_MEMBER = int(os.environ.get("ELFPATCH_MAX_MEMBER", 8 << 30))
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+LEVEL = 6  # deflate level of the re-deflated stretches (zlib's default, as pip and wheel use)
+
+
+class Patched(NamedTuple):
+    """A member's patched bytes, and what the writer needs to re-deflate only the stretches that changed."""
+
+    blob: bytearray
+    edits: list[int]  # offsets of the changed bytes in the member
+    raw: memoryview | None  # the original compressed data (None: stored, or no block index)
+    boundaries: list[zsplice.Boundary] | None
 
 
 def _record_name(entries: list[zipfmt.Entry]) -> str | None:
@@ -45,6 +58,14 @@ def _record_hash(blob: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(blob).digest()).rstrip(b"=").decode()
 
 
+def _check_names(entries: list[zipfmt.Entry], path: str) -> None:
+    seen: set[str] = set()
+    for e in entries:
+        if e.name in seen:
+            raise ParseError(f"zip member {e.name!r} appears twice; refusing an ambiguous wheel", path)
+        seen.add(e.name)
+
+
 def process_wheel(path: str, job: Job) -> list[FileReport]:
     if job.writes and job.inplace:
         raise ElfPatchError("--inplace cannot patch a wheel (its members are compressed); use the default "
@@ -52,18 +73,19 @@ def process_wheel(path: str, job: Job) -> list[FileReport]:
     writes = job.writes and not job.output
     with Source(path, lock=writes) as src:
         entries, comment = zipfmt.read_entries(src.data, path)
+        _check_names(entries, path)
         writer = _Writer(src, entries, comment, job) if job.output else None
         reports: list[FileReport] = []
         try:
             for i, e in enumerate(entries):
-                blob = _patch_member(src.data, e, path, job, reports)
-                if blob is not None and writer is None:
+                patched = _patch_member(src.data, e, path, job, reports)
+                if patched is not None and writer is None:
                     # The first change: start the new wheel, with every entry before this one copied as is.
                     writer = _Writer(src, entries, comment, job)
                     for before in entries[:i]:
                         writer.add(before, None)
                 if writer is not None:
-                    writer.add(e, blob)
+                    writer.add(e, patched)
             if writer is not None:
                 writer.finish()
         finally:
@@ -74,16 +96,32 @@ def process_wheel(path: str, job: Job) -> list[FileReport]:
         return reports
 
 
-def _patch_member(data: bytes, e: zipfmt.Entry, path: str, job: Job,
-                  reports: list[FileReport]) -> bytearray | None:
+def _inflate(data: bytes, e: zipfmt.Entry, start: int, path: str, index: bool) -> Patched:
+    """The member's bytes; with ``index``, also its deflate block boundaries (for a partial re-deflate)."""
+    if index and e.method == zipfmt.DEFLATED:
+        zipfmt.check_claim(e, path, MAX_MEMBER)
+        raw = memoryview(data)[start : start + e.csize]
+        got = zsplice.inflate_indexed(raw, e.usize, e.name, path)
+        if got is not None:
+            blob, boundaries = got
+            if zlib.crc32(blob) != e.crc:
+                raise ParseError(f"zip member {e.name!r}: CRC mismatch", path)
+            return Patched(blob, [], raw, boundaries)
+    return Patched(zipfmt.inflate(data, e, start, path, MAX_MEMBER), [], None, None)
+
+
+def _patch_member(data: bytes, e: zipfmt.Entry, path: str, job: Job, reports: list[FileReport]) -> Patched | None:
     """Report one member; return its patched bytes when the job rewrites it, else None."""
     if e.name.endswith("/") or e.usize < 4:
         return None
+    if e.flags & 1:
+        raise ParseError(f"zip member {e.name!r} is encrypted; wheels never are", path)
     start, _ = e.data_span(data, path)
     if zipfmt.inflate(data, e, start, path, MAX_MEMBER, max_length=4) != ELFMAG:
         return None
     name = f"{path}[{e.name}]"
-    blob = zipfmt.inflate(data, e, start, path, MAX_MEMBER)
+    member = _inflate(data, e, start, path, index=job.writes)
+    blob = member.blob
     try:
         plan = plan_image(ElfFile(blob, name), job.to, job.names)
     except UnsupportedError as exc:
@@ -97,8 +135,20 @@ def _patch_member(data: bytes, e: zipfmt.Entry, path: str, job: Job,
     check_old_bytes(blob, plan.edits)
     for edit in plan.edits:
         blob[edit.offset] = edit.new
-    verify_image(ElfFile(blob, name), plan)  # before compression; the writer then checks its CRCs
-    return blob
+    verify_image(ElfFile(blob, name), plan)  # before compression; the writer then checks the new stream
+    return member._replace(edits=[edit.offset for edit in plan.edits])
+
+
+class _Pending(NamedTuple):
+    entry: zipfmt.Entry
+    pieces: list | None  # None: copy the entry as it is; else bytes, memoryviews and futures, in order
+    digests: Future | None  # of (CRC-32, RECORD hash) of the new bytes
+    size: int
+    method: int
+
+
+def _digests(blob: bytes) -> tuple[int, str]:
+    return zlib.crc32(blob), _record_hash(blob)
 
 
 class _Writer:
@@ -112,68 +162,93 @@ class _Writer:
         self.record_entry: zipfmt.Entry | None = None
         dist_info = self.record.rsplit("/", 1)[0] if self.record else None
         self.signatures = {f"{dist_info}/{s}" for s in SIGNATURES} if dist_info else set()
-        self.changed: dict[str, bytes] = {}  # member name -> RECORD hash and size of the new bytes
+        self.changed: dict[str, tuple[Future, int]] = {}  # member name -> digests and size of the new bytes
         self.written: list[zipfmt.Entry] = []
         self.deferred: list[zipfmt.Entry] = []
-        self.pending: deque = deque()  # (entry, None to copy | (crc, size, compressed chunk futures))
-        self.pool = ThreadPoolExecutor(os.cpu_count() or 1)
+        self.pending: deque[_Pending] = deque()
+        self.checks: list[Future] = []  # inflating each re-deflated member back, in the pool
+        self.pool = ThreadPoolExecutor(_workers())
         self.fd, self.tmp = create_temp(self.target)
         self.out = os.fdopen(self.fd, "w+b", closefd=False)
 
-    def add(self, e: zipfmt.Entry, blob: bytes | None) -> None:
+    def add(self, e: zipfmt.Entry, patched: Patched | None) -> None:
         try:
             if e.name == self.record:
                 self.record_entry = e  # rewritten last
             elif e.name in self.signatures:
                 self.deferred.append(e)  # kept only if nothing changed
-            elif blob is not None:
-                self.changed[e.name] = f"{_record_hash(blob)},{len(blob)}".encode()
-                futures = zipfmt.deflate_parallel(blob, self.pool.submit)
-                self.pending.append((e, (zlib.crc32(blob), len(blob), futures)))
+            elif patched is not None:
+                blob = patched.blob
+                digests = self.pool.submit(_digests, blob)  # zlib and hashlib release the GIL
+                self.changed[e.name] = (digests, len(blob))
+                if e.method == zipfmt.STORED:  # stays stored: the patched bytes are the data
+                    self.pending.append(_Pending(e, [bytes(blob)], digests, len(blob), zipfmt.STORED))
+                else:
+                    self.pending.append(_Pending(e, self._deflate(patched), digests, len(blob), zipfmt.DEFLATED))
             else:
-                self.pending.append((e, None))
+                self.pending.append(_Pending(e, None, None, e.usize, e.method))
             self._drain(wait=False)
         except OSError as exc:
             raise WriteError(f"cannot write the patched wheel: {exc.strerror or exc}", self.path) from exc
+
+    def _deflate(self, p: Patched) -> list:
+        """The new compressed data of a changed member: the original blocks reused between its edits."""
+        if p.raw is not None and p.boundaries is not None:
+            segs = zsplice.segments(p.boundaries, p.raw, len(p.blob), p.edits)
+        else:
+            segs = [zsplice.Fresh(0, len(p.blob))]
+        return zsplice.assemble(p.raw if p.raw is not None else memoryview(b""), p.blob, segs, self.pool.submit,
+                                LEVEL)
 
     def _copy(self, e: zipfmt.Entry) -> None:
         """An unchanged entry: local header, compressed data and data descriptor, byte for byte."""
         _, end = e.data_span(self.src.data, self.path)
         self.written.append(e._replace(offset=self.out.tell()))
-        self.out.write(self.src.data[e.offset : end])
+        with memoryview(self.src.data) as view:
+            self.out.write(view[e.offset : end])
 
     def _drain(self, wait: bool) -> None:
         """Write the queued entries, in order, as far as their compression has finished (or all, with wait):
-        the next members are inflated and planned while the pool compresses the previous ones."""
+        the next members are inflated and planned while the pool deflates the previous ones."""
         while self.pending:
-            e, job = self.pending[0]
-            if job is not None:
-                crc, size, futures = job
-                if not wait and not all(f.done() for f in futures):
-                    return
-                self.written.append(zipfmt.write_local(self.out, e, [f.result() for f in futures], crc, size,
-                                                       zipfmt.DEFLATED))
+            item = self.pending[0]
+            if item.pieces is None:
+                self._copy(item.entry)
             else:
-                self._copy(e)
+                waits = [p for p in item.pieces if isinstance(p, Future)] + [item.digests]
+                if not wait and not all(f.done() for f in waits):
+                    return
+                pieces = zsplice.resolve(item.pieces)
+                crc = item.digests.result()[0]
+                self.written.append(zipfmt.write_local(self.out, item.entry, pieces, crc, item.size, item.method))
+                if item.method == zipfmt.DEFLATED:
+                    self.checks.append(self.pool.submit(zsplice.check_stream, pieces, item.size, crc,
+                                                        item.entry.name, self.path))
             self.pending.popleft()
 
     def finish(self) -> None:
         try:
             self._drain(wait=True)
+            dropped = set()
             for e in self.deferred:
                 if self.changed:
                     self.job.warn(self.path, f"removed {e.name}: the signature no longer matches the patched wheel")
+                    dropped.add(e.name)
                 else:
                     self._copy(e)
-            dropped = {e.name for e in self.deferred} if self.changed else set()
             if self.record_entry is not None:
-                text = _new_record(self.src.data, self.record_entry, self.changed, dropped, self.path)
-                self.written.append(zipfmt.write_local(self.out, self.record_entry, zipfmt.deflate(text),
-                                                       zlib.crc32(text), len(text), zipfmt.DEFLATED))
+                if self.changed:
+                    text = _new_record(self.src.data, self.record_entry, self.changed, dropped, self.path)
+                    self.written.append(zipfmt.write_local(self.out, self.record_entry, zipfmt.deflate(text),
+                                                           zlib.crc32(text), len(text), zipfmt.DEFLATED))
+                else:
+                    self._copy(self.record_entry)
             elif self.changed:
                 self.job.warn(self.path, "has no .dist-info/RECORD to update")
             zipfmt.write_central(self.out, self.written, self.comment)
             self.out.flush()
+            for check in self.checks:
+                check.result()  # raises VerifyError: the new stream does not inflate to the patched bytes
             copy_metadata(self.src.stat, self.src.fd, self.fd, self.path, owner=self.job.output is None)
             if self.job.fsync:
                 os.fsync(self.fd)
@@ -199,6 +274,8 @@ class _Writer:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pending.clear()  # drop the views into the input's map
+        self.checks.clear()
         self.out.close()
         os.close(self.fd)
         if self.tmp:
@@ -208,17 +285,33 @@ class _Writer:
                 pass
 
 
-def _new_record(data: bytes, entry: zipfmt.Entry, changed: dict[str, bytes], dropped: set[str],
+def _workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _new_record(data: bytes, entry: zipfmt.Entry, changed: dict[str, tuple[Future, int]], dropped: set[str],
                 path: str) -> bytes:
     start, _ = entry.data_span(data, path)
-    old = zipfmt.inflate(data, entry, start, path, MAX_MEMBER).decode("utf-8")
+    try:
+        old = zipfmt.inflate(data, entry, start, path, MAX_MEMBER).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"{entry.name} is not UTF-8", path) from exc
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    listed = set()
     for row in csv.reader(io.StringIO(old)):
         if not row or row[0] == entry.name or row[0] in dropped:
             continue
         if row[0] in changed:
-            row = [row[0], *changed[row[0]].decode().split(",")]
+            digests, size = changed[row[0]]
+            row = [row[0], digests.result()[1], str(size)]
+            listed.add(row[0])
         writer.writerow(row)
+    for name in sorted(changed.keys() - listed):  # a changed member RECORD forgot: list it now
+        digests, size = changed[name]
+        writer.writerow([name, digests.result()[1], str(size)])
     writer.writerow([entry.name, "", ""])  # RECORD itself: last, without a hash
     return out.getvalue().encode("utf-8")

@@ -1,0 +1,58 @@
+"""The pre-commit hook: what .pre-commit-hooks.yaml declares, and its entry run on a mix of staged files."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, run_cli
+
+from elfpatch.targets import Job
+from elfpatch.targets.tree import PARALLEL_MIN_FILES, Group, _parallel
+
+
+def hook(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "elfpatch.targets.hook", *args], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def test_hook_declaration() -> None:
+    text = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    entries = dict(line.strip().lstrip("- ").split(": ", 1) for line in text.splitlines()
+                   if line.strip() and not line.lstrip().startswith("#"))
+    assert entries["id"] == "elfpatch-unique-check"
+    assert entries["entry"] == "python -m elfpatch.targets.hook" and entries["language"] == "python"
+    assert entries["types"] == "[binary]"
+
+
+def test_hook_checks_targets_and_passes_over_the_rest(unique_build: Path, objs: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    shutil.copy(unique_build / "libholder_v1.so", tmp_path / "libholder.so")
+    shutil.copy(unique_build / "unique_exe", tmp_path / "tool")
+    shutil.copy(objs["v1"], tmp_path / "holder.o")
+    (tmp_path / "libc.so").write_text("/* GNU ld script */\nGROUP ( libc.so.6 )\n")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(32))
+    names = ["libholder.so", "tool", "holder.o", "libc.so", "logo.png"]
+    proc = hook(*names, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr == ""
+    assert proc.stdout.splitlines()[-1] == "3 files, 10 unique, 0 patched, 0 errors"
+    proc = hook("--symbol", "Holder<*>::*", "--json", *names, cwd=tmp_path)
+    assert proc.returncode == 1 and '"kept": 1' in proc.stdout
+    assert hook("libc.so", "logo.png", cwd=tmp_path).returncode == 0
+    run_cli("unique", str(tmp_path), check=True)
+    proc = hook(*names, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_pool_only_where_it_pays(tmp_path: Path) -> None:
+    few = [Group([f"f{i}"], 1000) for i in range(3)]
+    many = [Group([f"f{i}"], 1000) for i in range(PARALLEL_MIN_FILES)]
+    big = [Group(["a"], 40 << 20), Group(["b"], 40 << 20)]
+    assert _parallel(few, Job()) == 1
+    import elfpatch.targets.tree as tree
+
+    cores = tree.workers()
+    assert _parallel(many, Job()) == min(cores, 8) if cores > 1 else 1
+    assert _parallel(big, Job()) == min(cores, 2) if cores > 1 else 1
+    assert _parallel(many, Job(warn=lambda path, message: None)) == 1, "a caller's hook stays in this process"

@@ -1,0 +1,206 @@
+"""Directory trees: sorted walk, symlinks never followed, hard links kept, non-targets skipped and counted,
+the process pool, the progress bar, and the loader's verdict on the patched libraries."""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from unique.helpers import run_driver
+
+from targets.helpers import build_wheel, nm_unique, readelf_unique, tree_state, wheel_files
+
+
+@pytest.fixture
+def stage(unique_build: Path, objs: dict[str, Path], tmp_path: Path) -> Path:
+    """A staging tree as a build pipeline leaves it, with something of every kind in it."""
+    root = tmp_path / "stage"
+    for d in ("lib/plugins/deep", "bin", "share/doc", "obj"):
+        (root / d).mkdir(parents=True)
+    shutil.copy(unique_build / "libholder_v1.so", root / "lib" / "libholder_v1.so")
+    shutil.copy(unique_build / "libholder_v2.so", root / "lib" / "plugins" / "deep" / "libholder_v2.so")
+    shutil.copy(unique_build / "unique_exe", root / "bin" / "unique_exe")
+    shutil.copy(objs["v1"], root / "obj" / "holder.o")
+    shutil.copy(objs["plain"], root / "obj" / "plain.o")
+    subprocess.run(["ar", "rcs", "libholder.a", "holder.o"], check=True, cwd=root / "obj")
+    build_wheel(root / "share", wheel_files(unique_build / "libholder_v1.so"))
+    # Not targets: skipped silently and counted.
+    (root / "lib" / "libc_script.so").write_text("/* GNU ld script */\nGROUP ( libc.so.6 )\n")
+    (root / "lib" / "empty.so").write_bytes(b"")
+    (root / "bin" / "run.sh").write_text("#!/bin/sh\nexec true\n")
+    (root / "share" / "doc" / "README").write_text("docs\n")
+    (root / "share" / "not_a_wheel.whl").write_text("text\n")
+    os.mkfifo(root / "share" / "fifo")
+    # Symlinks in the tree and out of it, to files and to directories: never followed, left as links.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(unique_build / "libholder_v1.so", outside / "libout.so")
+    (root / "lib" / "libholder.so").symlink_to("libholder_v1.so")
+    (root / "lib" / "link_out.so").symlink_to(outside / "libout.so")
+    (root / "lib" / "dir_out").symlink_to(outside)
+    (root / "lib" / "dir_in").symlink_to("plugins")
+    (root / "lib" / "dangling.so").symlink_to("nowhere.so")
+    return root
+
+
+TARGETS = ["bin/unique_exe", "lib/libholder_v1.so", "lib/plugins/deep/libholder_v2.so", "obj/holder.o",
+           "obj/libholder.a", "obj/plain.o", "share/holderpkg-1.0-py3-none-linux_x86_64.whl"]
+# libc_script.so, empty.so, run.sh, README, not_a_wheel.whl, fifo, and the five symlinks
+SKIPPED = 11
+
+
+def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside" / "libout.so"
+    outside_before = outside.read_bytes()
+    state = tree_state(stage)
+
+    check = run_cli("unique", "--check", "--json", str(stage))
+    assert check.returncode == 1 and check.stderr == ""
+    doc = json.loads(check.stdout)
+    paths = [f["path"] for f in doc["files"]]
+    assert paths == sorted(paths), "sorted order"
+    assert sorted({os.path.relpath(p, stage) for p in paths}) == TARGETS
+    assert [f["member"] for f in doc["files"] if f["path"].endswith(".whl")] == ["holderpkg/libholder.so"]
+    assert [f["member"] for f in doc["files"] if f["path"].endswith(".a")] == ["holder.o"]
+    assert doc["summary"]["skipped"] == SKIPPED and doc["summary"]["files"] == len(TARGETS)
+    assert tree_state(stage) == state, "--check writes nothing"
+
+    proc = run_cli("unique", "--json", str(stage), check=True)
+    doc = json.loads(proc.stdout)
+    assert {os.path.relpath(f["path"], stage) for f in doc["files"] if f["status"] == "patched"} == \
+        set(TARGETS) - {"obj/plain.o"}
+    assert run_cli("unique", "--check", str(stage)).returncode == 0
+
+    after = tree_state(stage)
+    for name, (kind, what, _) in state.items():
+        if kind == "link":
+            assert after[name][:2] == ("link", what), f"{name} is still the same symlink"
+    assert outside.read_bytes() == outside_before, "a link out of the tree is not followed"
+    assert nm_unique(stage / "obj" / "libholder.a") == [] and readelf_unique(stage / "bin" / "unique_exe") == 0
+    r = run_driver(unique_build / "unique_driver", stage / "lib" / "libholder.so",
+                   stage / "lib" / "plugins" / "deep" / "libholder_v2.so")
+    assert (r["shared"], r["a.resident"], r["b.resident"]) == ("no", "no", "no")
+
+
+def test_dry_run_and_text_report_on_a_tree(stage: Path) -> None:
+    state = tree_state(stage)
+    proc = run_cli("unique", "-n", str(stage))
+    assert proc.returncode == 0 and tree_state(stage) == state
+    last = proc.stdout.splitlines()[-1]
+    assert last.startswith(f"{len(TARGETS)} files,") and last.endswith(f"{SKIPPED} skipped")
+
+
+def test_hard_links_survive(unique_build: Path, tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    first = root / "a" / "libholder.so"
+    shutil.copy(unique_build / "libholder_v1.so", first)
+    os.link(first, root / "b" / "alias.so")
+    os.link(first, root / "z_alias.so")
+    outside = tmp_path / "outside.so"
+    os.link(first, outside)
+    original = first.read_bytes()
+
+    proc = run_cli("unique", "--json", str(root), check=True)
+    doc = json.loads(proc.stdout)
+    assert [f["path"] for f in doc["files"]] == [str(first)], "one inode, processed once, under its first name"
+    assert "1 other name(s) keep the unpatched file" in proc.stderr, "the name outside the tree is warned about"
+    names = [first, root / "b" / "alias.so", root / "z_alias.so"]
+    inodes = {p.stat().st_ino for p in names}
+    assert len(inodes) == 1 and first.stat().st_nlink == 3, "the tree's names are still one file"
+    assert all(readelf_unique(p) == 0 for p in names)
+    assert outside.read_bytes() == original and outside.stat().st_nlink == 1
+    assert [p.name for p in root.rglob("*.tmp")] == []
+
+
+def test_hard_links_with_inplace_keep_the_inode(unique_build: Path, tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    first = root / "lib.so"
+    shutil.copy(unique_build / "libholder_v1.so", first)
+    os.link(first, root / "lib2.so")
+    outside = tmp_path / "outside.so"
+    os.link(first, outside)
+    ino = first.stat().st_ino
+    proc = run_cli("unique", "--inplace", str(root), check=True)
+    assert "hard links" not in proc.stderr
+    assert first.stat().st_ino == ino and first.stat().st_nlink == 3 and readelf_unique(outside) == 0
+
+
+def test_large_tree_uses_the_pool_keeps_order_and_reports_errors(unique_build: Path, tmp_path: Path) -> None:
+    root = tmp_path / "many"
+    for i in range(40):
+        d = root / f"d{i % 4}" / f"e{i % 3}"
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copy(unique_build / "libholder_v1.so", d / f"lib{i:02}.so")
+    broken = root / "d1" / "broken.so"
+    data = bytearray((unique_build / "libholder_v1.so").read_bytes())
+    data[0x28:0x30] = (1 << 40).to_bytes(8, "little")  # e_shoff far past the end
+    broken.write_bytes(bytes(data))
+    proc = run_cli("unique", "--json", str(root))
+    assert proc.returncode == 2
+    assert [line.split(":")[0] for line in proc.stderr.splitlines()] == ["elfpatch"]
+    assert f"elfpatch: error: {broken}: " in proc.stderr
+    doc = json.loads(proc.stdout)
+    paths = [f["path"] for f in doc["files"]]
+    assert len(paths) == 41 and paths == sorted(paths)
+    assert doc["summary"]["patched"] == 160 and doc["summary"]["errors"] == 1
+    assert broken.read_bytes() == bytes(data)
+    assert run_cli("unique", "--check", str(root / "d0")).returncode == 0
+
+
+def test_thin_archive_in_a_tree(objs: dict[str, Path], tmp_path: Path) -> None:
+    """Members inside the tree are the walk's own files; a member outside is not reached through the tree."""
+    root = tmp_path / "tree"
+    (root / "obj").mkdir(parents=True)
+    shutil.copy(objs["v1"], root / "obj" / "in.o")
+    shutil.copy(objs["v2"], tmp_path / "out.o")
+    subprocess.run(["ar", "rcsT", "tree/libthin.a", "tree/obj/in.o", "out.o"], check=True, cwd=tmp_path)
+    out_before = (tmp_path / "out.o").read_bytes()
+    doc = json.loads(run_cli("unique", "--json", str(root), check=True).stdout)
+    rows = [(os.path.basename(f["path"]), f.get("member"), f["status"]) for f in doc["files"]]
+    assert rows == [("libthin.a", "../out.o", "skipped"), ("in.o", None, "patched")]
+    assert "outside the tree" in doc["files"][0]["reason"]
+    assert (tmp_path / "out.o").read_bytes() == out_before and nm_unique(root / "obj" / "in.o") == []
+
+
+def test_progress_bar_only_on_a_tty(unique_build: Path, tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    root.mkdir()
+    for i in range(3):
+        shutil.copy(unique_build / "libholder_v1.so", root / f"l{i}.so")
+    quiet = run_cli("unique", "--check", str(root))
+    assert quiet.stderr == ""
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "elfpatch", "unique", "--check", str(root)],
+                              stdout=subprocess.PIPE, stderr=slave, timeout=60)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    assert proc.returncode == 1
+    assert b"elfpatch: [" in seen and b"3/3 files" in seen and seen.endswith(b"\r\x1b[K")
+
+
+def test_tree_refuses_output_and_reports_a_missing_path(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    proc = run_cli("unique", "-o", str(tmp_path / "x"), str(tmp_path / "d"))
+    assert proc.returncode == 2 and "takes a file, not a directory" in proc.stderr
+    proc = run_cli("unique", str(tmp_path / "missing"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1

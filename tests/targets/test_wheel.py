@@ -1,0 +1,233 @@
+"""Wheels: ELF members patched, RECORD rewritten, signatures dropped, everything else byte-identical; judged
+by zipfile, `wheel unpack`, pip and the loader."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from unique.helpers import run_driver
+
+from targets.helpers import (
+    DIST,
+    build_wheel,
+    member_header,
+    raw_members,
+    readelf_unique,
+    record_hash,
+    wheel_files,
+)
+
+SO = "holderpkg/libholder.so"
+
+
+def read_member(whl: Path, name: str) -> bytes:
+    with zipfile.ZipFile(whl) as z:
+        return z.read(name)
+
+
+def patched_copy(lib: Path, tmp_path: Path) -> bytes:
+    """What elfpatch makes of the library as a plain file: the reference for the wheel member."""
+    ref = tmp_path / f"ref_{lib.name}"
+    shutil.copy(lib, ref)
+    run_cli("unique", str(ref), check=True)
+    return ref.read_bytes()
+
+
+def test_wheel_patch(unique_build: Path, tmp_path: Path) -> None:
+    whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"), signed=True)
+    raw_before = raw_members(whl)
+    with zipfile.ZipFile(whl) as z:
+        infos_before = {i.filename: i for i in z.infolist()}
+    assert run_cli("unique", "--check", str(whl)).returncode == 1
+
+    proc = run_cli("unique", "--json", str(whl), check=True)
+    assert f"removed {DIST}/RECORD.jws: the signature no longer matches" in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [(f["path"], f["member"], f["status"]) for f in doc["files"]] == [(str(whl), SO, "patched")]
+    assert doc["summary"]["patched"] == 4
+
+    raw_after = raw_members(whl)
+    assert list(raw_after) == [n for n in raw_before if not n.endswith(".jws")], "order kept, signature gone"
+    for name in raw_before:
+        if name not in (SO, f"{DIST}/RECORD", f"{DIST}/RECORD.jws"):
+            assert raw_after[name] == raw_before[name], f"{name}: local header and data byte-identical"
+    with zipfile.ZipFile(whl) as z:
+        assert z.testzip() is None
+        for info in z.infolist():
+            old = infos_before[info.filename]
+            assert (info.date_time, info.external_attr) == (old.date_time, old.external_attr), info.filename
+        record = z.read(f"{DIST}/RECORD").decode().splitlines()
+        data = z.read(SO)
+    assert data == patched_copy(unique_build / "libholder_v1.so", tmp_path)
+    assert record[-1] == f"{DIST}/RECORD,,"
+    assert f"{SO},{record_hash(data)},{len(data)}" in record
+    assert not any(".jws" in row for row in record)
+    assert run_cli("unique", "--check", str(whl)).returncode == 0
+
+    unpacked = tmp_path / "unpacked"
+    subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", str(unpacked), str(whl)], check=True,
+                   capture_output=True)  # checks every member against RECORD
+    lib = unpacked / "holderpkg-1.0" / SO
+    assert readelf_unique(lib) == 0 and os.access(lib, os.X_OK)
+
+
+def test_wheel_installs_with_pip_and_its_library_unloads(unique_build: Path, tmp_path: Path) -> None:
+    whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"))
+    other = shutil.copy(unique_build / "libholder_v2.so", tmp_path / "libholder_v2.so")
+    run_cli("unique", str(whl), str(other), check=True)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet", "--no-index",
+                    "--no-deps", "--disable-pip-version-check", str(whl)], check=True)
+    # Load it from the venv's own interpreter, close it, and ask the loader whether it is still there.
+    probe = (
+        "import ctypes, os, holderpkg\n"
+        "h = ctypes.CDLL(holderpkg.LIB, mode=os.RTLD_LOCAL)\n"
+        "assert h.holder_value() == 1\n"
+        "ctypes.CDLL('libc.so.6').dlclose.argtypes = [ctypes.c_void_p]\n"
+        "assert ctypes.CDLL('libc.so.6').dlclose(ctypes.c_void_p(h._handle)) == 0\n"
+        "try:\n"
+        "    ctypes.CDLL(holderpkg.LIB, mode=os.RTLD_NOLOAD)\n"
+        "    print('resident')\n"
+        "except OSError:\n"
+        "    print('unloaded')\n"
+        "print(holderpkg.LIB)\n"
+    )
+    out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    verdict, lib = out.split()
+    assert verdict == "unloaded" and lib.startswith(str(venv))
+    r = run_driver(unique_build / "unique_driver", Path(lib), Path(other))
+    assert (r["shared"], r["a.resident"], r["b.resident"]) == ("no", "no", "no")
+
+
+def test_large_member_reuses_deflate_blocks(big_lib: Path, tmp_path: Path) -> None:
+    """Most of a big member's compressed data is copied, not recompressed, and still inflates exactly."""
+    whl = build_wheel(tmp_path, wheel_files(big_lib))
+    old = raw_members(whl)[SO]
+    run_cli("unique", str(whl), check=True)
+    new = raw_members(whl)[SO]
+    assert read_member(whl, SO) == patched_copy(big_lib, tmp_path)
+    # The long stretch of original compressed bytes between the edits is found again in the new member.
+    middle = old[len(old) // 3 : len(old) // 3 + 100_000]
+    assert middle in new, "the original deflate blocks between the edits are reused"
+    assert abs(len(new) - len(old)) < len(old) // 50
+
+
+def test_stored_and_streamed_members(unique_build: Path, tmp_path: Path) -> None:
+    """A stored member stays stored; members with data descriptors are copied with them."""
+    files = wheel_files(unique_build / "libholder_v1.so")
+    stored = build_wheel(tmp_path, files, stored=(SO, "holderpkg/data.txt"))
+    run_cli("unique", str(stored), check=True)
+    assert member_header(stored, SO)[0] == 0 and member_header(stored, "holderpkg/data.txt")[0] == 0
+    assert readelf_unique_bytes(read_member(stored, SO), tmp_path) == 0
+
+    streamed_dir = tmp_path / "streamed"
+    streamed_dir.mkdir()
+    streamed = build_wheel(streamed_dir, files, streamed=True)
+    assert member_header(streamed, "holderpkg/data.txt")[1] & 0x08, "the fixture has data descriptors"
+    before = raw_members(streamed)
+    run_cli("unique", str(streamed), check=True)
+    after = raw_members(streamed)
+    assert after["holderpkg/data.txt"] == before["holderpkg/data.txt"]
+    with zipfile.ZipFile(streamed) as z:
+        assert z.testzip() is None
+    assert readelf_unique_bytes(read_member(streamed, SO), tmp_path) == 0
+    subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", str(tmp_path / "u"), str(streamed)], check=True,
+                   capture_output=True)
+
+
+def readelf_unique_bytes(data: bytes, tmp_path: Path) -> int:
+    f = tmp_path / "member.so"
+    f.write_bytes(data)
+    return readelf_unique(f)
+
+
+def test_wheel_output_dry_run_check_and_inplace(unique_build: Path, tmp_path: Path) -> None:
+    whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"), signed=True)
+    before = whl.read_bytes()
+    proc = run_cli("unique", "-n", "--json", str(whl))
+    assert proc.returncode == 0 and whl.read_bytes() == before
+    assert json.loads(proc.stdout)["files"][0]["status"] == "would-patch"
+    out = tmp_path / "out" / whl.name
+    out.parent.mkdir()
+    run_cli("unique", "-o", str(out), str(whl), check=True)
+    assert whl.read_bytes() == before and run_cli("unique", "--check", str(out)).returncode == 0
+    proc = run_cli("unique", "--inplace", str(whl))
+    assert proc.returncode == 2 and "--inplace cannot patch a wheel" in proc.stderr and whl.read_bytes() == before
+    # Nothing to change: the wheel is not rewritten at all.
+    done = out.read_bytes()
+    assert run_cli("unique", "--json", str(out), check=True).stdout.count('"unchanged"') == 1
+    assert out.read_bytes() == done
+
+
+def test_wheel_without_elf_or_record(tmp_path: Path, unique_build: Path) -> None:
+    pure = build_wheel(tmp_path, {"pkg/__init__.py": b"", f"{DIST}/METADATA": b"Name: x\n"})
+    before = pure.read_bytes()
+    doc = json.loads(run_cli("unique", "--json", str(pure), check=True).stdout)
+    assert [f["status"] for f in doc["files"]] == ["unchanged"] and pure.read_bytes() == before
+    d = tmp_path / "norecord"
+    d.mkdir()
+    bare = build_wheel(d, wheel_files(unique_build / "libholder_v1.so"), record=False)
+    proc = run_cli("unique", str(bare), check=True)
+    assert "has no .dist-info/RECORD to update" in proc.stderr
+    with zipfile.ZipFile(bare) as z:
+        assert z.testzip() is None
+
+
+def poke_central(whl: Path, name: str, offset: int, value: bytes) -> bytes:
+    """Overwrite bytes at ``offset`` into the central directory entry of ``name``."""
+    data = bytearray(whl.read_bytes())
+    pos = data.find(b"PK\x01\x02")
+    while data[pos + 46 : pos + 46 + len(name)] != name.encode():
+        pos = data.find(b"PK\x01\x02", pos + 1)
+        assert pos > 0
+    data[pos + offset : pos + offset + len(value)] = value
+    whl.write_bytes(bytes(data))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("case", ["smaller", "bomb-claim", "crc", "truncated", "duplicate", "corrupt-deflate"])
+def test_broken_wheels_are_left_alone(unique_build: Path, tmp_path: Path, case: str) -> None:
+    whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so", {"holderpkg/datb.txt": b"b"}))
+    if case == "smaller":  # claims fewer bytes than it inflates to: inflating stops one byte past the claim
+        data, msg = poke_central(whl, SO, 24, (100).to_bytes(4, "little")), "inflates to more than its header says"
+    elif case == "bomb-claim":  # claims 4 GB from a few kB: refused before anything is allocated
+        data, msg = poke_central(whl, SO, 24, (0xFFFFFFF0).to_bytes(4, "little")), "more than deflate can give"
+    elif case == "crc":
+        data, msg = poke_central(whl, SO, 16, b"\0\0\0\0"), "CRC mismatch"
+    elif case == "truncated":
+        data, msg = whl.read_bytes()[:-30], "end of central directory"
+        whl.write_bytes(data)
+    elif case == "duplicate":
+        data, msg = poke_central(whl, "holderpkg/data.txt", 46, b"holderpkg/datb.txt"), "appears twice"
+    else:
+        raw = bytearray(whl.read_bytes())
+        with zipfile.ZipFile(whl) as z:
+            info = z.getinfo(SO)
+        start = info.header_offset + 30 + len(SO)
+        raw[start + 100 : start + 140] = b"\xff" * 40
+        whl.write_bytes(bytes(raw))
+        data, msg = bytes(raw), f"zip member '{SO}'"
+    t = time.monotonic()
+    proc = run_cli("unique", str(whl))
+    assert time.monotonic() - t < 20
+    assert proc.returncode == 2 and msg in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert whl.read_bytes() == data
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_failed_write_leaves_nothing(unique_build: Path, tmp_path: Path) -> None:
+    whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"))
+    before = whl.read_bytes()
+    proc = run_cli("unique", "-o", str(tmp_path / "no" / "such" / "dir" / whl.name), str(whl))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert whl.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [whl.name]
