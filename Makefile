@@ -34,7 +34,7 @@ bench: venv fixtures
 	$(PY) bench/bench.py
 
 fuzz: venv fixtures
-	ELFPATCH_FUZZ_EXAMPLES=20000 $(PY) -m pytest tests/reliability -k fuzz $(PYTEST_ARGS)
+	ELFPATCH_FUZZ_EXAMPLES=20000 $(PY) -m pytest tests -k fuzz $(PYTEST_ARGS)
 
 clean:
 	$(MAKE) -C native_tests clean
