@@ -1,0 +1,224 @@
+"""The harness child: the only process in which elfpatch calls dlopen, dlsym and dlclose.
+
+Started by ``elfpatch.harness.session.Session`` as ``python child.py RESPONSE_FD``. Reads one JSON request
+per line on stdin and writes one JSON answer per line on RESPONSE_FD; the process's own stdout and stderr
+belong to the libraries it loads (the parent points them at files). Uses cffi in ABI mode on the running
+process's libc, so no compiler is needed, and imports nothing from elfpatch, so a broken library can only
+take this process down.
+
+Every request is ``{"op": NAME, ...}``; every answer is ``{"ok": true, ...}`` or ``{"ok": false, "error":
+TEXT, "kind": "dlerror" | "usage"}``. Before running a request the child appends a marker line to the
+``LD_DEBUG_OUTPUT`` file, so the parent can tell which request made the loader print what.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from cffi import FFI
+
+CDEF = """
+void *dlopen(const char *filename, int flags);
+int dlclose(void *handle);
+void *dlsym(void *handle, const char *symbol);
+char *dlerror(void);
+int dlinfo(void *handle, int request, void *info);
+struct link_map { uintptr_t l_addr; char *l_name; void *l_ld; struct link_map *l_next, *l_prev; };
+int fflush(void *stream);
+void exit(int status);
+void _exit(int status);
+"""
+RTLD_LAZY, RTLD_NOLOAD, RTLD_DI_LINKMAP = 0x1, 0x4, 2
+MARKER = "elfpatch-harness op"
+
+ffi = FFI()
+ffi.cdef(CDEF)
+C = ffi.dlopen(None)
+# cffi looks a function up with dlsym on first use, and a dlsym clears dlerror's pending message: resolve
+# every function now, so that the first dlerror() after a failed dlopen still has something to say.
+for _name in ("dlopen", "dlclose", "dlsym", "dlerror", "dlinfo", "fflush", "exit", "_exit"):
+    getattr(C, _name)
+
+
+class UsageError(Exception):
+    """A malformed request (bad signature, unknown handle): the caller's mistake, not the loader's."""
+
+
+class DlError(Exception):
+    """dlopen/dlsym/dlclose failed; the message is dlerror's text."""
+
+
+def dlerror() -> str:
+    err = C.dlerror()
+    return ffi.string(err).decode("utf-8", "replace") if err != ffi.NULL else "unknown dynamic loader error"
+
+
+class Child:
+    def __init__(self) -> None:
+        self.handles: dict[int, object] = {}
+        self.next_id = 1
+        self.op_count = 0
+        self.debug_fd = self._open_debug_log()
+
+    @staticmethod
+    def _open_debug_log() -> int | None:
+        prefix = os.environ.get("LD_DEBUG_OUTPUT")
+        if not prefix or not os.environ.get("LD_DEBUG"):
+            return None
+        try:  # ld.so appends to the same file unbuffered, so markers and its lines stay in order
+            return os.open(f"{prefix}.{os.getpid()}", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError:
+            return None
+
+    def mark(self, name: str) -> None:
+        self.op_count += 1
+        if self.debug_fd is not None:
+            os.write(self.debug_fd, f"{os.getpid()}:\t{MARKER} {self.op_count} {name}\n".encode())
+
+    # -- requests --------------------------------------------------------------------------------------
+
+    def op_open(self, req: dict) -> dict:
+        path = req.get("path")
+        handle = C.dlopen(ffi.NULL if path is None else os.fsencode(path), int(req.get("flags", 2)))
+        if handle == ffi.NULL:
+            raise DlError(dlerror())
+        hid = self.next_id
+        self.next_id += 1
+        self.handles[hid] = handle
+        return {"handle": hid}
+
+    def _handle(self, req: dict) -> object:
+        try:
+            return self.handles[req["handle"]]
+        except KeyError:
+            raise UsageError(f"no open handle {req.get('handle')!r}") from None
+
+    def op_close(self, req: dict) -> dict:
+        handle = self._handle(req)
+        del self.handles[req["handle"]]
+        if C.dlclose(handle) != 0:
+            raise DlError(dlerror())
+        return {}
+
+    def _sym(self, req: dict) -> object:
+        C.dlerror()  # clear a stale error: a symbol's value may legitimately be NULL
+        addr = C.dlsym(self._handle(req), req["name"].encode())
+        if addr == ffi.NULL:
+            err = C.dlerror()
+            if err != ffi.NULL:
+                raise DlError(ffi.string(err).decode("utf-8", "replace"))
+        return addr
+
+    def op_sym(self, req: dict) -> dict:
+        return {"address": int(ffi.cast("uintptr_t", self._sym(req)))}
+
+    def op_call(self, req: dict) -> dict:
+        signature = req.get("signature", "int(void)")
+        paren = signature.find("(")
+        if paren <= 0:
+            raise UsageError(f"not a C function signature: {signature!r}")
+        try:
+            fntype = ffi.typeof(f"{signature[:paren]}(*){signature[paren:]}")
+        except Exception as exc:  # cffi's parser raises its own CDefError, and others
+            raise UsageError(f"bad signature {signature!r}: {exc}") from None
+        args = req.get("args", [])
+        if len(args) != len(fntype.args) and not fntype.ellipsis:
+            raise UsageError(f"{signature} takes {len(fntype.args)} arguments, got {len(args)}")
+        addr = self._sym(req)
+        if addr == ffi.NULL:
+            raise UsageError(f"symbol {req['name']} is NULL")
+        fn = ffi.cast(fntype, addr)
+        value = fn(*[convert_arg(t, a) for t, a in zip(fntype.args, args)])
+        return {"value": convert_result(fntype.result, value)}
+
+    def op_noload(self, req: dict) -> dict:
+        handle = C.dlopen(os.fsencode(req["path"]), RTLD_LAZY | RTLD_NOLOAD)
+        if handle == ffi.NULL:
+            C.dlerror()
+            return {"resident": False}
+        C.dlclose(handle)  # the probe took a reference; give it back
+        return {"resident": True}
+
+    def op_loaded(self, req: dict) -> dict:
+        main = C.dlopen(ffi.NULL, RTLD_LAZY)
+        lm = ffi.new("struct link_map **")
+        if C.dlinfo(main, RTLD_DI_LINKMAP, lm) != 0:
+            raise DlError(dlerror())
+        names = []
+        node = lm[0]
+        while node != ffi.NULL:
+            names.append(os.fsdecode(ffi.string(node.l_name)) if node.l_name != ffi.NULL else "")
+            node = node.l_next
+        return {"objects": names}
+
+    def op_ping(self, req: dict) -> dict:
+        return {"pid": os.getpid()}
+
+
+def convert_arg(ctype: object, value: object) -> object:
+    if isinstance(value, dict) and "bytes" in value:  # bytes travel as {"bytes": HEX}
+        value = bytes.fromhex(value["bytes"])
+    if ctype.kind == "pointer":
+        if value is None:
+            return ffi.NULL
+        if isinstance(value, str):
+            return ffi.new("char[]", value.encode())
+        if isinstance(value, bytes):
+            return ffi.new("char[]", value)
+        if isinstance(value, int):
+            return ffi.cast(ctype, value)
+    return value
+
+
+def convert_result(ctype: object, value: object) -> object:
+    if ctype.kind == "void":
+        return None
+    if ctype.kind == "pointer":
+        if ctype.item.cname in ("char", "const char") and value != ffi.NULL:
+            return ffi.string(value).decode("utf-8", "replace")
+        return None if value == ffi.NULL else int(ffi.cast("uintptr_t", value))
+    if ctype.kind == "primitive" and ctype.cname in ("char", "signed char", "unsigned char"):
+        return value if isinstance(value, int) else ord(value)
+    return value
+
+
+def main(argv: list[str]) -> int:
+    out = os.fdopen(int(argv[1]), "w", buffering=1)
+    child = Child()
+    out.write(json.dumps({"ok": True, "pid": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            op = req["op"]
+        except (ValueError, KeyError, TypeError) as exc:
+            out.write(json.dumps({"ok": False, "kind": "usage", "error": f"bad request: {exc}"}) + "\n")
+            continue
+        child.mark(op)
+        if op in ("exit", "_exit"):
+            out.write(json.dumps({"ok": True}) + "\n")
+            out.flush()
+            C.fflush(ffi.NULL)
+            # exit() runs atexit handlers and static destructors, as a C program's end would;
+            # _exit() does not.
+            (C.exit if op == "exit" else C._exit)(int(req.get("code", 0)))
+        handler = getattr(child, f"op_{op}", None)
+        try:
+            if handler is None:
+                raise UsageError(f"unknown op {op!r}")
+            answer = {"ok": True, **handler(req)}
+        except DlError as exc:
+            answer = {"ok": False, "kind": "dlerror", "error": str(exc)}
+        except UsageError as exc:
+            answer = {"ok": False, "kind": "usage", "error": str(exc)}
+        except Exception as exc:  # a bad request must not end the session
+            answer = {"ok": False, "kind": "usage", "error": f"{type(exc).__name__}: {exc}"}
+        C.fflush(ffi.NULL)  # what the library printed reaches its file before the parent reads it
+        out.write(json.dumps(answer) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,56 @@
+"""Fixtures for the harness tests: the no_destruction build, patched copies of the unique fixtures, and small
+libraries compiled on the spot for the cases no fixture covers (a crash, a self-pinning library)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from conftest import NATIVE, require_tool, run_cli
+
+# The unique/ fixtures that `elfpatch unique` gets to patch (libuser.so has no unique symbol of its own).
+UNIQUE_LIBS = ("libholder_v1.so", "libholder_v2.so", "libplugin.so", "libnodelete.so", "libtls.so")
+
+
+@pytest.fixture(scope="session")
+def nd_build() -> Path:
+    """native_tests/no_destruction/build, built once per session."""
+    subprocess.run(["make", "-s", "-C", str(NATIVE / "no_destruction")], check=True)
+    return NATIVE / "no_destruction" / "build"
+
+
+@pytest.fixture(scope="session")
+def patched(unique_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The unique/ libraries after `elfpatch unique -o`, under their own names (libuser.so, copied as it is,
+    finds the patched libholder_v1.so through its $ORIGIN runpath)."""
+    out = tmp_path_factory.mktemp("patched")
+    for name in UNIQUE_LIBS:
+        run_cli("unique", "-o", str(out / name), str(unique_build / name), check=True)
+    shutil.copy(unique_build / "libuser.so", out / "libuser.so")
+    return out
+
+
+@pytest.fixture(scope="session")
+def build_lib(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """build_lib(name, c_source, *gcc_flags) -> path of a freshly compiled shared library."""
+    require_tool("gcc")
+    where = tmp_path_factory.mktemp("libs")
+
+    def build(name: str, source: str, *flags: str) -> Path:
+        src = where / f"{name}.c"
+        src.write_text(source)
+        out = where / f"{name}.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(out), str(src), *flags], check=True)
+        return out
+
+    return build
+
+
+def dlcheck_cli(*paths: Path | str, human: bool = False) -> tuple[int, dict | str, str]:
+    """`python -m elfpatch dlcheck [--json] PATH...`: (exit status, parsed JSON or text, stderr)."""
+    args = ["dlcheck", *map(str, paths)] if human else ["dlcheck", "--json", *map(str, paths)]
+    proc = run_cli(*args)
+    return proc.returncode, (proc.stdout if human else json.loads(proc.stdout)), proc.stderr
