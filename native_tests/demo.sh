@@ -35,3 +35,17 @@ echo "    -> each version sees its own value and both libraries unload"
 
 step "elfpatch unique --check (the CI gate) now passes"
 "$elfpatch" unique --check "$work/libholder_v1.so" "$work/libholder_v2.so" | sed 's/^/    /'
+
+if "$elfpatch" dlcheck --help >/dev/null 2>&1; then
+  step "elfpatch dlcheck after the patch"
+  "$elfpatch" dlcheck "$work/libholder_v1.so" "$work/libholder_v2.so" | sed 's/^/    /' || true
+fi
+
+init=$here/init_order/build/gnu
+if [ -x "$init/siof_ab" ] && [ -x "$init/siof_ba" ]; then
+  step "elfpatch inits: the static initialization order fiasco is a matter of link order"
+  for prog in siof_ab siof_ba; do
+    echo "    $prog: $("$init/$prog" | grep user-saw-port)"
+    "$elfpatch" inits "$init/$prog" | grep -E '_GLOBAL__sub_I' | sed 's/^/      /'
+  done
+fi
