@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,6 @@ from elfpatch.elffile import ElfFile
 from unique.helpers import changed_offsets
 
 MANGLED = {"_ZN6HolderIiE5valueE": "Holder<int>::value", "_ZZ7countervE1c": "counter()::c"}
-
-
-@pytest.fixture
-def lib(unique_build: Path, tmp_path: Path) -> Path:
-    p = tmp_path / "libholder_v1.so"
-    shutil.copy(unique_build / "libholder_v1.so", p)
-    return p
 
 
 def info_offsets(path: Path) -> set[int]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +13,6 @@ from conftest import run_cli
 
 import elfpatch
 from elfpatch import write
-
-
-@pytest.fixture
-def lib(unique_build: Path, tmp_path: Path) -> Path:
-    p = tmp_path / "libholder_v1.so"
-    shutil.copy(unique_build / "libholder_v1.so", p)
-    return p
 
 
 def temps(directory: Path) -> list[str]:
