@@ -147,23 +147,23 @@ def create_temp(target: str) -> tuple[int, str]:
 
 # -- copying -----------------------------------------------------------------------------------------
 
-def copy_fd(src: int, dst: int, size: int) -> None:
-    """Copy ``size`` bytes in the kernel: copy_file_range (may reflink), then sendfile, then read/write."""
+def copy_fd(src: int, dst: int, size: int, src_offset: int = 0, dst_offset: int = 0) -> None:
+    """Copy ``size`` bytes in the kernel: copy_file_range (may reflink), else sendfile."""
     done = 0
     use_cfr = hasattr(os, "copy_file_range")
     while done < size:
         n = 0
         if use_cfr:
             try:
-                n = os.copy_file_range(src, dst, size - done, done, done)
+                n = os.copy_file_range(src, dst, size - done, src_offset + done, dst_offset + done)
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
                     raise
                 use_cfr = False
                 continue
         else:
-            os.lseek(dst, done, os.SEEK_SET)
-            n = os.sendfile(dst, src, done, size - done)
+            os.lseek(dst, dst_offset + done, os.SEEK_SET)
+            n = os.sendfile(dst, src, src_offset + done, size - done)
         if n == 0:
             raise WriteError("source file shrank while it was copied")
         done += n

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import BinaryIO, Callable, NamedTuple
+from typing import BinaryIO, Iterable, Iterator, NamedTuple
 
 from elfpatch.errors import ParseError
+from elfpatch.spans import Piece, write_pieces
 
 EOCD = struct.Struct("<4sHHHHIIH")  # end of central directory
 EOCD64_LOCATOR = struct.Struct("<4sIQI")
@@ -137,9 +138,9 @@ def check_claim(entry: Entry, path: str, limit: int) -> None:
 
 
 def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_length: int = -1) -> bytearray:
-    """The uncompressed bytes of ``entry`` (or their first ``max_length`` bytes), never more than ``limit``
-    nor more than its header claims: inflated piece by piece into one buffer of the claimed size, which
-    ``check_claim`` has bounded by what the compressed data can hold."""
+    """The uncompressed bytes of a small ``entry`` (or the first ``max_length`` bytes of any), never more
+    than ``limit`` nor more than its header claims (which ``check_claim`` bounds by what the compressed data
+    can hold). Large members are inflated piece by piece with ``inflate_chunks`` instead."""
     check_claim(entry, path, limit)
     want = entry.usize if max_length < 0 else min(max_length, entry.usize)
     src = memoryview(data)[start : start + entry.csize]
@@ -150,32 +151,44 @@ def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_le
     elif entry.method != DEFLATED:
         raise ParseError(f"zip member {entry.name!r}: compression method {entry.method} not supported", path)
     else:
-        out = _inflate_into(src, want, entry, path, max_length >= 0)
+        steps = (src[i : i + _STEP] for i in range(0, len(src), _STEP))
+        out = bytearray().join(inflate_chunks(steps, want, entry, path, prefix=max_length >= 0))
     if max_length < 0 and zlib.crc32(out) != entry.crc:
         raise ParseError(f"zip member {entry.name!r}: CRC mismatch", path)
     return out
 
 
-def _inflate_into(src: memoryview, want: int, entry: Entry, path: str, prefix: bool) -> bytearray:
+_STEP = 1 << 20  # compressed input per decompress call, so that unconsumed_tail stays small
+_OUT_STEP = 4 << 20  # and output: a member that inflates 1000:1 must not come out in one piece
+
+
+def inflate_chunks(src: Iterable[bytes | memoryview], want: int, entry: Entry, path: str,
+                   prefix: bool = False) -> Iterator[bytes]:
+    """Inflate the raw deflate data given in pieces ``src`` into pieces of output (at most 4 MiB each) that
+    total exactly ``want`` bytes (with ``prefix``: the first ``want`` bytes of a longer output). Output
+    stops one byte past the claim, so a member that inflates to more than its header says costs nothing
+    more."""
     d = zlib.decompressobj(-15)
-    out = bytearray(want)
-    pos, step = 0, 1 << 20
+    pos = 0
     try:
-        # Input in 1 MiB steps (so unconsumed_tail stays small); output capped one byte past the claim.
-        for i in range(0, len(src), step):
-            chunk: bytes | memoryview = src[i : i + step]
-            while chunk and pos <= want:
-                piece = d.decompress(chunk, want - pos + 1)
+        for chunk in src:
+            while True:
+                cap = min(want - pos + 1, _OUT_STEP)
+                piece = d.decompress(chunk, cap)
                 chunk = d.unconsumed_tail
                 if pos + len(piece) > want:
                     if prefix:
-                        out[pos:want] = piece[: want - pos]
-                        return out
+                        yield piece[: want - pos]
+                        return
                     raise ParseError(f"zip member {entry.name!r}: inflates to more than its header says", path)
-                out[pos : pos + len(piece)] = piece
+                if piece:
+                    yield piece
                 pos += len(piece)
                 if prefix and pos == want:
-                    return out
+                    return
+                # A full piece may leave output pending in zlib even when all input is consumed: call again.
+                if d.eof or (not chunk and len(piece) < cap):
+                    break
             if d.eof:
                 break
     except zlib.error as exc:
@@ -184,7 +197,6 @@ def _inflate_into(src: memoryview, want: int, entry: Entry, path: str, prefix: b
         raise ParseError(f"zip member {entry.name!r}: inflates to a size other than its header says", path)
     if not prefix and not d.eof:
         raise ParseError(f"zip member {entry.name!r}: compressed data ends before its stream does", path)
-    return out
 
 
 def deflate(data: bytes, level: int = 6) -> bytes:
@@ -193,24 +205,10 @@ def deflate(data: bytes, level: int = 6) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def deflate_parallel(data: bytes, submit: Callable, level: int = 6, chunk: int = 2 << 20) -> list:
-    """Raw deflate of ``data`` as futures of independent chunks (zlib releases the GIL, so they run on all
-    cores). Every chunk but the last ends with Z_FULL_FLUSH, on a byte boundary with no back-reference into
-    the next, so the pieces concatenate into one valid stream (pigz's trick; ~0.1% larger)."""
-    view = memoryview(data)
-    starts = range(0, max(len(data), 1), chunk)
-    last = starts[-1]
-
-    def one(i: int) -> bytes:
-        c = zlib.compressobj(level, zlib.DEFLATED, -15)
-        return c.compress(view[i : i + chunk]) + c.flush(zlib.Z_FINISH if i == last else zlib.Z_FULL_FLUSH)
-
-    return [submit(one, i) for i in starts]
-
-
-def write_local(out: BinaryIO, entry: Entry, payload: bytes | list[bytes], crc: int, usize: int,
+def write_local(out: BinaryIO, entry: Entry, payload: bytes | list[Piece], crc: int, usize: int,
                 method: int) -> Entry:
-    """Write a new local header and ``payload``; returns the entry as the central directory must list it."""
+    """Write a new local header and ``payload`` (bytes, or pieces: bytes and spans of files); returns the entry
+    as the central directory must list it."""
     offset = out.tell()
     pieces = payload if isinstance(payload, list) else [payload]
     csize = sum(len(p) for p in pieces)
@@ -223,8 +221,7 @@ def write_local(out: BinaryIO, entry: Entry, payload: bytes | list[bytes], crc: 
                        len(entry.raw_name), len(extra)))
     out.write(entry.raw_name)
     out.write(extra)
-    for p in pieces:
-        out.write(p)
+    write_pieces(out, pieces)
     central_extra = _strip_zip64(entry.extra)
     return entry._replace(version_needed=vneed, flags=flags, method=method, crc=crc, csize=csize, usize=usize,
                           offset=offset, extra=central_extra)

@@ -4,13 +4,16 @@ A one-byte edit in a 400 MB library would otherwise cost a full deflate of 400 M
 
 1. ``inflate_indexed`` inflates the original raw deflate stream through zlib's own ``inflate(Z_BLOCK)`` (via
    ctypes on the libz that Python's zlib module uses) and records every block boundary: the bit offset of a
-   block header in the compressed data and the uncompressed offset where that block starts.
+   block header in the compressed data and the uncompressed offset where that block starts. The compressed
+   data is a ``Span`` of the input file and the output goes out in windows: a member of any size costs a few
+   MiB of memory.
 2. ``segments`` splits the member into stretches to copy and stretches to compress. A stretch of original
    blocks is copied bit for bit when no edited byte lies inside it or within the 32 KiB before it: deflate
    back-references reach at most 32 KiB back, so those blocks inflate to the same bytes after the edit.
    Copied stretches start at byte-aligned boundaries (one in eight is), so they are copied byte for byte.
 3. ``assemble`` writes the pieces in order: fresh deflate for the edited stretches (ending in a sync flush,
-   on a byte boundary, or Z_FINISH at the end), original bytes for the copied ones, and after a copied
+   on a byte boundary, or Z_FINISH at the end), spans of the original data for the copied ones (copied by
+   the kernel, never read into the process), and after a copied
    stretch that ends mid-byte an empty stored block, which byte-aligns the stream without adding data.
 
 The caller must verify the result by inflating it (``check_stream``): the splice is exact by construction,
@@ -22,15 +25,17 @@ import bisect
 import ctypes
 import zlib
 from concurrent.futures import Future
+from mmap import mmap
 from typing import Callable, NamedTuple, Sequence, Union
 
 from elfpatch.errors import ParseError, VerifyError
+from elfpatch.spans import Piece, Scratch, Span, chunks
 
 WINDOW = 32768  # deflate's back-reference limit
 MIN_COPY = 64 << 10  # a copied stretch shorter than this (uncompressed) is not worth a splice
 Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_BLOCK = 0, 1, 2, -5, 5
 _IN_STEP = 1 << 20  # compressed input fed to inflate per call
-_OUT_STEP = 1 << 30  # avail_out is 32-bit
+_WINDOW = 4 << 20  # inflated output is handed on in windows of this size
 
 
 class Boundary(NamedTuple):
@@ -82,16 +87,20 @@ def libz() -> ctypes.CDLL | None:
     return _libz  # type: ignore[return-value]
 
 
-def inflate_indexed(raw: memoryview, usize: int, name: str, path: str) -> tuple[bytearray, list[Boundary]] | None:
-    """Inflate the raw deflate stream ``raw`` into exactly ``usize`` bytes and list its block boundaries;
-    None when libz is unavailable. Raises ParseError when the stream is corrupt or inflates to any size other
-    than ``usize`` (it stops one byte past the claim: nothing beyond ``usize`` is ever allocated)."""
+def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], name: str,
+                    path: str) -> list[Boundary] | None:
+    """Inflate the raw deflate stream ``raw`` into exactly ``usize`` bytes, handed to ``write`` in order in
+    windows (each view is reused after ``write`` returns), and list its block boundaries; None when libz is
+    unavailable (then nothing was written). Raises ParseError when the stream is corrupt or inflates to any
+    size other than ``usize`` (it stops one byte past the claim)."""
     lib = libz()
     if lib is None:
         return None
-    out = bytearray(usize)
-    out_c = (ctypes.c_char * usize).from_buffer(out) if usize else None
-    out_addr = ctypes.addressof(out_c) if out_c is not None else 0
+    size = max(1, min(usize, _WINDOW))
+    window = ctypes.create_string_buffer(size)
+    addr = ctypes.addressof(window)
+    view = memoryview(window).cast("B")
+    base = 0  # the uncompressed offset of window[0]
     spare = ctypes.create_string_buffer(1)
     strm = _ZStream()
     if lib.inflateInit2_(ctypes.byref(strm), -15, lib.zlibVersion(), ctypes.sizeof(_ZStream)) != Z_OK:
@@ -104,14 +113,17 @@ def inflate_indexed(raw: memoryview, usize: int, name: str, path: str) -> tuple[
     try:
         while True:
             if strm.avail_in == 0 and fed < len(raw):
-                chunk = bytes(raw[fed : fed + _IN_STEP])  # kept alive by ``chunk`` while zlib reads it
+                chunk = raw.read(fed, _IN_STEP)  # kept alive by ``chunk`` while zlib reads it
                 strm.next_in = ctypes.cast(ctypes.c_char_p(chunk), ctypes.c_void_p)
                 strm.avail_in = len(chunk)
                 fed += len(chunk)
             if strm.avail_out == 0:
                 if strm.total_out < usize:
-                    strm.next_out = out_addr + strm.total_out
-                    strm.avail_out = min(usize - strm.total_out, _OUT_STEP)
+                    if strm.total_out - base == size:  # the window is full: hand it on
+                        write(view)
+                        base = strm.total_out
+                    strm.next_out = addr + strm.total_out - base
+                    strm.avail_out = min(size - (strm.total_out - base), usize - strm.total_out)
                 else:  # the claimed size is reached: one more byte means the header lied
                     strm.next_out, strm.avail_out = ctypes.addressof(spare), 1
             before = (strm.total_in, strm.total_out)
@@ -137,10 +149,11 @@ def inflate_indexed(raw: memoryview, usize: int, name: str, path: str) -> tuple[
                 stalls = 0
     finally:
         lib.inflateEnd(ctypes.byref(strm))
-        del out_c
     if strm.total_out != usize:
         raise ParseError(f"zip member {name!r}: inflates to a size other than its header says", path)
-    return out, boundaries
+    if strm.total_out > base:
+        write(view[: strm.total_out - base])
+    return boundaries
 
 
 # Rough costs on one core, to choose between reusing blocks at a byte boundary (copied as they are) and at any
@@ -149,13 +162,13 @@ def inflate_indexed(raw: memoryview, usize: int, name: str, path: str) -> tuple[
 DEFLATE_NS, SHIFT_NS = 45, 2.2
 
 
-def _block_type(raw: memoryview, bit: int) -> int:
+def _block_type(raw: Span, bit: int) -> int:
     """BTYPE of the block whose header starts at ``bit`` (0 stored, 1 fixed, 2 dynamic)."""
-    head = int.from_bytes(raw[bit // 8 : bit // 8 + 2], "little") >> (bit % 8)
+    head = int.from_bytes(raw.read(bit // 8, 2), "little") >> (bit % 8)
     return (head >> 1) & 3
 
 
-def segments(boundaries: Sequence[Boundary], raw: memoryview, size: int, edits: Sequence[int],
+def segments(boundaries: Sequence[Boundary], raw: Span, size: int, edits: Sequence[int],
              min_copy: int = MIN_COPY) -> list[Segment]:
     """The member's uncompressed range [0, size) as fresh and copied stretches, in order (see the module doc).
     ``edits``: the uncompressed offsets of the changed bytes.
@@ -223,31 +236,40 @@ def _align(tail: int, rest: int) -> bytes:
     return bytes((tail,)) + (b"\0" if rest + 3 > 8 else b"") + b"\0\0\xff\xff"
 
 
-def _shifted(raw: memoryview, bit: int, end_bit: int, to_end: bool, step: int = 1 << 20) -> list[bytes]:
+def _shifted(raw: Span, bit: int, end_bit: int, to_end: bool, spill: Callable[[], Scratch] | None = None,
+             step: int = 1 << 20) -> list[Piece]:
     """The bits [bit, end_bit) of ``raw`` moved to start on a byte boundary, and then aligned (or, at the end
-    of the stream, with the last bits in a byte of their own)."""
+    of the stream, with the last bits in a byte of their own). With ``spill``, the shifted bytes go to a
+    scratch file it gives (and come back as its span) instead of staying in memory."""
     first, k = divmod(bit, 8)
     nbits = end_bit - bit
     whole = nbits // 8
-    out = []
+    out: list[Piece] = []
+    store = spill() if spill is not None and whole > step else None
     for i in range(0, whole, step):
         n = min(step, whole - i)
-        seg = raw[first + i : first + i + n + 1]  # one byte more: its low bits end the last byte
-        out.append((int.from_bytes(seg, "little") >> k).to_bytes(len(seg), "little")[:n])
+        seg = raw.read(first + i, n + 1)  # one byte more: its low bits end the last byte
+        moved = (int.from_bytes(seg, "little") >> k).to_bytes(len(seg), "little")[:n]
+        if store is not None:
+            store.append(moved)
+        else:
+            out.append(moved)
+    if store is not None:
+        out.append(store.piece())
     rest = nbits % 8
     if rest:
         at = bit + whole * 8
-        tail = (int.from_bytes(raw[at // 8 : at // 8 + 2], "little") >> (at % 8)) & ((1 << rest) - 1)
+        tail = (int.from_bytes(raw.read(at // 8, 2), "little") >> (at % 8)) & ((1 << rest) - 1)
         out.append(bytes((tail,)) if to_end else _align(tail, rest))
     return out
 
 
-def assemble(raw: memoryview, blob: bytes | bytearray, segs: Sequence[Segment], submit: Callable,
-             level: int = 6, chunk: int = 2 << 20) -> list:
-    """The new compressed member as a list of pieces in order: bytes, memoryviews of ``raw``, and futures
+def assemble(raw: Span | None, blob: bytes | bytearray | mmap, segs: Sequence[Segment], submit: Callable,
+             level: int = 6, chunk: int = 2 << 20, spill: Callable[[], Scratch] | None = None) -> list:
+    """The new compressed member as a list of pieces in order: bytes, spans of ``raw``, and futures
     (from ``submit``) of deflated or shifted pieces; ``resolve`` waits for them. Fresh stretches are cut
     into ``chunk``-sized pieces deflated in parallel, each ending in a full flush (so they concatenate), the
-    very last in Z_FINISH."""
+    very last in Z_FINISH. ``spill``: where long shifted stretches go (see ``_shifted``)."""
     view = memoryview(blob)
     pieces: list = []
     for k, seg in enumerate(segs):
@@ -257,21 +279,22 @@ def assemble(raw: memoryview, blob: bytes | bytearray, segs: Sequence[Segment], 
                 final = k == len(segs) - 1 and i == starts[-1]
                 pieces.append(submit(_deflate_piece, view[i : min(i + chunk, seg.end)], level, final))
             continue
+        assert raw is not None  # only Fresh stretches without an original stream
         to_end = seg.end_bit < 0  # through the original final block
         end_bit = len(raw) * 8 if to_end else seg.end_bit
         if seg.bit % 8:
-            pieces.append(submit(_shifted, raw, seg.bit, end_bit, to_end))
+            pieces.append(submit(_shifted, raw, seg.bit, end_bit, to_end, spill))
             continue
         whole, rest = divmod(end_bit, 8)
-        pieces.append(raw[seg.bit // 8 : whole])
+        pieces.append(raw.sub(seg.bit // 8, whole))
         if rest:  # only when not to_end: the stream's length in bits is a whole number of bytes
-            pieces.append(_align(raw[whole] & ((1 << rest) - 1), rest))
+            pieces.append(_align(raw.read(whole, 1)[0] & ((1 << rest) - 1), rest))
     return pieces
 
 
-def resolve(pieces: Sequence) -> list[bytes | memoryview]:
+def resolve(pieces: Sequence) -> list[Piece]:
     """The pieces ``assemble`` returned, with every future waited for and every list flattened."""
-    out: list[bytes | memoryview] = []
+    out: list[Piece] = []
     for p in pieces:
         if isinstance(p, Future):
             p = p.result()
@@ -282,25 +305,23 @@ def resolve(pieces: Sequence) -> list[bytes | memoryview]:
     return out
 
 
-def check_stream(pieces: Sequence[bytes | memoryview], size: int, crc: int, name: str, path: str) -> None:
+def check_stream(pieces: Sequence[Piece], size: int, crc: int, name: str, path: str) -> None:
     """Inflate the assembled stream and check that it gives ``size`` bytes with CRC-32 ``crc`` (zlib releases
     the GIL for both, so checks of several members run in parallel)."""
     d = zlib.decompressobj(-15)
     got, pos = 0, 0
-    limit = 16 << 20
+    limit = 4 << 20
     try:
-        for p in pieces:
-            view = memoryview(p)
-            for i in range(0, len(view), _IN_STEP):
-                data = d.decompress(view[i : i + _IN_STEP], limit)
-                while True:
-                    pos += len(data)
-                    if pos > size:
-                        raise VerifyError(f"zip member {name!r}: the re-deflated stream inflates to too much", path)
-                    got = zlib.crc32(data, got)
-                    if not d.unconsumed_tail:
-                        break
-                    data = d.decompress(d.unconsumed_tail, limit)
+        for piece in chunks(pieces, _IN_STEP):
+            data = d.decompress(piece, limit)
+            while True:
+                pos += len(data)
+                if pos > size:
+                    raise VerifyError(f"zip member {name!r}: the re-deflated stream inflates to too much", path)
+                got = zlib.crc32(data, got)
+                if not d.unconsumed_tail:
+                    break
+                data = d.decompress(d.unconsumed_tail, limit)
     except zlib.error as exc:
         raise VerifyError(f"zip member {name!r}: the re-deflated stream is corrupt ({exc})", path) from exc
     if not d.eof or pos != size or got != crc:

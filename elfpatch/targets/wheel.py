@@ -3,6 +3,9 @@
 Only ELF members are inflated (the first four bytes decide); unchanged members are copied with their local
 headers and compressed data verbatim, so nothing is recompressed but what changed, and of a changed member
 only the stretches around its edited bytes (zsplice: the original deflate blocks in between are reused).
+Memory stays bounded whatever the sizes: an ELF member over 32 MiB is inflated into an unlinked temp file
+(``Scratch``) of which only the pages the reader touches are mapped, at most ``HELD`` bytes of smaller ones
+are in memory at once, and compressed data is copied by the kernel (``Span``), never read into the process.
 Member names are only ever strings: nothing is extracted to the file system. The new wheel is written to an
 exclusive temp file beside the target, verified (every changed member's new stream inflated and checked
 against the patched bytes' size and CRC, the central directory re-read), then renamed over the original
@@ -25,6 +28,7 @@ from elfpatch.elffile import ELFMAG, ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
 from elfpatch.plan import check_old_bytes, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
+from elfpatch.spans import Piece, Scratch, Span, chunks, write_pieces
 from elfpatch.targets.elf import status_for
 from elfpatch.write import Source, copy_metadata, create_temp, fsync_dir
 
@@ -34,15 +38,17 @@ if TYPE_CHECKING:
 # A member that claims to inflate to more than this is refused before anything is allocated.
 MAX_MEMBER = int(os.environ.get("ELFPATCH_MAX_MEMBER", 8 << 30))
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+HELD = 128 << 20  # changed members' bytes held in memory while the pool compresses them
+INFLIGHT = 16  # changed members waiting to be written
 LEVEL = 6  # deflate level of the re-deflated stretches (zlib's default, as pip and wheel use)
 
 
 class Patched(NamedTuple):
     """A member's patched bytes, and what the writer needs to re-deflate only the stretches that changed."""
 
-    blob: bytearray
+    scratch: Scratch  # the patched bytes; the writer closes it once the entry is written
     edits: list[int]  # offsets of the changed bytes in the member
-    raw: memoryview | None  # the original compressed data (None: stored, or no block index)
+    raw: Span | None  # the original compressed data (None: stored, or no block index)
     boundaries: list[zsplice.Boundary] | None
 
 
@@ -54,8 +60,9 @@ def _record_name(entries: list[zipfmt.Entry]) -> str | None:
     return None
 
 
-def _record_hash(blob: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(blob).digest()).rstrip(b"=").decode()
+def _record_hash(sha256: bytes) -> str:
+    """RECORD's form of a SHA-256 digest (PEP 376: urlsafe base64 without padding)."""
+    return "sha256=" + base64.urlsafe_b64encode(sha256).rstrip(b"=").decode()
 
 
 def _check_names(entries: list[zipfmt.Entry], path: str) -> None:
@@ -78,7 +85,7 @@ def process_wheel(path: str, job: Job) -> list[FileReport]:
         reports: list[FileReport] = []
         try:
             for i, e in enumerate(entries):
-                patched = _patch_member(src.data, e, path, job, reports)
+                patched = _patch_member(src, e, path, job, reports)
                 if patched is not None and writer is None:
                     # The first change: start the new wheel, with every entry before this one copied as is.
                     writer = _Writer(src, entries, comment, job)
@@ -96,59 +103,86 @@ def process_wheel(path: str, job: Job) -> list[FileReport]:
         return reports
 
 
-def _inflate(data: bytes, e: zipfmt.Entry, start: int, path: str, index: bool) -> Patched:
-    """The member's bytes; with ``index``, also its deflate block boundaries (for a partial re-deflate)."""
-    if index and e.method == zipfmt.DEFLATED:
-        zipfmt.check_claim(e, path, MAX_MEMBER)
-        raw = memoryview(data)[start : start + e.csize]
-        got = zsplice.inflate_indexed(raw, e.usize, e.name, path)
-        if got is not None:
-            blob, boundaries = got
-            if zlib.crc32(blob) != e.crc:
-                raise ParseError(f"zip member {e.name!r}: CRC mismatch", path)
-            return Patched(blob, [], raw, boundaries)
-    return Patched(zipfmt.inflate(data, e, start, path, MAX_MEMBER), [], None, None)
+def _extract(src: Source, e: zipfmt.Entry, start: int, path: str, index: bool, scratch: Scratch) -> Patched:
+    """Inflate the member into ``scratch``; with ``index``, also list its deflate block boundaries (for a
+    partial re-deflate)."""
+    zipfmt.check_claim(e, path, MAX_MEMBER)
+    raw = Span(src.fd, start, e.csize)
+    boundaries = None
+    if e.method == zipfmt.DEFLATED:
+        if index:
+            boundaries = zsplice.inflate_indexed(raw, e.usize, scratch.append, e.name, path)
+        if boundaries is None:
+            for piece in zipfmt.inflate_chunks(raw.chunks(), e.usize, e, path):
+                scratch.append(piece)
+    elif e.method == zipfmt.STORED:
+        for piece in raw.chunks():
+            scratch.append(piece)
+    else:
+        raise ParseError(f"zip member {e.name!r}: compression method {e.method} not supported", path)
+    if scratch.crc != e.crc:
+        raise ParseError(f"zip member {e.name!r}: CRC mismatch", path)
+    return Patched(scratch, [], raw if boundaries is not None else None, boundaries)
 
 
-def _patch_member(data: bytes, e: zipfmt.Entry, path: str, job: Job, reports: list[FileReport]) -> Patched | None:
+def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: list[FileReport]) -> Patched | None:
     """Report one member; return its patched bytes when the job rewrites it, else None."""
     if e.name.endswith("/") or e.usize < 4:
         return None
     if e.flags & 1:
         raise ParseError(f"zip member {e.name!r} is encrypted; wheels never are", path)
-    start, _ = e.data_span(data, path)
-    if zipfmt.inflate(data, e, start, path, MAX_MEMBER, max_length=4) != ELFMAG:
+    start, _ = e.data_span(src.data, path)
+    if zipfmt.inflate(src.data, e, start, path, MAX_MEMBER, max_length=4) != ELFMAG:
         return None
     name = f"{path}[{e.name}]"
-    member = _inflate(data, e, start, path, index=job.writes)
-    blob = member.blob
+    target = job.output or src.real
     try:
-        plan = plan_image(ElfFile(blob, name), job.to, job.names)
-    except UnsupportedError as exc:
-        reports.append(FileReport(path, SKIPPED, reason=exc.message, member=e.name))
-        return None
-    except ElfPatchError as exc:
-        raise ElfPatchError(f"member {e.name}: {exc.message}", path) from exc
-    reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=e.name))
-    if not (job.writes and plan.edits):
-        return None
-    check_old_bytes(blob, plan.edits)
-    for edit in plan.edits:
-        blob[edit.offset] = edit.new
-    verify_image(ElfFile(blob, name), plan)  # before compression; the writer then checks the new stream
-    return member._replace(edits=[edit.offset for edit in plan.edits])
+        scratch = Scratch(e.usize, os.path.dirname(os.path.abspath(target)))
+    except OSError as exc:
+        raise WriteError(f"cannot create a temp file to inflate member {e.name}: {exc.strerror or exc}",
+                         path) from exc
+    keep = False
+    try:
+        member = _extract(src, e, start, path, job.writes, scratch)
+        blob = scratch.map()
+        try:
+            plan = plan_image(ElfFile(blob, name), job.to, job.names)
+        except UnsupportedError as exc:
+            reports.append(FileReport(path, SKIPPED, reason=exc.message, member=e.name))
+            return None
+        except ElfPatchError as exc:
+            raise ElfPatchError(f"member {e.name}: {exc.message}", path) from exc
+        reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=e.name))
+        if not (job.writes and plan.edits):
+            return None
+        check_old_bytes(blob, plan.edits)
+        for edit in plan.edits:
+            blob[edit.offset] = edit.new
+        verify_image(ElfFile(blob, name), plan)  # before compression; the writer then checks the new stream
+        keep = True
+        return member._replace(edits=[edit.offset for edit in plan.edits])
+    except OSError as exc:
+        raise WriteError(f"cannot inflate member {e.name} into a temp file: {exc.strerror or exc}", path) from exc
+    finally:
+        if not keep:
+            scratch.close()
 
 
 class _Pending(NamedTuple):
     entry: zipfmt.Entry
-    pieces: list | None  # None: copy the entry as it is; else bytes, memoryviews and futures, in order
+    pieces: list | None  # None: copy the entry as it is; else bytes, spans and futures, in order
     digests: Future | None  # of (CRC-32, RECORD hash) of the new bytes
     size: int
     method: int
+    scratch: Scratch | None  # the patched bytes, closed once the entry is written
 
 
-def _digests(blob: bytes) -> tuple[int, str]:
-    return zlib.crc32(blob), _record_hash(blob)
+def _digests(piece: Piece) -> tuple[int, str]:
+    crc, sha = 0, hashlib.sha256()
+    for chunk in chunks([piece]):
+        crc = zlib.crc32(chunk, crc)
+        sha.update(chunk)
+    return crc, _record_hash(sha.digest())
 
 
 class _Writer:
@@ -167,7 +201,12 @@ class _Writer:
         self.deferred: list[zipfmt.Entry] = []
         self.pending: deque[_Pending] = deque()
         self.checks: list[Future] = []  # inflating each re-deflated member back, in the pool
-        self.pool = ThreadPoolExecutor(_workers())
+        self.spills: list[Scratch] = []  # shifted stretches of re-deflated members, read by the checks
+        self.held = 0  # bytes of the queued members' scratches in memory
+        self.inflight = 0  # queued changed members
+        self.scratch_dir = os.path.dirname(self.target)
+        self.workers = _workers()
+        self.pool = ThreadPoolExecutor(self.workers)
         self.fd, self.tmp = create_temp(self.target)
         self.out = os.fdopen(self.fd, "w+b", closefd=False)
 
@@ -178,53 +217,75 @@ class _Writer:
             elif e.name in self.signatures:
                 self.deferred.append(e)  # kept only if nothing changed
             elif patched is not None:
-                blob = patched.blob
-                digests = self.pool.submit(_digests, blob)  # zlib and hashlib release the GIL
-                self.changed[e.name] = (digests, len(blob))
+                scratch = patched.scratch
+                digests = self.pool.submit(_digests, scratch.piece())  # zlib and hashlib release the GIL
+                self.changed[e.name] = (digests, scratch.size)
                 if e.method == zipfmt.STORED:  # stays stored: the patched bytes are the data
-                    self.pending.append(_Pending(e, [bytes(blob)], digests, len(blob), zipfmt.STORED))
+                    pieces = [scratch.piece()]
+                    self.pending.append(_Pending(e, pieces, digests, scratch.size, zipfmt.STORED, scratch))
                 else:
-                    self.pending.append(_Pending(e, self._deflate(patched), digests, len(blob), zipfmt.DEFLATED))
+                    self.pending.append(_Pending(e, self._deflate(patched), digests, scratch.size, zipfmt.DEFLATED,
+                                                 scratch))
             else:
-                self.pending.append(_Pending(e, None, None, e.usize, e.method))
+                self.pending.append(_Pending(e, None, None, e.usize, e.method, None))
+            if patched is not None:
+                self.held += patched.scratch.held
+                self.inflight += 1
+            # The pool compresses while the next members are read, with a bounded number of members and of
+            # bytes in flight.
             self._drain(wait=False)
+            while self.held > HELD or self.inflight > INFLIGHT:
+                self._write_head()
         except OSError as exc:
             raise WriteError(f"cannot write the patched wheel: {exc.strerror or exc}", self.path) from exc
 
     def _deflate(self, p: Patched) -> list:
         """The new compressed data of a changed member: the original blocks reused between its edits."""
+        size = p.scratch.size
         if p.raw is not None and p.boundaries is not None:
-            segs = zsplice.segments(p.boundaries, p.raw, len(p.blob), p.edits)
+            segs = zsplice.segments(p.boundaries, p.raw, size, p.edits)
         else:
-            segs = [zsplice.Fresh(0, len(p.blob))]
-        return zsplice.assemble(p.raw if p.raw is not None else memoryview(b""), p.blob, segs, self.pool.submit,
-                                LEVEL)
+            segs = [zsplice.Fresh(0, size)]
+        return zsplice.assemble(p.raw, p.scratch.map(), segs, self.pool.submit, LEVEL, spill=self._spill)
+
+    def _spill(self) -> Scratch:
+        scratch = Scratch(0, self.scratch_dir, in_memory=False)
+        self.spills.append(scratch)
+        return scratch
 
     def _copy(self, e: zipfmt.Entry) -> None:
         """An unchanged entry: local header, compressed data and data descriptor, byte for byte."""
         _, end = e.data_span(self.src.data, self.path)
         self.written.append(e._replace(offset=self.out.tell()))
-        with memoryview(self.src.data) as view:
-            self.out.write(view[e.offset : end])
+        write_pieces(self.out, [Span(self.src.fd, e.offset, end - e.offset)])
 
     def _drain(self, wait: bool) -> None:
         """Write the queued entries, in order, as far as their compression has finished (or all, with wait):
         the next members are inflated and planned while the pool deflates the previous ones."""
-        while self.pending:
-            item = self.pending[0]
-            if item.pieces is None:
-                self._copy(item.entry)
-            else:
-                waits = [p for p in item.pieces if isinstance(p, Future)] + [item.digests]
-                if not wait and not all(f.done() for f in waits):
-                    return
-                pieces = zsplice.resolve(item.pieces)
-                crc = item.digests.result()[0]
-                self.written.append(zipfmt.write_local(self.out, item.entry, pieces, crc, item.size, item.method))
-                if item.method == zipfmt.DEFLATED:
-                    self.checks.append(self.pool.submit(zsplice.check_stream, pieces, item.size, crc,
-                                                        item.entry.name, self.path))
-            self.pending.popleft()
+        while self.pending and self._write_head(wait):
+            pass
+
+    def _write_head(self, wait: bool = True) -> bool:
+        """Write the first queued entry, waiting for its compression with ``wait``; False if not ready."""
+        item = self.pending[0]
+        if item.pieces is None:
+            self._copy(item.entry)
+        else:
+            waits = [p for p in item.pieces if isinstance(p, Future)] + [item.digests]
+            if not wait and not all(f.done() for f in waits):
+                return False
+            pieces = zsplice.resolve(item.pieces)
+            crc = item.digests.result()[0]
+            self.written.append(zipfmt.write_local(self.out, item.entry, pieces, crc, item.size, item.method))
+            if item.method == zipfmt.DEFLATED:
+                self.checks.append(self.pool.submit(zsplice.check_stream, pieces, item.size, crc,
+                                                    item.entry.name, self.path))
+        if item.scratch is not None:
+            self.held -= item.scratch.held
+            self.inflight -= 1
+            item.scratch.close()  # the checks read only the original data, the fresh pieces and the spills
+        self.pending.popleft()
+        return True
 
     def finish(self) -> None:
         try:
@@ -274,8 +335,13 @@ class _Writer:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
-        self.pending.clear()  # drop the views into the input's map
+        for item in self.pending:
+            if item.scratch is not None:
+                item.scratch.close()
+        self.pending.clear()
         self.checks.clear()
+        for scratch in self.spills:
+            scratch.close()
         self.out.close()
         os.close(self.fd)
         if self.tmp:

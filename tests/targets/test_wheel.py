@@ -15,6 +15,7 @@ import pytest
 from conftest import run_cli
 from unique.helpers import run_driver
 
+import elfpatch
 from targets.helpers import (
     DIST,
     build_wheel,
@@ -79,6 +80,28 @@ def test_wheel_patch(unique_build: Path, tmp_path: Path) -> None:
     assert readelf_unique(lib) == 0 and os.access(lib, os.X_OK)
 
 
+@pytest.mark.parametrize("stored", [False, True])
+def test_fallback_paths_give_the_same_wheel(unique_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            stored: bool) -> None:
+    """Without libz's inflate(Z_BLOCK) (whole-member re-deflate) and with every member in a temp file, the
+    patched member is the same bytes, and RECORD and the zip agree."""
+    from elfpatch import spans, zsplice
+
+    monkeypatch.setattr(zsplice, "_libz", None)
+    monkeypatch.setattr(spans, "MEMORY_LIMIT", 0)
+    lib = unique_build / "libholder_v1.so"
+    whl = build_wheel(tmp_path, wheel_files(lib), stored=(SO,) if stored else ())
+    reports = elfpatch.patch(whl)
+    assert [(r.member, r.status) for r in reports] == [(SO, "patched")]
+    with zipfile.ZipFile(whl) as z:
+        assert z.testzip() is None
+        assert z.getinfo(SO).compress_type == (zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
+        data = z.read(SO)
+        record = z.read(f"{DIST}/RECORD").decode().splitlines()
+    assert data == patched_copy(lib, tmp_path)
+    assert f"{SO},{record_hash(data)},{len(data)}" in record
+
+
 def test_wheel_installs_with_pip_and_its_library_unloads(unique_build: Path, tmp_path: Path) -> None:
     whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"))
     other = shutil.copy(unique_build / "libholder_v2.so", tmp_path / "libholder_v2.so")
@@ -120,6 +143,37 @@ def test_large_member_reuses_deflate_blocks(big_lib: Path, tmp_path: Path) -> No
     middle = old[len(old) // 3 : len(old) // 3 + 100_000]
     assert middle in new, "the original deflate blocks between the edits are reused"
     assert abs(len(new) - len(old)) < len(old) // 50
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_memory_stays_bounded_on_a_large_member(big_lib: Path, tmp_path: Path, stored: bool) -> None:
+    """A 160 MB member is inflated into an unlinked temp file and its compressed data copied by the kernel:
+    the run's peak RSS stays far below the member's size, in --dry-run and in a patch to -o."""
+    size = 160 << 20
+    pad = bytearray(size - big_lib.stat().st_size)
+    for i in range(0, len(pad), 1 << 20):  # mostly zeros (cheap to build), with incompressible bits
+        pad[i : i + 4096] = os.urandom(4096)
+    lib = tmp_path / "libholder.so"
+    lib.write_bytes(big_lib.read_bytes() + pad)  # bytes past the section headers: still the same ELF image
+    whl = build_wheel(tmp_path, wheel_files(lib), stored=(SO,) if stored else ())
+    out = tmp_path / "out.whl"
+    # VmHWM: the peak RSS of this process image (ru_maxrss would include the forking test process's).
+    peak = (
+        "import re, sys\n"
+        "from elfpatch.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)\n"
+        "print(int(hwm) * 1024, file=sys.stderr)\n"
+        "sys.exit(rc)\n"
+    )
+    for args in (["-n", str(whl)], ["-o", str(out), str(whl)]):
+        r = subprocess.run([sys.executable, "-c", peak, "unique", *args], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        rss = int(r.stderr.split()[-1])
+        assert rss < size // 2, f"peak RSS {rss >> 20} MB for a {size >> 20} MB member ({args[0]})"
+    assert read_member(out, SO) == patched_copy(lib, tmp_path)
+    with zipfile.ZipFile(out) as z:
+        assert z.testzip() is None
 
 
 def test_stored_and_streamed_members(unique_build: Path, tmp_path: Path) -> None:
