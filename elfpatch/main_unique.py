@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 
 from elfpatch.cli import EXIT_ERROR, error_line
@@ -56,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
                 print(error_line(label, r.error or "failed"), file=sys.stderr)
         reports.extend(outcome.reports)
         skipped += outcome.skipped
-    (write_json if args.json else write_text)(reports, sys.stdout, skipped)
+    # One write, not one per line: with PYTHONUNBUFFERED set, thousands of symbol lines cost a syscall each.
+    text = io.StringIO()
+    (write_json if args.json else write_text)(reports, text, skipped)
+    sys.stdout.write(text.getvalue())
     sys.stdout.flush()
     if any(r.status == ERROR for r in reports):
         return EXIT_ERROR
