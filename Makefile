@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv fixtures demo test lint bench fuzz clean
+.PHONY: all venv fixtures demo test lint bench fuzz atheris clean
 
 all: test
 
@@ -25,7 +25,7 @@ demo: venv fixtures
 	@bash native_tests/demo.sh
 
 lint: venv
-	$(VENV)/bin/ruff check elfpatch tests bench
+	$(VENV)/bin/ruff check elfpatch tests bench fuzz
 
 test: venv fixtures lint
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -35,6 +35,12 @@ bench: venv fixtures
 
 fuzz: venv fixtures
 	ELFPATCH_FUZZ_EXAMPLES=20000 $(PY) -m pytest tests -k fuzz $(PYTEST_ARGS)
+
+# Coverage-guided fuzzing (not in CI): atheris is installed on demand; crash-* inputs land in fuzz/out/.
+FUZZ_SECONDS ?= 600
+atheris: venv fixtures
+	$(PY) -m pip install --quiet atheris
+	mkdir -p fuzz/out && cd fuzz/out && ../../$(PY) ../atheris_unique.py -max_total_time=$(FUZZ_SECONDS)
 
 clean:
 	$(MAKE) -C native_tests clean

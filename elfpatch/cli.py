@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Sequence
 
-from elfpatch.errors import ElfPatchError
+from elfpatch.errors import ElfPatchError, one_line
 
 SUBCOMMANDS = ("unique", "inits", "dlcheck")
 EXIT_ERROR = 2
@@ -19,8 +19,7 @@ EXIT_ERROR = 2
 
 def error_line(path: str | None, reason: str) -> str:
     """The one stderr line every failure gets: ``elfpatch: error: <path>: <reason>``."""
-    reason = " ".join(str(reason).split())  # never more than one line
-    return f"elfpatch: error: {path}: {reason}" if path else f"elfpatch: error: {reason}"
+    return one_line(f"elfpatch: error: {path}: {reason}" if path else f"elfpatch: error: {reason}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,6 +1,16 @@
 """One exception root; every failure the CLI reports is one of these, as one line."""
 from __future__ import annotations
 
+# C0 controls, DEL and the Unicode line breaks str.splitlines() splits on: a member or symbol name read from
+# a file may hold any of them, and every message and report line must stay one line.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, 0x85)}
+_CONTROL.update({0x2028: "\\u2028", 0x2029: "\\u2029", ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character and line break escaped, so that it prints as one line."""
+    return text.translate(_CONTROL)
+
 
 class ElfPatchError(Exception):
     """Root of every error elfpatch raises on purpose. str() is a one-line message."""
@@ -11,7 +21,7 @@ class ElfPatchError(Exception):
         self.path = path
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        return one_line(f"{self.path}: {self.message}" if self.path else self.message)
 
 
 class ParseError(ElfPatchError):

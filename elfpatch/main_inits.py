@@ -7,7 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from elfpatch.cli import EXIT_ERROR, error_line
-from elfpatch.errors import ElfPatchError
+from elfpatch.errors import ElfPatchError, one_line
 
 HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
@@ -124,12 +124,12 @@ _HEADER = ("KIND", "INDEX", "ADDRESS", "PRIO", "SOURCE", "SYMBOL")
 
 
 def _row(e: dict[str, Any]) -> tuple[str, ...]:
-    name = e["demangled"] or e["symbol"] or "?"
+    name = one_line(e["demangled"] or e["symbol"] or "?")  # names come from the file: any byte but NUL
     if e["toolchain"]:
         name += "  [toolchain]"
     return (e["kind"], "-" if e["index"] is None else str(e["index"]),
             "?" if e["address"] is None else f"{e['address']:#x}",
-            "-" if e["priority"] is None else str(e["priority"]), e["source"] or "-", name)
+            "-" if e["priority"] is None else str(e["priority"]), one_line(e["source"] or "-"), name)
 
 
 def _table(out: TextIO, rows: list[tuple[str, ...]], indent: str) -> None:
@@ -150,7 +150,7 @@ def _write_text(out: TextIO, files: list[dict[str, Any]], loads: list[dict[str, 
             out.write("\n")
         count = counts[f["path"]]
         budget = "" if args.max is None else f" (max {args.max}{', over' if count > args.max else ''})"
-        out.write(f"{f['path']}: {count} static initializer{'s' if count != 1 else ''}{budget}\n")
+        out.write(f"{one_line(f['path'])}: {count} static initializer{'s' if count != 1 else ''}{budget}\n")
         unnamed = sum(1 for e in f["init"] + f["fini"]
                       if e["symbol"] is None and e["kind"] not in ("init", "fini"))
         if unnamed:

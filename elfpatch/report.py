@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, NamedTuple, TextIO
 
+from elfpatch.errors import one_line
+
 # File statuses, as the JSON contract spells them.
 PATCHED, UNCHANGED, WOULD_PATCH, FOUND, SKIPPED, ERROR = (
     "patched", "unchanged", "would-patch", "found", "skipped", "error")
@@ -83,9 +85,9 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None
     for r in reports:
         if r.status == ERROR:
             continue  # already on stderr, one line each
-        label = f"{r.path}[{r.member}]" if r.member is not None else r.path
+        label = one_line(f"{r.path}[{r.member}]" if r.member is not None else r.path)
         if r.status == SKIPPED:
-            out.write(f"{label}: skipped: {r.reason}\n")
+            out.write(f"{label}: skipped: {one_line(r.reason)}\n")
             continue
         n = len(r.symbols)
         if r.status == UNCHANGED:
@@ -97,7 +99,7 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None
         out.write(head + "\n")
         for s in r.symbols:
             arrow = f"{s.from_} -> {s.to}" if r.status in (PATCHED, WOULD_PATCH) else s.from_
-            out.write(f"  {s.table}[{s.index}]  {s.demangled or s.name}  {arrow}\n")
+            out.write(f"  {s.table}[{s.index}]  {one_line(s.demangled or s.name)}  {arrow}\n")
     doc = summary(reports, skipped)
     line = (f"{doc['files']} file{'s' if doc['files'] != 1 else ''}, {doc['unique']} unique, "
             f"{doc['patched']} patched, {doc['errors']} error{'s' if doc['errors'] != 1 else ''}")

@@ -9,7 +9,7 @@ import struct
 import sys
 from typing import Callable
 
-from elfpatch.errors import ElfPatchError, ParseError
+from elfpatch.errors import ElfPatchError, ParseError, one_line
 from elfpatch.report import ERROR, PATCHED, FileReport
 from elfpatch.symbols import STB_GLOBAL, NameFilter
 
@@ -18,7 +18,7 @@ ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
 
 
 def _warn(path: str, message: str) -> None:
-    print(f"elfpatch: warning: {path}: {message}", file=sys.stderr)
+    print(one_line(f"elfpatch: warning: {path}: {message}"), file=sys.stderr)
 
 
 class Job:

@@ -368,7 +368,11 @@ def _new_record(data: bytes, entry: zipfmt.Entry, changed: dict[str, tuple[Futur
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     listed = set()
-    for row in csv.reader(io.StringIO(old)):
+    try:  # newline="": a bare CR ends a row, as in the installers' splitlines() reading of RECORD
+        rows = list(csv.reader(io.StringIO(old, newline="")))
+    except csv.Error as exc:
+        raise ParseError(f"{entry.name} is not a CSV file: {exc}", path) from exc
+    for row in rows:
         if not row or row[0] == entry.name or row[0] in dropped:
             continue
         if row[0] in changed:

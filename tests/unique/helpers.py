@@ -17,6 +17,18 @@ def changed_offsets(before: bytes, after: bytes) -> list[int]:
     return [i for i, (x, y) in enumerate(zip(before, after)) if x != y]
 
 
+def info_offsets(image: bytes) -> set[int]:
+    """Offsets of every st_info byte of every symbol table in ``image`` (empty if it does not parse)."""
+    import elfpatch
+    from elfpatch.elffile import ElfFile
+
+    try:
+        elf = ElfFile(image)
+        return {t.info_offset(i) for t in elf.symbol_tables() for i in range(t.count)}
+    except elfpatch.ElfPatchError:
+        return set()
+
+
 def drop_section_headers(path: Path) -> None:
     """Zero e_shoff, e_shnum and e_shstrndx, as sstrip-like tools do; glibc loads such files fine."""
     import struct

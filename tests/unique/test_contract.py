@@ -152,6 +152,25 @@ def test_human_output(lib: Path) -> None:
     assert out[-1] == "1 file, 4 unique, 0 patched, 0 errors"
 
 
+def test_names_with_line_breaks_print_as_one_line(lib: Path, tmp_path: Path) -> None:
+    """A symbol name or a path may hold any byte but NUL and '/': the text report, warnings and errors escape
+    control characters, so that each record stays one line; JSON keeps the name as it is."""
+    data = lib.read_bytes()
+    odd = tmp_path / "odd\nname.so"
+    odd.write_bytes(data.replace(b"_ZN6HolderIiE5valueE", b"_ZN6Hol\nder\rIiE\x1blueE"))
+    out = run_cli("unique", "-n", str(odd), check=True).stdout.splitlines()
+    assert out[0] == "{}: would patch 4 unique symbols".format(str(odd).replace("\n", "\\n"))
+    assert sum("_ZN6Hol\\nder\\rIiE\\x1blueE  UNIQUE -> GLOBAL" in line for line in out) == 2
+    assert len(out) == 1 + 4 + 1
+    doc = json.loads(run_cli("unique", "-n", "--json", str(odd), check=True).stdout)
+    assert doc["files"][0]["path"] == str(odd)
+    assert "_ZN6Hol\nder\rIiE\x1blueE" in {s["name"] for s in doc["files"][0]["symbols"]}
+    odd.write_bytes(b"\x7fELF")
+    proc = run_cli("unique", str(odd))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("elfpatch: error: {}: ".format(str(odd).replace("\n", "\\n")))
+
+
 def test_python_api(lib: Path) -> None:
     import elfpatch
 

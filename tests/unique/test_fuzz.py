@@ -11,20 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import elfpatch
-from elfpatch.elffile import ElfFile
+from unique.helpers import info_offsets
 
 EXAMPLES = int(os.environ.get("ELFPATCH_FUZZ_EXAMPLES", "300"))
 FIXTURES = ("libholder_v1.so", "holder_v1.o", "i686/libholder_v1.so", "powerpc64/libholder_v1.so")
 
 mutations = st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 255)), min_size=1, max_size=8)
-
-
-def info_offsets(data: bytes) -> set[int]:
-    try:
-        elf = ElfFile(data)
-        return {t.info_offset(i) for t in elf.symbol_tables() for i in range(t.count)}
-    except elfpatch.ElfPatchError:
-        return set()
 
 
 @pytest.mark.parametrize("name", FIXTURES)
