@@ -261,17 +261,64 @@ def replace_atomic(src: Source, edits: list[Edit], verify: Verifier, *, output: 
                 pass
 
 
+CAPABILITY = "security.capability"
+
+
+def _capability(fd: int) -> bytes | None:
+    try:
+        return os.getxattr(fd, CAPABILITY)
+    except OSError as exc:
+        if exc.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+            return None
+        raise
+
+
+def _may_restore_privileges(src: Source) -> bytes | None:
+    """A write makes the kernel drop the file's capability, and its set-id bits when the writer lacks
+    CAP_FSETID. Check, before anything is written, that this process can put them back (else refuse);
+    return the capability to restore."""
+    cap = _capability(src.fd)
+    if cap is not None:
+        try:
+            os.setxattr(src.fd, CAPABILITY, cap)  # the value it has: proves CAP_SETFCAP, changes nothing
+        except OSError as exc:
+            raise WriteError(f"writing in place would drop its file capability ({CAPABILITY}) and restoring "
+                             f"it is not permitted ({exc.strerror}); run as root", src.path) from exc
+    mode, euid = src.stat.st_mode, os.geteuid()
+    setgid = mode & stat.S_ISGID and mode & stat.S_IXGRP  # the kernel keeps S_ISGID without group exec
+    if euid != 0 and (mode & stat.S_ISUID or setgid):
+        in_group = src.stat.st_gid in (os.getegid(), *os.getgroups())
+        if src.stat.st_uid != euid or (setgid and not in_group):
+            raise WriteError("writing in place would drop its set-user-ID or set-group-ID bit and restoring it "
+                             "is not permitted; run as its owner or root", src.path)
+    return cap
+
+
+def _restore_privileges(src: Source, cap: bytes | None) -> None:
+    if os.fstat(src.fd).st_mode != src.stat.st_mode:
+        os.fchmod(src.fd, stat.S_IMODE(src.stat.st_mode))
+    if cap is not None and _capability(src.fd) != cap:
+        os.setxattr(src.fd, CAPABILITY, cap)
+
+
 def write_inplace(src: Source, edits: list[Edit], verify: Verifier, *, fsync: bool = False) -> None:
-    """Write the changed bytes into the open file itself; on a failed verification, put the old bytes back."""
+    """Write the changed bytes into the open file itself, then put back the set-id bits and file capability
+    the kernel drops on a write; on a failed verification, put the old bytes back."""
     _check_fd(src.fd, edits)
     try:
+        cap = _may_restore_privileges(src)
+    except OSError as exc:
+        raise _os_error(exc, "cannot read its file capability", src.path) from exc
+    try:
         _apply(src.fd, edits)
+        _restore_privileges(src, cap)
         if fsync:
             os.fsync(src.fd)
         _verify_fd(src.fd, verify)
     except (OSError, ElfPatchError) as exc:
         try:
             _apply(src.fd, [Edit(e.offset, e.new, e.old, e.why) for e in edits])
+            _restore_privileges(src, cap)
         except OSError:
             print(f"elfpatch: warning: {src.path}: could not restore the original bytes", file=sys.stderr)
         if isinstance(exc, OSError):
