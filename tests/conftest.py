@@ -22,12 +22,12 @@ CROSS_ARCHES = {
 }
 
 
-def require_tool(*tools: str) -> None:
+def require_tool(*tools: str, packages: str = "g++-<arch>-linux-gnu, qemu-user") -> None:
     """Skip when a tool is missing, except under CI (ELFPATCH_REQUIRE_CROSS=1), where that is a failure."""
     missing = [t for t in tools if shutil.which(t) is None]
     if not missing:
         return
-    reason = f"needs {', '.join(missing)} (Debian packages: g++-<arch>-linux-gnu, qemu-user)"
+    reason = f"needs {', '.join(missing)} (Debian packages: {packages})"
     if os.environ.get("ELFPATCH_REQUIRE_CROSS"):
         pytest.fail(reason + " but ELFPATCH_REQUIRE_CROSS is set")
     pytest.skip(reason)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, require_tool, run_cli
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown, setcap, mount, setpriv")
 
@@ -35,9 +35,7 @@ def temps(directory: Path) -> list[str]:
 
 
 def need(*tools: str) -> None:
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)} (Debian: libcap2-bin, e2fsprogs, util-linux, g++, binutils)")
+    require_tool(*tools, packages="libcap2-bin, e2fsprogs, util-linux, g++, binutils")
 
 
 def run_as_nobody(*args: str) -> subprocess.CompletedProcess:
