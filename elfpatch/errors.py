@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 # C0 controls, DEL and the Unicode line breaks str.splitlines() splits on: a member or symbol name read from
-# a file may hold any of them, and every message and report line must stay one line.
+# a file may hold any of them, and every message and report line must stay one line. Bytes that are not
+# UTF-8 (decoded with surrogateescape, U+DC80-U+DCFF) get the same \xNN form, so that output stays UTF-8.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, 0x85)}
+_CONTROL.update({0xDC00 + b: f"\\x{b:02x}" for b in range(0x80, 0x100)})
 _CONTROL.update({0x2028: "\\u2028", 0x2029: "\\u2029", ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
 def one_line(text: str) -> str:
-    """``text`` with every control character and line break escaped, so that it prints as one line."""
+    """``text`` with every control character, line break and undecodable byte escaped: one line of UTF-8."""
     return text.translate(_CONTROL)
 
 

@@ -60,6 +60,7 @@ class Source:
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (self.stat.st_dev, self.stat.st_ino):
                 self.stat = os.fstat(self.fd)
+                clean_stale_temps_once(os.path.dirname(self.real))
                 break
             os.close(self.fd)
         else:
@@ -127,12 +128,18 @@ def clean_stale_temps(directory: str) -> list[str]:
     return removed
 
 
-def create_temp(target: str) -> tuple[int, str]:
-    """An exclusively created, private temp file in ``target``'s own directory (no symlink races)."""
-    directory = os.path.dirname(target) or "."
+def clean_stale_temps_once(directory: str) -> None:
+    """clean_stale_temps, once per directory per process: every writing run, whether or not it then needs a
+    temp of its own (--inplace, nothing left to patch), removes what killed runs left."""
+    directory = directory or "."
     if directory not in _cleaned_dirs:
         _cleaned_dirs.add(directory)
         clean_stale_temps(directory)
+
+
+def create_temp(target: str) -> tuple[int, str]:
+    """An exclusively created, private temp file in ``target``'s own directory (no symlink races)."""
+    clean_stale_temps_once(os.path.dirname(target))
     for _ in range(16):
         tmp = temp_name(target)
         try:

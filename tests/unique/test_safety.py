@@ -64,6 +64,19 @@ def test_temp_of_a_killed_run_is_cleaned_by_the_next(lib: Path) -> None:
     assert not stale.exists() and alive.exists()
 
 
+def test_every_writing_run_cleans_temps_and_read_only_runs_do_not(lib: Path) -> None:
+    """--inplace and a default run with nothing left to patch need no temp of their own, yet remove a dead
+    run's; --check and --dry-run write nothing, so they leave it."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = lib.parent / f".{lib.name}.elfpatch-{dead.pid}-0123abcd.tmp"
+    for args, removed in ((["--check"], False), (["-n"], False), (["--inplace"], True), ([], True)):
+        stale.write_bytes(b"half written")
+        run_cli("unique", *args, str(lib))
+        assert stale.exists() != removed, args
+    assert "0 patched" in run_cli("unique", str(lib), check=True).stdout  # already patched by --inplace
+
+
 def test_killed_run_leaves_original_or_patched(lib: Path, tmp_path: Path) -> None:
     """SIGKILL at several moments of the default mode: the file is always whole, unpatched or patched."""
     original = lib.read_bytes()
