@@ -19,7 +19,7 @@ import stat
 import sys
 from typing import Callable, Iterable
 
-from elfpatch.errors import ElfPatchError, VerifyError, WriteError
+from elfpatch.errors import ElfPatchError, VerifyError, WriteError, one_line
 from elfpatch.plan import Edit
 
 Verifier = Callable[[bytes], None]
@@ -287,7 +287,7 @@ def _may_restore_privileges(src: Source) -> bytes | None:
     cap = _capability(src.fd)
     if cap is not None:
         try:
-            os.setxattr(src.fd, CAPABILITY, cap)  # the value it has: proves CAP_SETFCAP, changes nothing
+            os.setxattr(src.fd, CAPABILITY, cap)  # the value it has: proves CAP_SETFCAP, changes no byte
         except OSError as exc:
             raise WriteError(f"writing in place would drop its file capability ({CAPABILITY}) and restoring "
                              f"it is not permitted ({exc.strerror}); run as root", src.path) from exc
@@ -327,7 +327,7 @@ def write_inplace(src: Source, edits: list[Edit], verify: Verifier, *, fsync: bo
             _apply(src.fd, [Edit(e.offset, e.new, e.old, e.why) for e in edits])
             _restore_privileges(src, cap)
         except OSError:
-            print(f"elfpatch: warning: {src.path}: could not restore the original bytes", file=sys.stderr)
+            print(one_line(f"elfpatch: warning: {src.path}: could not restore the original bytes"), file=sys.stderr)
         if isinstance(exc, OSError):
             raise _os_error(exc, "cannot write in place", src.path) from exc
         raise
