@@ -88,6 +88,32 @@ def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_pa
     assert (r["shared"], r["a.resident"], r["b.resident"]) == ("no", "no", "no")
 
 
+@pytest.mark.parametrize("mode", [[], ["--inplace"]], ids=["default", "inplace"])
+def test_concurrent_runs_on_one_tree_patch_each_file_once(stage: Path, tmp_path: Path, mode: list[str]) -> None:
+    """Three runs over the same tree at once (each taking every file's lock in turn): all succeed, every target
+    ends exactly as one run on its own makes it, links stay links, and no temp file is left anywhere."""
+    targets = [t for t in TARGETS if not (mode and t.endswith(".whl"))]  # --inplace refuses wheels
+    if mode:
+        (stage / "share" / "holderpkg-1.0-py3-none-linux_x86_64.whl").unlink()
+    expected = {}
+    for i, target in enumerate(targets):
+        out = tmp_path / f"expected{i}"
+        run_cli("unique", "-o", str(out), str(stage / target), check=True)
+        expected[target] = out.read_bytes()
+    links = {k: v for k, v in tree_state(stage).items() if v[0] == "link"}
+    procs = [subprocess.Popen([sys.executable, "-m", "elfpatch", "unique", *mode, str(stage)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and "Traceback" not in err, err
+    for target in targets:
+        assert (stage / target).read_bytes() == expected[target], target
+    after = tree_state(stage)
+    assert {k: v for k, v in after.items() if v[0] == "link"} == links
+    assert not [k for k in after if k.endswith(".tmp")]
+    assert "0 patched" in run_cli("unique", str(stage), check=True).stdout.splitlines()[-1]
+
+
 def test_dry_run_and_text_report_on_a_tree(stage: Path) -> None:
     state = tree_state(stage)
     proc = run_cli("unique", "-n", str(stage))
