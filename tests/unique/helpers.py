@@ -17,6 +17,11 @@ def changed_offsets(before: bytes, after: bytes) -> list[int]:
     return [i for i, (x, y) in enumerate(zip(before, after)) if x != y]
 
 
+def temps(directory: Path) -> list[str]:
+    """Names of the temp files in ``directory`` (a run's, finished or killed)."""
+    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
 def info_offsets(image: bytes) -> set[int]:
     """Offsets of every st_info byte of every symbol table in ``image`` (empty if it does not parse)."""
     import elfpatch

@@ -29,7 +29,7 @@ from typing import Callable, Iterator
 
 import pytest
 from conftest import ROOT, run_cli
-from targets.helpers import build_wheel, readelf_unique, wheel_files
+from targets.helpers import build_wheel, file_digest, readelf_unique, wheel_files
 
 import elfpatch
 
@@ -69,14 +69,6 @@ SLOW_PWRITE = (
     "os.pwrite = slow\n"
     "runpy.run_module('elfpatch', run_name='__main__', alter_sys=True)\n"
 )
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def diff_offsets(a: Path, b: Path) -> list[tuple[int, int, int]]:
@@ -205,14 +197,14 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Big]:
     work.mkdir()
     target = work / pristine.name
     phases = median_phases(elfpatch_cmd(str(target)), target, pristine)
-    patched_digest = sha256(target)
-    assert patched_digest == sha256(via_output)
+    patched_digest = file_digest(target)
+    assert patched_digest == file_digest(via_output)
     assert os.listdir(work) == [target.name]
     edits = diff_offsets(pristine, target)
     # Exactly the 8 st_info bytes, each only in its binding nibble: UNIQUE (10) -> GLOBAL (1).
     assert len(edits) == 8
     assert all(old >> 4 == 10 and new >> 4 == 1 and old & 15 == new & 15 for _, old, new in edits)
-    yield Big(pristine, via_output, size, sha256(pristine), patched_digest, edits, phases)
+    yield Big(pristine, via_output, size, file_digest(pristine), patched_digest, edits, phases)
     shutil.rmtree(d)  # pytest keeps the last three sessions' temp dirs: not 100 MB files each
 
 
@@ -249,7 +241,7 @@ def kill_campaign(target: Path, pristine: Path, expected: Path, phases: Phases, 
     (byte-identical to ``pristine`` or to ``expected``), the other files in its directory only killed runs'
     temps. Then the next uninterrupted run removes every temp and patches the file."""
     tally = Tally()
-    original, patched = sha256(pristine), sha256(expected)
+    original, patched = file_digest(pristine), file_digest(expected)
     sizes = {pristine.stat().st_size, expected.stat().st_size}
     pattern = temp_re(target)
     cmd = elfpatch_cmd(str(target))
@@ -260,7 +252,7 @@ def kill_campaign(target: Path, pristine: Path, expected: Path, phases: Phases, 
         pid, code, err = kill_after(cmd, delay)
         assert code in (0, -signal.SIGKILL), err
         assert target.stat().st_size in sizes
-        digest = sha256(target)
+        digest = file_digest(target)
         assert digest in (original, patched), f"neither original nor patched after a kill at {delay:.4f} s"
         if code == 0:
             assert digest == patched, err
@@ -303,7 +295,7 @@ def kill_campaign(target: Path, pristine: Path, expected: Path, phases: Phases, 
         tally.extra += aim(rng, 0.0, 1.1 * phases.total, attempt("copying"))
     assert len(os.listdir(target.parent)) > 1, "no temp left for the final run to clean"
     run_cli("unique", str(target), check=True)
-    assert sha256(target) == patched
+    assert file_digest(target) == patched
     assert os.listdir(target.parent) == [target.name], "the next run removes every temp of a killed run"
     return tally
 
@@ -359,7 +351,7 @@ def write_window(cmd: list[str], target: Path, big: Big) -> tuple[float, float, 
         total = time.monotonic() - t0
     finally:
         os.close(fd)
-    assert proc.returncode == 0 and sha256(target) == big.patched_digest
+    assert proc.returncode == 0 and file_digest(target) == big.patched_digest
     first = total * 0.5 if first is None else first
     last = max(first, total * 0.6) if last is None else last
     return first, last, total
@@ -395,7 +387,7 @@ def test_kill_inplace_large(big: Big, tmp_path: Path, record_property: RecordPro
         else:
             counts["original" if new == 0 else "patched" if new == len(big.edits) else "mixed"] += 1
         run_cli("unique", "--inplace", str(target), check=True)
-        assert sha256(target) == big.patched_digest and target.stat().st_ino == inode
+        assert file_digest(target) == big.patched_digest and target.stat().st_ino == inode
         return -1 if new == 0 else 1 if new == len(big.edits) else 0
 
     for cmd, delay in runs:
@@ -421,8 +413,8 @@ def test_kill_wheel_large(big: Big, tmp_path: Path, record_property: RecordPrope
     target = tmp_path / "work" / pristine.name
     target.parent.mkdir()
     phases = median_phases(elfpatch_cmd(str(target)), target, pristine, runs=1)
-    patched = sha256(target)
-    assert patched == sha256(out) != sha256(pristine)
+    patched = file_digest(target)
+    assert patched == file_digest(out) != file_digest(pristine)
     rng = random.Random(SEED + 2)
     delays = delays_for(rng, phases, uniform=5, in_window=3, after=2)
     tally = kill_campaign(target, pristine, out, phases, delays, rng)

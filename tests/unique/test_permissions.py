@@ -17,6 +17,8 @@ from typing import Iterator
 import pytest
 from conftest import ROOT, require_tool, run_cli
 
+from unique.helpers import temps
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown, setcap, mount, setpriv")
 
 NOBODY = 65534  # uid of nobody and gid of nogroup on Debian
@@ -28,10 +30,6 @@ inline int &counter() { static int c = 0; return c; }
 int main() { char b; ++counter(); return static_cast<int>(read(0, &b, 1)) + counter() - 1; }
 """
 MODES = pytest.mark.parametrize("how", [[], ["--inplace"]], ids=["default", "inplace"])
-
-
-def temps(directory: Path) -> list[str]:
-    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
 
 
 def need(*tools: str) -> None:

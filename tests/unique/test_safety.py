@@ -13,10 +13,7 @@ from conftest import run_cli
 
 import elfpatch
 from elfpatch import write
-
-
-def temps(directory: Path) -> list[str]:
-    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
+from unique.helpers import temps
 
 
 @pytest.mark.parametrize("target", ["copy_file_range", "pwrite", "fsync", "replace"])
