@@ -36,7 +36,7 @@ import elfpatch
 BLOB = 100_000_000  # bytes of random data in .rodata: the library is ~100 MB
 SEED = 20240611
 FIXED_DELAYS = (0.0, 0.001, 0.005)
-MAX_EXTRA = 12  # kills aimed at a phase the random delays missed, per phase
+MAX_EXTRA = 20  # kills aimed at a phase the random delays missed, per phase
 # Where a kill of an atomic run can land, in time order: before its temp exists, while the temp is shorter than
 # the file (the copy), once it is whole (edits, verification), after the rename, after the exit.
 PHASES = ("before", "copying", "written", "after", "finished")
