@@ -34,9 +34,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", metavar="OUT", help="write the result to OUT, leave PATH untouched")
     p.add_argument("--fsync", action="store_true",
                    help="fsync the new file and its directory before returning (durable against power loss)")
+    p.add_argument("--lock-timeout", metavar="SECONDS", type=_seconds, default=None,
+                   help="how long to wait for another process's lock on a file before giving up on it "
+                        "(default: 60)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     mode = CHECK if args.check else DRY_RUN if args.dry_run else PATCH
     job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol), inplace=args.inplace,
-              output=args.output, fsync=args.fsync, progress=sys.stderr.isatty())
+              output=args.output, fsync=args.fsync, progress=sys.stderr.isatty(), lock_timeout=args.lock_timeout)
     reports: list[FileReport] = []
     skipped = 0
     for path in args.paths:

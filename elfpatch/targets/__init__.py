@@ -7,11 +7,14 @@ import os
 import stat
 import struct
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from elfpatch.errors import ElfPatchError, ParseError, one_line
 from elfpatch.report import ERROR, PATCHED, FileReport
 from elfpatch.symbols import STB_GLOBAL, NameFilter
+
+if TYPE_CHECKING:
+    from elfpatch.source import Place, Source
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
 ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
@@ -26,7 +29,8 @@ class Job:
 
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
-                 warn: Callable[[str, str], None] = _warn, progress: bool = False) -> None:
+                 warn: Callable[[str, str], None] = _warn, progress: bool = False,
+                 lock_timeout: float | None = None) -> None:
         self.mode = mode
         self.to = to
         self.names = names if names is not None else NameFilter()
@@ -35,6 +39,7 @@ class Job:
         self.fsync = fsync
         self.warn = warn
         self.progress = progress  # a progress line on stderr for trees
+        self.lock_timeout = lock_timeout  # seconds to wait for another process's lock (None: the default)
 
     @property
     def writes(self) -> bool:
@@ -102,28 +107,29 @@ def process(path: str, job: Job) -> Outcome:
 
 
 def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
-                 root: str | None = None) -> list[FileReport]:
+                 root: str | None = None, place: Place | None = None) -> list[FileReport]:
     """One regular file of a known kind (None: treated as ELF, whose reader names what is wrong).
 
     ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself;
-    ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's)."""
+    ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's);
+    ``place``: where the file is (a tree's directory fd and name), else found from ``path``."""
     try:
-        links = os.stat(path).st_nlink
-    except OSError:
+        links = place.lstat().st_nlink if place is not None else os.stat(path).st_nlink
+    except (OSError, AttributeError):
         links = 1  # the kind's own open reports the error
     try:
         if kind == ARCHIVE:
             from elfpatch.targets.archive import process_archive
 
-            reports = process_archive(path, job, root)
+            reports = process_archive(path, job, root, place=place)
         elif kind == WHEEL:
             from elfpatch.targets.wheel import process_wheel
 
-            reports = process_wheel(path, job)
+            reports = process_wheel(path, job, place=place)
         else:
             from elfpatch.targets.elf import process_elf
 
-            reports = [process_elf(path, job)]
+            reports = [process_elf(path, job, place=place)]
     except ElfPatchError as exc:
         return [error_report(path, exc)]
     except (struct.error, ValueError, IndexError, OverflowError) as exc:
@@ -140,9 +146,20 @@ def renamed(reports: list[FileReport], job: Job) -> bool:
     return job.writes and not job.inplace and not job.output and any(r.status == PATCHED for r in reports)
 
 
-def commit(src: object, edits: list, verify: Callable[[bytes], None], job: Job) -> None:
+def open_source(path: str, job: Job, place: Place | None = None) -> Source:
+    """The input of a kind, opened as the job needs it: locked when the job writes over it, writable for
+    --inplace, relative to ``place`` when a tree walk found it."""
+    from elfpatch.source import LOCK_TIMEOUT, Source
+
+    writes = job.writes and not job.output
+    timeout = job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT
+    return Source(path, lock=writes, writable=writes and job.inplace, place=place, lock_timeout=timeout)
+
+
+def commit(src: Source, edits: list, verify: Callable[[bytes], None], job: Job) -> None:
     """Write ``edits`` to the file behind ``src`` the way the job asks: in place, or atomically (to -o OUT)."""
     from elfpatch.write import replace_atomic, write_inplace
+
 
     if job.inplace:
         write_inplace(src, edits, verify, fsync=job.fsync)
