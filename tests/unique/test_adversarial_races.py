@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from unique.adversary import NOBODY, USERS, arena, give, need_user, one_error_line, run, start, temps_in
 
 
