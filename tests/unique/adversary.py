@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# The package the runs use: this checkout's, or another's (to show that a test fails before its fix).
+SOURCE = Path(os.environ.get("ELFPATCH_ADVERSARY_SOURCE", ROOT))
 NOBODY = 65534
 USERS = pytest.mark.parametrize("user", ["root", "nobody"])
 _package: Path | None = None
@@ -28,7 +30,7 @@ def package_for_nobody() -> Path:
     global _package
     if _package is None:
         d = Path(tempfile.mkdtemp(prefix="elfpatch-pkg-", dir="/tmp"))
-        shutil.copytree(ROOT / "elfpatch", d / "elfpatch", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(SOURCE / "elfpatch", d / "elfpatch", ignore=shutil.ignore_patterns("__pycache__"))
         for p in [d, *d.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
         _package = d
@@ -64,9 +66,9 @@ def need_user(user: str) -> None:
 def command(user: str, *args: str) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("ELFPATCH_TEST_STOP", None)
-    if user == "root":
-        return [sys.executable, "-m", "elfpatch", *args], env
     env["PYTHONPATH"] = str(package_for_nobody())
+    if user == "root":
+        return [sys.executable, "-B", "-m", "elfpatch", *args], env
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", interpreter_for_nobody(),
             "-B", "-m", "elfpatch", *args], env
 
