@@ -26,11 +26,11 @@ import os
 import re
 import stat
 import sys
-from typing import Callable, Iterable
+from typing import Callable
 
 from elfpatch import teststop
-from elfpatch.errors import ElfPatchError, VerifyError, WriteError, one_line
-from elfpatch.plan import Edit
+from elfpatch.edits import Edit, apply_to_fd, check_fd, reverted
+from elfpatch.errors import ElfPatchError, WriteError, one_line
 from elfpatch.source import Place, Source, os_error
 
 __all__ = ["Source", "Place", "Temp", "replace_atomic", "write_inplace", "copy_fd", "copy_sparse"]
@@ -344,22 +344,6 @@ def copy_metadata(st: os.stat_result, src_fd: int, dst_fd: int, path: str, *, ow
         os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
 
 
-def _apply(fd: int, edits: Iterable[Edit], phase: str = "") -> None:
-    for i, e in enumerate(edits):
-        if os.pwrite(fd, bytes((e.new,)), e.offset) != 1:
-            raise WriteError(f"short write at {e.offset:#x}")
-        if i == 0 and phase:
-            teststop.stop(phase)
-
-
-def _check_fd(fd: int, edits: Iterable[Edit], want_old: bool = True) -> None:
-    for e in edits:
-        got = os.pread(fd, 1, e.offset)
-        want = e.old if want_old else e.new
-        if got != bytes((want,)):
-            raise VerifyError(f"byte at {e.offset:#x} ({e.why}) is not what the plan read; nothing written")
-
-
 def _verify_fd(fd: int, verify: Verifier) -> None:
     size = os.fstat(fd).st_size
     if size == 0:
@@ -379,8 +363,8 @@ def replace_atomic(src: Source, edits: list[Edit], verify: Verifier, *, output: 
         try:
             copy_sparse(src.fd, tmp.fd, src.size)
             src.check_intact()
-            _check_fd(tmp.fd, edits)
-            _apply(tmp.fd, edits)
+            check_fd(tmp.fd, edits)
+            apply_to_fd(tmp.fd, edits)
         except OSError as exc:
             raise _os_error(exc, "cannot write the patched copy", src.path) from exc
         tmp.commit(src, verify, owner=output is None, fsync=fsync)
@@ -433,7 +417,7 @@ def _restore_privileges(src: Source, cap: bytes | None) -> None:
 def write_inplace(src: Source, edits: list[Edit], verify: Verifier, *, fsync: bool = False) -> None:
     """Write the changed bytes into the open file itself, then put back the set-id bits and file capability
     the kernel drops on a write; on a failed verification, put the old bytes back."""
-    _check_fd(src.fd, edits)
+    check_fd(src.fd, edits)
     if not src.unchanged():
         raise WriteError("changed on disk during the run (replaced, rewritten or truncated); nothing written, "
                          "run again", src.path)
@@ -442,14 +426,14 @@ def write_inplace(src: Source, edits: list[Edit], verify: Verifier, *, fsync: bo
     except OSError as exc:
         raise _os_error(exc, "cannot read its file capability", src.path) from exc
     try:
-        _apply(src.fd, edits, "inplace")
+        apply_to_fd(src.fd, edits, "inplace")
         _restore_privileges(src, cap)
         if fsync:
             os.fsync(src.fd)
         _verify_fd(src.fd, verify)
     except (OSError, ElfPatchError) as exc:
         try:
-            _apply(src.fd, [Edit(e.offset, e.new, e.old, e.why) for e in edits])
+            apply_to_fd(src.fd, reverted(edits))
             _restore_privileges(src, cap)
         except OSError:
             print(one_line(f"elfpatch: warning: {src.path}: could not restore the original bytes"), file=sys.stderr)
