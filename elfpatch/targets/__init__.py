@@ -58,10 +58,12 @@ def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> Fi
     return FileReport(path, ERROR, error=exc.message, member=member)
 
 
-def read_head(path: str) -> bytes:
+def read_head(path: str, dir_fd: int | None = None) -> bytes:
     """The first 8 bytes of a file (raises OSError). O_NONBLOCK: a FIFO must not hang the run; only
-    regular files have a kind."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    regular files have a kind. With ``dir_fd`` (a tree walk's directory), ``path`` is a name in it and a
+    symlink put there since the walk is not followed."""
+    nofollow = os.O_NOFOLLOW if dir_fd is not None else 0
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return b""

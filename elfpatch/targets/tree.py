@@ -36,7 +36,7 @@ from elfpatch import teststop
 from elfpatch.errors import ElfPatchError, WriteError, one_line
 from elfpatch.report import ERROR, FileReport
 from elfpatch.source import Place
-from elfpatch.targets import Job, Outcome, _warn, error_report, kind_of, process_file, renamed
+from elfpatch.targets import Job, Outcome, _warn, error_report, kind_of, process_file, read_head, renamed
 from elfpatch.write import JOURNAL_RE, is_temp, link_temp_name
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
@@ -180,25 +180,12 @@ def walk(root: str) -> tuple[list[Group], int, list[tuple[Chain, str, str]]]:
     return sorted(groups.values(), key=lambda g: g.names[0].path), skipped, journals
 
 
-def read_head(place: Place) -> bytes:
-    """The first 8 bytes of a regular file at ``place`` (b"" for anything else; raises OSError). Never
-    blocks (O_NONBLOCK) and never follows a symlink put there since the walk."""
-    fd = os.open(place.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC,
-                 dir_fd=place.dir_fd)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b""
-        return os.pread(fd, 8, 0)
-    finally:
-        os.close(fd)
-
-
 def process_group(group: Group, job: Job, root: str) -> tuple[list[FileReport], int]:
     """One inode of the tree: (its reports, 0), or ([], number of names) when it is no target kind."""
     first = group.names[0]
     with place_of(first) as place:
         try:
-            head = read_head(place)
+            head = read_head(place.name, place.dir_fd)
         except OSError as exc:
             return [error_report(first.path, ElfPatchError(f"cannot open: {exc.strerror}"))], 0
         kind = kind_of(head, first.path)
