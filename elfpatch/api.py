@@ -7,7 +7,8 @@ from typing import Iterable, Union
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import ERROR, FileReport
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job, process
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job
+from elfpatch.targets.dispatch import process
 
 Paths = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 

@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # stdout closed early (e.g. piped into head): not an error of ours.
         try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+            sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
         return EXIT_ERROR

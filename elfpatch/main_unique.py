@@ -8,7 +8,8 @@ import sys
 from elfpatch.errors import EXIT_ERROR, error_line
 from elfpatch.report import ERROR, FileReport, write_json, write_text
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job, process
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job
+from elfpatch.targets.dispatch import process
 
 HELP = """\
 Rewrite the binding of every STB_GNU_UNIQUE symbol (in .dynsym and .symtab) to GLOBAL, so that glibc

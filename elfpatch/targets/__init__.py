@@ -1,6 +1,9 @@
 """What a PATH can be. Each kind opens its bytes, finds the ELF images inside, plans their edits and commits
 them through elfpatch.write: an ELF file, an ar archive or a wheel (each its own module), or a directory
-tree of them (tree.py)."""
+tree of them (tree.py). dispatch.py sends a PATH to its kind.
+
+This module holds what every kind shares (the job, the outcome, how a file's kind is told) and imports none
+of them, so that no import cycle runs through the package."""
 from __future__ import annotations
 
 import os
@@ -105,49 +108,6 @@ def detect(path: str) -> str | None:
     except OSError:
         return None
     return kind_of(head, path)
-
-
-def process(path: str, job: Job) -> Outcome:
-    """Run ``job`` on one PATH; failures become error reports, never exceptions."""
-    try:
-        if os.path.isdir(path):
-            from elfpatch.targets.tree import process_tree
-
-            return process_tree(path, job)
-        return Outcome(process_file(path, job, detect(path)))
-    except ElfPatchError as exc:
-        return Outcome([error_report(path, exc)])
-
-
-def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
-                 root: str | None = None) -> list[FileReport]:
-    """One regular file of a known kind (None: treated as ELF, whose reader names what is wrong).
-
-    ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself;
-    ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's)."""
-    try:
-        links = os.stat(path).st_nlink
-    except OSError:
-        links = 1  # the kind's own open reports the error
-    try:
-        if kind == ARCHIVE:
-            from elfpatch.targets.archive import process_archive
-
-            reports = process_archive(path, job, root)
-        elif kind == WHEEL:
-            from elfpatch.targets.wheel import process_wheel
-
-            reports = process_wheel(path, job)
-        else:
-            from elfpatch.targets.elf import process_elf
-
-            reports = [process_elf(path, job)]
-    except ElfPatchError as exc:
-        return [error_report(path, exc)]
-    if links > in_tree_links and renamed(reports, job):
-        job.warn(path, f"had {links} hard links; the atomic rename gave this name a new inode, so "
-                 f"{links - in_tree_links} other name(s) keep the unpatched file (--inplace patches every name)")
-    return reports
 
 
 def renamed(reports: list[FileReport], job: Job) -> bool:

@@ -23,7 +23,8 @@ from typing import Iterable
 
 from elfpatch.errors import LOG, ElfPatchError, WriteError
 from elfpatch.report import FileReport
-from elfpatch.targets import Job, Outcome, error_report, kind_of, process_file, read_head, renamed
+from elfpatch.targets import Job, Outcome, error_report, kind_of, read_head, renamed
+from elfpatch.targets.files import process_file
 from elfpatch.write import temp_name
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
