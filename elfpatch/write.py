@@ -30,7 +30,7 @@ from typing import Callable
 
 from elfpatch import teststop
 from elfpatch.edits import Edit, apply_to_fd, check_fd, reverted
-from elfpatch.errors import ElfPatchError, WriteError, one_line
+from elfpatch.errors import ElfPatchError, WriteError, warn
 from elfpatch.source import Place, Source, os_error
 
 __all__ = ["Source", "Place", "Temp", "replace_atomic", "write_inplace", "copy_fd", "copy_sparse"]
@@ -436,7 +436,7 @@ def write_inplace(src: Source, edits: list[Edit], verify: Verifier, *, fsync: bo
             apply_to_fd(src.fd, reverted(edits))
             _restore_privileges(src, cap)
         except OSError:
-            print(one_line(f"elfpatch: warning: {src.path}: could not restore the original bytes"), file=sys.stderr)
+            warn(src.path, "could not restore the original bytes")
         if isinstance(exc, OSError):
             raise _os_error(exc, "cannot write in place", src.path) from exc
         raise

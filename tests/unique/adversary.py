@@ -7,6 +7,7 @@ checkout (and its venv) may sit in a directory nobody cannot enter.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -16,11 +17,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import _reachable_by_nobody
 
 ROOT = Path(__file__).resolve().parents[2]
 # The package the runs use: this checkout's, or another's (to show that a test fails before its fix).
 SOURCE = Path(os.environ.get("ELFPATCH_ADVERSARY_SOURCE", ROOT))
-NOBODY = 65534
+NOBODY = 65534  # as conftest.NOBODY
 USERS = pytest.mark.parametrize("user", ["root", "nobody"])
 _package: Path | None = None
 
@@ -37,23 +39,13 @@ def package_for_nobody() -> Path:
     return _package
 
 
+@functools.cache
 def interpreter_for_nobody() -> str:
-    """An interpreter nobody can run: this one if every directory up to it is searchable, else the system's
-    python3 (the package needs nothing outside the standard library for `unique`)."""
-    for candidate in (sys.executable, shutil.which("python3") or "", "/usr/bin/python3"):
-        if candidate and _reachable(Path(candidate).resolve()):
+    """An interpreter nobody can run (this one, or the system's: `unique` needs only the standard library)."""
+    for candidate in (sys.executable, os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.path.exists(candidate) and _reachable_by_nobody(candidate):
             return candidate
     pytest.skip("no Python interpreter that user nobody can run")
-
-
-def _reachable(path: Path) -> bool:
-    try:
-        for parent in path.parents:
-            if not parent.stat().st_mode & 0o001:
-                return False
-        return bool(path.stat().st_mode & 0o001)
-    except OSError:
-        return False
 
 
 def need_user(user: str) -> None:

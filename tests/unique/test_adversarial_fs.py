@@ -18,6 +18,8 @@ from targets.helpers import DIST, build_wheel, wheel_files
 
 from unique.adversary import NOBODY, USERS, arena, give, need_user, one_error_line, run, start, temps_in
 
+pytestmark = pytest.mark.root
+
 
 @pytest.fixture
 def original(unique_build: Path) -> bytes:

@@ -14,6 +14,8 @@ import pytest
 
 from unique.adversary import NOBODY, USERS, arena, give, need_user, one_error_line, run, start, temps_in
 
+pytestmark = pytest.mark.root
+
 
 @pytest.fixture
 def expected(unique_build: Path, tmp_path: Path) -> bytes:
