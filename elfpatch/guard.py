@@ -4,7 +4,8 @@ Reading a page of a map past the file's current end raises SIGBUS, and its defau
 run (exit 135, no report). Inside a guarded range the handler instead maps a page of zeros over the faulting
 page, so the read completes (with zeros) and the run goes on; the owner of the range then asks ``faulted``
 and turns the file into a per-file error. A fault outside every guarded range restores the default action,
-so a real bug still dies as it would have.
+so a real bug still dies as it would have (or meets the handler that was installed before, such as
+faulthandler's).
 
 Linux with glibc only (the handler is installed with sigaction through ctypes); elsewhere ``guard`` is a
 no-op and a truncation still kills the run, as before.
@@ -63,15 +64,16 @@ def _install() -> bool:
                                  -1, 0) == start:
                         r[2] += 1
                         return
-            signal.signal(signal.SIGBUS, signal.SIG_DFL)  # not ours: die as before, on the retried access
+            # Not ours: put back the handler that was there (default: die), which the retried access meets.
+            libc.sigaction(signal.SIGBUS, ctypes.byref(previous), None)
 
         callback = _HANDLER(on_sigbus)
-        action = _SigAction()
+        action, previous = _SigAction(), _SigAction()
         action.sa_handler = ctypes.cast(callback, ctypes.c_void_p).value
         action.sa_flags = SA_SIGINFO
-        if libc.sigaction(signal.SIGBUS, ctypes.byref(action), None) != 0:
+        if libc.sigaction(signal.SIGBUS, ctypes.byref(action), ctypes.byref(previous)) != 0:
             return False
-        _keep.extend((callback, action, libc))
+        _keep.extend((callback, action, previous, libc))
         _installed = True
     except (OSError, AttributeError, ValueError):
         pass

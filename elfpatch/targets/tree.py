@@ -218,6 +218,7 @@ def relink(first: Name, others: list[Name], old: tuple[int, int], job: Job) -> l
     re-pointed (it still names the unpatched file)."""
     from elfpatch.source import LOCK_TIMEOUT, lock_file
 
+    failed: list[tuple[Name, str]] = []
     errors: list[FileReport] = []
     with place_of(first) as fp:
         fd = os.open(fp.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fp.dir_fd)
@@ -233,7 +234,11 @@ def relink(first: Name, others: list[Name], old: tuple[int, int], job: Job) -> l
                             switch(fp, new, op, old)
                         teststop.stop("relinked")
                     except (OSError, ElfPatchError) as exc:
-                        why = exc.message if isinstance(exc, ElfPatchError) else exc.strerror
+                        failed.append((other, exc.message if isinstance(exc, ElfPatchError) else exc.strerror))
+                # Say what each failed name names now: through a bind mount, a directory of the tree can be
+                # another's, so a name that could not be switched may have been switched under its other path.
+                for other, why in failed:
+                    if not _names(other, new):
                         errors.append(FileReport(other.path, ERROR, error=f"not re-pointed at the patched "
                                                  f"{first.path} ({why}): this name still names the unpatched "
                                                  "file; the first name is patched"))
@@ -245,6 +250,16 @@ def relink(first: Name, others: list[Name], old: tuple[int, int], job: Job) -> l
     return errors
 
 
+def _names(n: Name, st: os.stat_result) -> bool:
+    """Whether ``n`` names the inode ``st`` now."""
+    try:
+        with place_of(n) as p:
+            now = p.lstat()
+    except ElfPatchError:
+        return False
+    return now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+
+
 def ident(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
@@ -254,6 +269,8 @@ def switch(fp: Place, new: os.stat_result, op: Place, old: tuple[int, int]) -> N
     from elfpatch.write import check_replaceable
 
     st = op.lstat()
+    if st is not None and (st.st_dev, st.st_ino) == (new.st_dev, new.st_ino):
+        return  # already (the same directory reached through a bind mount)
     if st is None or (st.st_dev, st.st_ino) != tuple(old[:2]):
         raise WriteError("changed since the tree was read; left as it is")
     now = fp.lstat()

@@ -203,6 +203,46 @@ def test_failed_relink_is_reported_as_it_is(user: str, box: Path, original: byte
 
 
 @USERS
+@pytest.mark.parametrize("where", ["outside", "inside"])
+def test_relink_through_a_bind_mount_is_reported_as_it_is(user: str, where: str, box: Path, original: bytes,
+                                                          expected: bytes) -> None:
+    """Guarantee: the report tells the truth. The tree's second name for a library is reached through a bind
+    mount (link() across mounts fails with EXDEV). Bound from outside the tree: that name cannot be
+    re-pointed and gets an error saying it still names the unpatched file (it does), the first name is
+    reported patched (it is). Bound from a directory of the tree: the name is re-pointed under its other
+    path, so no error is reported for it."""
+    lib = put(original, box / "a" / "lib.so", user)
+    src = box / "c" if where == "inside" else box.parent / (box.name + "-outside")
+    src.mkdir()
+    try:
+        os.link(lib, src / "lib2.so")
+        (box / "b").mkdir()
+        give(box, user)
+        give(src, user)
+        if subprocess.run(["mount", "--bind", str(src), str(box / "b")], capture_output=True).returncode != 0:
+            pytest.skip("cannot bind-mount here")
+        try:
+            proc = run(user, "unique", "--json", str(box))
+            doc = json.loads(proc.stdout)
+            status = {Path(f["path"]).relative_to(box).as_posix(): f["status"] for f in doc["files"]}
+            assert status["a/lib.so"] == "patched" and doc["summary"]["patched"] > 0, doc
+            if where == "outside":
+                assert proc.returncode == 2 and status["b/lib2.so"] == "error", doc
+                assert "still names the unpatched file" in proc.stderr
+                assert (box / "b" / "lib2.so").read_bytes() == original
+            else:
+                assert proc.returncode == 0, proc.stderr
+                assert (box / "b" / "lib2.so").read_bytes() == expected
+                assert (box / "c" / "lib2.so").stat().st_ino == lib.stat().st_ino
+            assert lib.read_bytes() == expected and temps_in(box / "b") == []
+        finally:
+            subprocess.run(["umount", str(box / "b")], check=True)
+    finally:
+        if where == "outside":
+            shutil.rmtree(src, ignore_errors=True)
+
+
+@USERS
 def test_kill_while_relinking_is_repaired_by_the_next_run(user: str, box: Path, original: bytes,
                                                           expected: bytes) -> None:
     """Guarantee: the next run repairs a switch a kill interrupted. Five hard links of one library; the run is

@@ -122,3 +122,36 @@ def test_two_runs_at_once_patch_exactly_once(lib: Path, tmp_path: Path) -> None:
             assert p.returncode == 0, err
         assert lib.read_bytes() == expected.read_bytes()
         assert temps(lib.parent) == []
+
+
+def test_named_temp_where_o_tmpfile_is_missing_is_locked_and_removed(lib: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without O_TMPFILE (a file system or kernel without it) the temp is a short named file, locked by its
+    creator for as long as it exists (another run must neither take nor remove it), and gone after the run."""
+    expected = tmp_path / "expected.so"
+    run_cli("unique", "-o", str(expected), str(lib), check=True)
+    monkeypatch.delattr(write.os, "O_TMPFILE")
+    seen: dict[str, object] = {}
+
+    def at(phase: str) -> None:
+        if phase == "written":
+            (name,) = temps(lib.parent)
+            fd = os.open(lib.parent / name, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen["locked"] = False
+            except BlockingIOError:
+                seen["locked"] = True
+            finally:
+                os.close(fd)
+            seen["name"] = name
+            dfd = os.open(lib.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                seen["removed"] = write.clean_stale_temps(dfd)
+            finally:
+                os.close(dfd)
+
+    monkeypatch.setattr(write.teststop, "stop", at)
+    elfpatch.patch(lib)
+    assert write.TEMP_RE.match(seen["name"]) and seen["locked"] and seen["removed"] == []
+    assert lib.read_bytes() == expected.read_bytes() and temps(lib.parent) == []
