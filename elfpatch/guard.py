@@ -80,26 +80,28 @@ def _install() -> bool:
     return _installed
 
 
+class _PyBuffer(ctypes.Structure):  # CPython's Py_buffer
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
+
+
 def _address(m: mmap.mmap) -> int:
     """The start address of a map, through the buffer protocol (a read-only map has no writable view)."""
-
-    class PyBuffer(ctypes.Structure):
-        _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
-                    ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-                    ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                    ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
-
-    view = PyBuffer()
-    get = ctypes.pythonapi.PyObject_GetBuffer
-    get.argtypes = [ctypes.py_object, ctypes.POINTER(PyBuffer), ctypes.c_int]
-    if get(m, ctypes.byref(view), 0) != 0:
+    view = _PyBuffer()
+    if _get_buffer(m, ctypes.byref(view), 0) != 0:
         raise ValueError("no buffer")
     try:
         return view.buf or 0
     finally:
-        release = ctypes.pythonapi.PyBuffer_Release
-        release.argtypes = [ctypes.POINTER(PyBuffer)]
-        release(ctypes.byref(view))
+        _release_buffer(ctypes.byref(view))
 
 
 def _publish() -> None:
