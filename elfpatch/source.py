@@ -90,9 +90,11 @@ def _lock_holder(st: os.stat_result) -> str:
     return ""
 
 
-def lock_file(fd: int, timeout: float, path: str) -> None:
-    """flock(LOCK_EX) with a bounded wait: a reader holding a lock must not hang a writing run forever."""
-    deadline = time.monotonic() + max(timeout, 0.0)
+def lock_file(fd: int, timeout: float, path: str, deadline: float | None = None) -> None:
+    """flock(LOCK_EX) with a bounded wait: a reader holding a lock must not hang a writing run forever.
+    ``deadline`` (time.monotonic()): when several waits share one timeout."""
+    if deadline is None:
+        deadline = time.monotonic() + max(timeout, 0.0)
     delay = 0.001
     while True:
         try:
@@ -136,6 +138,7 @@ class Source:
     def _open(self, lock: bool, writable: bool, lock_timeout: float) -> None:
         flags = ((os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
                  | os.O_NOCTTY)
+        deadline = time.monotonic() + max(lock_timeout, 0.0)
         for _ in range(_LOCK_RETRIES):
             try:
                 self.fd = os.open(self.place.name, flags, dir_fd=self.place.dir_fd)
@@ -151,7 +154,7 @@ class Source:
                 raise ElfPatchError("not a regular file", self.path)
             if not lock:
                 break
-            lock_file(self.fd, lock_timeout, self.path)
+            lock_file(self.fd, lock_timeout, self.path, deadline)
             # Another run may rename a patched copy over this name while we wait: the lock is only
             # meaningful if the name still names the inode we locked.
             now = self.place.lstat()

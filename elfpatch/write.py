@@ -74,8 +74,9 @@ def clean_stale_temps(dir_fd: int) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        if not TEMP_RE.match(name):
-            continue
+        legacy = LEGACY_TEMP_RE.match(name)
+        if not TEMP_RE.match(name) and not (legacy and not _pid_alive(int(name.rsplit("-", 2)[1]))):
+            continue  # an old version's temp is kept while its PID lives (old versions take no lock)
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
         except OSError:
@@ -97,6 +98,16 @@ def clean_stale_temps(dir_fd: int) -> list[str]:
         finally:
             os.close(fd)
     return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def clean_stale_temps_once(dir_fd: int) -> None:

@@ -71,6 +71,19 @@ def test_temp_of_a_killed_run_is_cleaned_by_the_next(lib: Path) -> None:
     assert not stale.exists() and alive.exists()
 
 
+def test_old_versions_temps_are_cleaned_once_their_pid_is_gone(lib: Path) -> None:
+    """Temps of versions before the lock-held temps (`.NAME.elfpatch-PID-HEX.tmp`, no lock): removed once no
+    process has their PID, kept while one has (it may be that old run, alive)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = lib.parent / f".{lib.name}.elfpatch-{dead.pid}-0123abcd.tmp"
+    alive = lib.parent / f".{lib.name}.elfpatch-{os.getpid()}-0123abcd.tmp"
+    for p in (stale, alive):
+        p.write_bytes(b"half written")
+    run_cli("unique", str(lib), check=True)
+    assert not stale.exists() and alive.exists()
+
+
 def test_only_runs_that_create_a_temp_clean_temps(lib: Path) -> None:
     """Stale temps are removed by a run that creates a temp in that directory; --check, --dry-run, --inplace
     and a run with nothing to patch create none and leave them."""
