@@ -24,6 +24,7 @@ _EXPORTS = {
     "DlError": "elfpatch.harness.session",
     "ChildCrashed": "elfpatch.harness.session",
     "HarnessTimeout": "elfpatch.harness.session",
+    "ImportFailed": "elfpatch.harness.session",
     "run": "elfpatch.harness.session",
     "LdDebug": "elfpatch.harness.lddebug",
     "Binding": "elfpatch.harness.lddebug",

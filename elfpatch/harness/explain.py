@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, TextIO
 
-from elfpatch.harness.dlcheck import (
+from elfpatch.harness.blockers import (
     NODELETE_FLAG,
     NODELETE_REFERENCE,
     OPEN_HANDLE,
