@@ -131,15 +131,18 @@ class Explainer:
 
     def never_unloads(self, name: str) -> str | None:
         """Why ``name`` can never unload in this process whatever elfpatch does to the PATHs (None when it
-        could): loaded before, -z nodelete, or a system library NODELETE by unique symbols of its own."""
+        could): loaded before, -z nodelete, or a system library the loader marked NODELETE (elfpatch does not
+        patch the distribution's libraries)."""
         if name in self.before:
             return "it was loaded before dlcheck opened anything"
         facts = self.facts(name)
         if facts is not None and facts.nodelete_flag:
             return "it was linked with -z nodelete"
-        if is_system(name) and facts is not None and facts.unique:
-            return (f"it is a system library that defines {len(facts.unique)} STB_GNU_UNIQUE symbols of its "
-                    "own, so glibc marks it NODELETE in any process that loads it")
+        if is_system(name) and self.log.nodelete(name):  # the loader's word, not a guess from the file
+            count = f"{len(facts.unique)} " if facts is not None and facts.unique else ""
+            why = (f"for {count}STB_GNU_UNIQUE symbols of its own" if self.log.nodelete(name, "unique")
+                   else "because an object that can never unload binds to it")
+            return f"a system library that glibc marked NODELETE {why}"
         return None
 
     # -- who holds it ----------------------------------------------------------------------------------
@@ -171,8 +174,12 @@ class Explainer:
         if RELOCATION in reasons or REFERENCE in reasons:
             symbols = list(dict.fromkeys(b.symbol for b in self.log.bindings
                                          if b.file == holder and b.bound_to == held))
+        facts = self.facts(holder) if symbols else None
+        # The holder binds to copies of symbols it defines itself: the held object exports another library's
+        # symbols (a statically linked libstdc++ with default visibility), and preempts them.
+        own = facts is not None and all(sym in facts.defined for sym in symbols)
         return {"object": self.names.display(holder), "holds": self.names.display(held), "reasons": reasons,
-                "symbols": symbols[:MAX_LINK_SYMBOLS], "symbol_count": len(symbols)}
+                "symbols": symbols[:MAX_LINK_SYMBOLS], "symbol_count": len(symbols), "own_symbols": own}
 
     def roots(self, name: str) -> list[Report]:
         """Follow the holders of ``name`` outwards (breadth first, so each chain is a shortest one) to the

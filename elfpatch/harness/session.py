@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Mapping, Sequence, Union
 
@@ -268,7 +269,7 @@ class Session:
                 continue
             while True:
                 try:
-                    chunk = os.read(pipe.fileno(), 1 << 16)
+                    chunk = os.read(pipe.fileno(), 1 << 20)
                 except (BlockingIOError, OSError):
                     break
                 if not chunk:
@@ -437,11 +438,11 @@ class Session:
 
     @property
     def stdout_dropped(self) -> int:
-        return self._out.dropped
+        return self._out.total - len(self._out.data())
 
     @property
     def stderr_dropped(self) -> int:
-        return self._err.dropped
+        return self._err.total - len(self._err.data())
 
     def debug_text(self) -> str:
         try:
@@ -456,33 +457,41 @@ class Session:
 
 
 class _Tail:
-    """The last OUTPUT_TAIL bytes of a stream, and how many came before them."""
+    """The last OUTPUT_TAIL bytes of a stream (whole chunks, trimmed when read), and how many came before."""
 
     def __init__(self) -> None:
-        self.data = bytearray()
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
         self.dropped = 0
 
     def add(self, chunk: bytes) -> None:
-        self.data += chunk
-        extra = len(self.data) - OUTPUT_TAIL
-        if extra > 0:
-            del self.data[:extra]
-            self.dropped += extra
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        while self.size - len(self.chunks[0]) >= OUTPUT_TAIL:
+            self.size -= len(self.chunks[0])
+            self.dropped += len(self.chunks.popleft())
+
+    def data(self) -> bytes:
+        data = b"".join(self.chunks)
+        return data[-OUTPUT_TAIL:]
+
+    @property
+    def total(self) -> int:
+        return self.dropped + self.size
 
     def text(self) -> str:
-        return self.data.decode("utf-8", "replace")
+        return self.data().decode("utf-8", "replace")
 
     def summary(self) -> str:
-        """``: LAST LINES`` for a one-line error (at most SUMMARY_CHARS of them), saying what was dropped."""
-        lines = self.data.decode("utf-8", "replace").strip().splitlines()[-3:]
-        tail = " ".join(line.strip() for line in lines)
-        cut = self.dropped + max(len(tail) - SUMMARY_CHARS, 0)
-        if len(tail) > SUMMARY_CHARS:
-            tail = "..." + tail[-SUMMARY_CHARS:]
+        """``: LAST LINES`` for a one-line error (at most SUMMARY_CHARS of them), saying how much there was
+        when that is not all of it."""
+        tail = " ".join(line.strip() for line in self.text().strip().splitlines()[-3:])
         if not tail:
             return ""
-        return f": {tail}" + (f" (stderr: {_size(self.dropped + len(self.data))}, only its end shown)"
-                              if cut else "")
+        shown = tail if len(tail) <= SUMMARY_CHARS else "..." + tail[-SUMMARY_CHARS:]
+        if len(shown) < len(tail) or self.total > OUTPUT_TAIL:
+            shown += f" (stderr: {_size(self.total)}, only its end shown)"
+        return f": {shown}"
 
 
 def _size(n: int) -> str:
