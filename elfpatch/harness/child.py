@@ -212,7 +212,8 @@ def main(argv: list[str]) -> int:
     child = Child()
 
     def answer(payload: dict, rid: object) -> None:
-        out.write(json.dumps({**payload, "pid": child.pid, "id": rid}) + "\n")
+        # The leading newline ends whatever partial line a library may have written to this pipe.
+        out.write("\n" + json.dumps({**payload, "pid": child.pid, "id": rid}) + "\n")
         out.flush()
 
     answer({"ok": True}, 0)
