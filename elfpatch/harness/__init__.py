@@ -25,6 +25,7 @@ _EXPORTS = {
     "ChildCrashed": "elfpatch.harness.session",
     "HarnessTimeout": "elfpatch.harness.session",
     "ImportFailed": "elfpatch.harness.session",
+    "BadTimeout": "elfpatch.harness.session",
     "run": "elfpatch.harness.session",
     "LdDebug": "elfpatch.harness.lddebug",
     "Binding": "elfpatch.harness.lddebug",

@@ -7,7 +7,8 @@ both can use it.
 from __future__ import annotations
 
 import os
-from collections import deque
+from collections import defaultdict, deque
+from functools import lru_cache
 from typing import Any, Protocol, Sequence
 
 from elfpatch.harness.elffacts import ObjectFacts, needs, object_facts
@@ -46,6 +47,7 @@ class SessionView(Protocol):
     def debug(self) -> LdDebug: ...
 
 
+@lru_cache(maxsize=1024)
 def is_system(path: str) -> bool:
     """A library of the system's own directories: the distribution's, shared by every process."""
     return os.path.realpath(path).startswith(SYSTEM_DIRS) or path.startswith(SYSTEM_DIRS)
@@ -94,6 +96,9 @@ class Explainer:
         self.resident = resident
         self.names = names
         self._own: dict[str, list[Report]] = {}
+        self._holders: dict[str, list[tuple[str, Report]]] = {}
+        self._pairs: dict[tuple[str, str], list[str]] | None = None  # (referrer, definer) -> symbols
+        self._reldeps: dict[str, set[str]] | None = None  # object -> objects with a relocation dependency on it
 
     def facts(self, name: str) -> ObjectFacts | None:
         return object_facts(name)
@@ -150,8 +155,15 @@ class Explainer:
     def holders(self, name: str) -> list[tuple[str, Report]]:
         """The resident objects that hold ``name`` (loaded after the process started), each with its link:
         ``{"object", "holds", "reasons", "symbols", "symbol_count"}``."""
+        if name in self._holders:
+            return self._holders[name]
+        if self._reldeps is None:
+            self._reldeps = defaultdict(set)
+            for d in self.log.dependencies:
+                if d.relocation:
+                    self._reldeps[d.path].add(d.needed_by)
         facts = self.facts(name)
-        relocation = {d.needed_by for d in self.log.dependencies if d.path == name and d.relocation}
+        relocation = self._reldeps.get(name, set())
         referrers = {m.reference_from for m in self.log.nodelete(name) if m.reference_from}
         links = []
         for other in self.resident:
@@ -167,13 +179,18 @@ class Explainer:
                 reasons.append(REFERENCE)
             if reasons:
                 links.append((other, self._link(other, name, reasons)))
+        self._holders[name] = links
         return links
 
     def _link(self, holder: str, held: str, reasons: list[str]) -> Report:
         symbols: list[str] = []
         if RELOCATION in reasons or REFERENCE in reasons:
-            symbols = list(dict.fromkeys(b.symbol for b in self.log.bindings
-                                         if b.file == holder and b.bound_to == held))
+            if self._pairs is None:  # one pass over the log, however many links there are
+                pairs: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)
+                for b in self.log.bindings:
+                    pairs[(b.file, b.bound_to)][b.symbol] = None
+                self._pairs = {key: list(syms) for key, syms in pairs.items()}
+            symbols = self._pairs.get((holder, held), [])
         facts = self.facts(holder) if symbols else None
         # The holder binds to copies of symbols it defines itself: the held object exports another library's
         # symbols (a statically linked libstdc++ with default visibility), and preempts them.

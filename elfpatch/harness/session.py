@@ -196,7 +196,7 @@ class Session:
             self._died(what)  # it died between requests (a library's own thread crashed it)
         self._seq += 1
         try:
-            os.write(self._req, json.dumps({"op": op, "id": self._seq, **fields}).encode() + b"\n")
+            os.write(self._req, json.dumps({**fields, "op": op, "id": self._seq}).encode() + b"\n")
         except BrokenPipeError:
             pass  # the child is gone; _receive reports how
         except (OSError, TypeError, ValueError) as exc:
