@@ -124,7 +124,7 @@ class Child:
             raise UsageError(f"not a C function signature: {signature!r}")
         try:
             fntype = ffi.typeof(f"{signature[:paren]}(*){signature[paren:]}")
-        except Exception as exc:  # cffi's parser raises its own CDefError, and others
+        except Exception as exc:  # noqa: BLE001 - cffi's parser raises its own CDefError, and others
             raise UsageError(f"bad signature {signature!r}: {exc}") from None
         args = req.get("args", [])
         if len(args) != len(fntype.args) and not fntype.ellipsis:
@@ -245,7 +245,7 @@ def main(argv: list[str]) -> int:
             result = {"ok": False, "kind": "import", "error": str(exc)}
         except UsageError as exc:
             result = {"ok": False, "kind": "usage", "error": str(exc)}
-        except Exception as exc:  # a bad request must not end the session
+        except Exception as exc:  # noqa: BLE001 - a bad request must not end the session
             result = {"ok": False, "kind": "usage", "error": f"{type(exc).__name__}: {exc}"}
         if child.forked():
             os._exit(0)  # a library forked inside this request and its copy came back here: vanish
