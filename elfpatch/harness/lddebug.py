@@ -119,29 +119,48 @@ def _member(name: str, line: str) -> bool:
 
 
 class _Scopes:
-    """The scope lines printed for each object, with the request that printed them, life by life."""
+    """The scope lines printed for each object, with the request that printed them, life by life. Lines are
+    kept padded with a space at each end, so that membership is one substring test (paths may hold spaces,
+    so the lines are not split)."""
 
     def __init__(self) -> None:
-        self.lives: dict[str, list[list[tuple[int, str]]]] = {}  # object -> its lives' (op, scope line)s
+        self.lives: dict[str, list[list[tuple[int, str]]]] = {}  # object -> its lives' (op, " scope line ")s
         self.global_lines: list[tuple[int, str]] = []  # every ``scope 0`` line and global-scope addition
+        self.global_since: dict[str, int] = {}  # each global-scope member -> the first request it was seen in
+        self._verdicts: dict[tuple[str, int, str, int], bool | None] = {}
 
     def life(self, obj: str) -> int:
         return len(self.lives.setdefault(obj, [[]])) - 1
 
     def add(self, owner: str, index: int, line: str, op: int) -> None:
-        self.lives.setdefault(owner, [[]])[-1].append((op, line))
+        padded = f" {line} "
+        self.lives.setdefault(owner, [[]])[-1].append((op, padded))
         if index == 0:
-            self.global_lines.append((op, line))
+            self.global_lines.append((op, padded))
+            for name in line.split():
+                self.global_since.setdefault(name, op)
+
+    def add_global(self, obj: str, op: int) -> None:
+        self.global_lines.append((op, f" {obj} "))
+        self.global_since.setdefault(obj, op)
+
+    def in_global(self, other: str, op: int) -> bool:
+        if " " not in other:  # the common case: one dictionary look-up
+            return self.global_since.get(other, op + 1) <= op
+        needle = f" {other} "
+        return any(when <= op and needle in line for when, line in self.global_lines)
 
     def end_life(self, obj: str) -> None:
         self.lives.setdefault(obj, [[]]).append([])
 
     def judge(self, obj: str, life: int, other: str, op: int) -> bool | None:
-        lines = [line for when, line in self.lives[obj][life] if when <= op]
-        if not lines:
-            return None
-        return any(_member(other, line) for line in lines) or any(
-            when <= op and _member(other, line) for when, line in self.global_lines)
+        key = (obj, life, other, op)
+        if key not in self._verdicts:
+            needle = f" {other} "
+            lines = [line for when, line in self.lives[obj][life] if when <= op]
+            self._verdicts[key] = None if not lines else (self.in_global(other, op)
+                                                           or any(needle in line for line in lines))
+        return self._verdicts[key]
 
 
 def parse(text: str, pid: int | None = None) -> LdDebug:
@@ -182,7 +201,7 @@ def parse(text: str, pid: int | None = None) -> LdDebug:
         elif line.startswith("add "):
             g = _GLOBAL.match(line)
             if g is not None:
-                scopes.global_lines.append((op, g.group(1)))
+                scopes.add_global(g.group(1), op)
                 result.global_scope.append(g.group(1))
         elif line.startswith("file="):
             f = _FILE.match(line)
@@ -207,5 +226,5 @@ def parse(text: str, pid: int | None = None) -> LdDebug:
     for obj, lives in scopes.lives.items():  # the latest life that printed any scope
         printed = [life for life in lives if life]
         if printed:
-            result.scopes[obj] = [line for _, line in printed[-1]]
+            result.scopes[obj] = [line[1:-1] for _, line in printed[-1]]
     return result
