@@ -129,3 +129,21 @@ def test_a_module_that_exits_is_an_import_error(tmp_path: Path, unique_build: Pa
     rc, doc, _ = dlcheck_cli(unique_build / "libuser.so", options=["--import", "quitter"], cwd=tmp_path)
     assert rc == 2 and doc["imports"][0]["error"] == "cannot import quitter: SystemExit: 3"
     assert doc["files"][0]["unloads"] is True
+
+
+def test_sharing_statics_with_what_an_import_loaded_is_a_cross_binding(unique_build: Path, tmp_path: Path) -> None:
+    """A module that loads libholder_v1.so (ctypes, RTLD_LOCAL as Python does): the PATH libholder_v2.so then
+    shares v1's unique statics through the unique-symbol table, outside its scope. That counts: the PATH does
+    not keep to itself in that process. v1 itself is not judged (the import loaded it)."""
+    v1, v2 = unique_build / "libholder_v1.so", unique_build / "libholder_v2.so"
+    (tmp_path / "loads_v1.py").write_text(f"import ctypes\nlib = ctypes.CDLL({str(v1)!r})\n")
+    rc, doc, _ = dlcheck_cli(v2, options=["--import", "loads_v1"], cwd=tmp_path)
+    assert rc == 1
+    assert doc["files"][0]["unloads"] is True
+    assert {(c["symbol"], c["file"], c["bound_to"]) for c in doc["cross_bindings"]} == {
+        ("_ZN6HolderIiE5valueE", str(v2), str(v1)), ("_ZZ7countervE1c", str(v2), str(v1))}
+    # With RTLD_GLOBAL the same definitions are in v2's scope (the global scope): no cross binding.
+    (tmp_path / "loads_v1_global.py").write_text(
+        f"import ctypes\nlib = ctypes.CDLL({str(v1)!r}, mode=ctypes.RTLD_GLOBAL)\n")
+    rc, doc, _ = dlcheck_cli(v2, options=["--import", "loads_v1_global"], cwd=tmp_path)
+    assert rc == 0 and doc["cross_bindings"] == [] and doc["out_of_scope_bindings"] == []
