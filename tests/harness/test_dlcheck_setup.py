@@ -147,3 +147,11 @@ def test_sharing_statics_with_what_an_import_loaded_is_a_cross_binding(unique_bu
         f"import ctypes\nlib = ctypes.CDLL({str(v1)!r}, mode=ctypes.RTLD_GLOBAL)\n")
     rc, doc, _ = dlcheck_cli(v2, options=["--import", "loads_v1_global"], cwd=tmp_path)
     assert rc == 0 and doc["cross_bindings"] == [] and doc["out_of_scope_bindings"] == []
+
+
+def test_a_crash_during_an_import_is_reported_on_the_import(unique_build: Path, tmp_path: Path) -> None:
+    (tmp_path / "aborts.py").write_text("import os\nos.abort()\n")
+    rc, doc, _ = dlcheck_cli(unique_build / "libuser.so", options=["--import", "aborts"], cwd=tmp_path)
+    assert rc == 2
+    assert "killed by SIGABRT during import aborts" in doc["imports"][0]["error"]
+    assert doc["files"][0]["error"] == "not checked: the harness child died or hung while importing aborts"
