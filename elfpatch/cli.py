@@ -13,7 +13,7 @@ from typing import Sequence
 
 from elfpatch.errors import ElfPatchError, one_line
 
-SUBCOMMANDS = ("unique", "inits", "dlcheck")
+SUBCOMMANDS = ("unique", "inits", "dlcheck", "audit")
 EXIT_ERROR = 2
 
 

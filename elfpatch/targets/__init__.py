@@ -7,7 +7,7 @@ import os
 import stat
 import struct
 import sys
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 from elfpatch.errors import ElfPatchError, ParseError, one_line
 from elfpatch.report import ERROR, PATCHED, FileReport
@@ -21,12 +21,44 @@ def _warn(path: str, message: str) -> None:
     print(one_line(f"elfpatch: warning: {path}: {message}"), file=sys.stderr)
 
 
+class Exclude:
+    """``--exclude GLOB`` filters on file names: a tree's paths relative to its root, archive and wheel member
+    names, a PATH as given. A glob with a ``/`` matches the whole name (``*`` crosses ``/``, as in fnmatch);
+    one without matches the last component too, as in .gitignore (``test_*`` anywhere)."""
+
+    def __init__(self, globs: Iterable[str] = ()) -> None:
+        import fnmatch
+        import re
+
+        self.globs = tuple(globs)
+        whole = "|".join(fnmatch.translate(g) for g in self.globs)
+        base = "|".join(fnmatch.translate(g) for g in self.globs if "/" not in g)
+        self._whole = re.compile(whole) if whole else None
+        self._base = re.compile(base) if base else None
+
+    def __bool__(self) -> bool:
+        return self._whole is not None
+
+    def excludes(self, name: str) -> bool:
+        if self._whole is None:
+            return False
+        name = name.replace(os.sep, "/")
+        if self._whole.match(name):
+            return True
+        return self._base is not None and bool(self._base.match(name.rstrip("/").rsplit("/", 1)[-1]))
+
+
 class Job:
-    """What `elfpatch unique` was asked to do, shared by every target kind."""
+    """What `elfpatch unique` (or `audit`) was asked to do, shared by every target kind.
+
+    ``inspect``: called with each ELF image the job plans (and whether it is an archive or wheel member); what
+    it returns becomes the report's ``facts``. A module-level function, so that a tree's worker processes can
+    run it."""
 
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
-                 warn: Callable[[str, str], None] = _warn, progress: bool = False) -> None:
+                 warn: Callable[[str, str], None] = _warn, progress: bool = False,
+                 exclude: Exclude | None = None, inspect: Callable[[Any, bool], Any] | None = None) -> None:
         self.mode = mode
         self.to = to
         self.names = names if names is not None else NameFilter()
@@ -35,6 +67,8 @@ class Job:
         self.fsync = fsync
         self.warn = warn
         self.progress = progress  # a progress line on stderr for trees
+        self.exclude = exclude if exclude is not None else Exclude()
+        self.inspect = inspect
 
     @property
     def writes(self) -> bool:
@@ -42,11 +76,14 @@ class Job:
 
 
 class Outcome:
-    """The reports of one PATH, and how many files a tree walk passed over (not ELF, archive or wheel)."""
+    """The reports of one PATH; how many entries a tree walk passed over for a reason (``skipped``: symlinks,
+    devices, --exclude) and how many regular files were no target kind (``other``: not ELF, archive or
+    wheel)."""
 
-    def __init__(self, reports: list[FileReport] | None = None, skipped: int = 0) -> None:
+    def __init__(self, reports: list[FileReport] | None = None, skipped: int = 0, other: int = 0) -> None:
         self.reports = reports if reports is not None else []
         self.skipped = skipped
+        self.other = other
 
 
 def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> FileReport:
@@ -96,6 +133,8 @@ def process(path: str, job: Job) -> Outcome:
             from elfpatch.targets.tree import process_tree
 
             return process_tree(path, job)
+        if job.exclude.excludes(path):
+            return Outcome(skipped=1)
         return Outcome(process_file(path, job, detect(path)))
     except ElfPatchError as exc:
         return Outcome([error_report(path, exc)])

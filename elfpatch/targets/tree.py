@@ -10,6 +10,8 @@ file, an ar archive or a wheel is processed, anything else is counted as skipped
 - The walk reads every directory before anything is written: an unreadable directory fails the whole tree
   and changes nothing. Each file is then committed on its own (atomically, as a single PATH would be).
 - Larger trees are spread over a process pool (one process per core); reports stay in sorted order.
+- ``--exclude`` globs match paths relative to the root; excluded files are counted as skipped. Regular
+  files that are no target kind are counted apart, as ``other``.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from typing import Iterable
 
 from elfpatch.errors import ElfPatchError, WriteError
 from elfpatch.report import FileReport
-from elfpatch.targets import Job, Outcome, _warn, error_report, kind_of, process_file, read_head, renamed
+from elfpatch.targets import Exclude, Job, Outcome, _warn, error_report, kind_of, process_file, read_head, renamed
 from elfpatch.write import temp_name
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
@@ -40,9 +42,9 @@ class Group:
         self.size = size
 
 
-def walk(root: str) -> tuple[list[Group], int]:
+def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int]:
     """Regular files below ``root`` grouped by inode, in sorted order of their first name, and how many
-    entries were passed over (symlinks, devices, sockets, FIFOs)."""
+    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches)."""
     groups: dict[tuple[int, int], Group] = {}
     skipped = 0
 
@@ -54,6 +56,9 @@ def walk(root: str) -> tuple[list[Group], int]:
         skipped += sum(os.path.islink(os.path.join(dirpath, d)) for d in dirnames)  # never descended into
         for name in filenames:
             path = os.path.join(dirpath, name)
+            if exclude and exclude.excludes(os.path.relpath(path, root)):
+                skipped += 1
+                continue
             try:
                 st = os.lstat(path)
             except OSError:
@@ -135,7 +140,7 @@ def _parallel(groups: list[Group], job: Job) -> int:
 def process_tree(root: str, job: Job) -> Outcome:
     if job.output:
         raise WriteError("-o/--output takes a file, not a directory", root)
-    groups, skipped = walk(root)
+    groups, skipped = walk(root, job.exclude)
     outcome = Outcome(skipped=skipped)
     tasks = [(g.paths, job, root) for g in groups]
     progress = Progress(len(tasks)) if job.progress and sys.stderr.isatty() else None
@@ -157,9 +162,9 @@ def process_tree(root: str, job: Job) -> Outcome:
 
 def _collect(results: Iterable[tuple[list[FileReport], int]], outcome: Outcome, progress: Progress | None) -> None:
     try:
-        for reports, skipped in results:
+        for reports, other in results:
             outcome.reports.extend(reports)
-            outcome.skipped += skipped
+            outcome.other += other
             if progress is not None:
                 progress.step(bool(reports))
     finally:

@@ -1,0 +1,96 @@
+"""`elfpatch audit`: unique symbols that several files or packages define, and so would share."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from typing import TextIO
+
+from elfpatch.audit import Audit, Collision, audit_job, run_audit
+from elfpatch.cli import error_line
+from elfpatch.errors import one_line
+
+HELP = """\
+Read files, trees (a site-packages, a conda environment), archives and wheels, and report every
+STB_GNU_UNIQUE name that two or more distinct ELF files define in their dynamic symbol table: once both are
+loaded into one process, glibc binds every use to the first definition loaded, even under RTLD_LOCAL, and
+pins that library (NODELETE). Packages come from *.dist-info/RECORD and conda-meta/*.json.
+Exit status: 0 no name shared across packages, 1 some (a CI gate), 2 an error (one line per failing file)."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("audit", help="find unique symbols that packages would share", description=HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                   help="pass over files whose path relative to a tree's root, or member name, matches GLOB "
+                        "(repeatable; a GLOB without / also matches the file name alone)")
+    p.add_argument("paths", metavar="PATH", nargs="+")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = run_audit(args.paths, audit_job(args.exclude, progress=sys.stderr.isatty()))
+    for r in result.errors:
+        print(error_line(r.label, r.error or "failed"), file=sys.stderr)
+    text = io.StringIO()
+    if args.json:
+        json.dump(result.to_json(), text)
+        text.write("\n")
+    else:
+        write_text(result, text)
+    sys.stdout.write(text.getvalue())
+    sys.stdout.flush()
+    return result.exit_status()
+
+
+def _owner(report: object) -> str:
+    package = getattr(report, "package", None)
+    return f"  ({package})" if package is not None else ""
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _collision(c: Collision, out: TextIO) -> None:
+    flags = [f for f, on in (("across packages", c.cross_package), ("sizes differ", c.differs)) if on]
+    out.write(f"  {one_line(c.demangled or c.symbol)}{'  [' + ', '.join(flags) + ']' if flags else ''}\n")
+    if c.demangled:
+        out.write(f"      {one_line(c.symbol)}\n")
+    for d in c.definitions:
+        out.write(f"      defined ({_plural(d.st_size, 'byte')}) in {one_line(d.report.label)}{_owner(d.report)}\n")
+    for r in c.referenced_by:
+        out.write(f"      used by {one_line(r.label)}{_owner(r)}\n")
+
+
+def write_text(result: Audit, out: TextIO) -> None:
+    """Package pairs first, then the names (demangled), then what `elfpatch unique` would do."""
+    if result.pairs:
+        out.write("Packages that define the same unique symbols (loaded together, they share one copy):\n")
+        for (a, b), names in result.pairs:
+            out.write(f"  {one_line(a)} and {one_line(b)}: {_plural(len(names), 'name')}\n")
+        out.write("\n")
+    if result.collisions:
+        out.write(f"Unique symbols defined by two or more files ({len(result.cross_package)} across packages):\n")
+        ordered = sorted(result.collisions, key=lambda c: (not c.cross_package, not c.differs, c.symbol))
+        for c in ordered:
+            _collision(c, out)
+        involved = result.involved()
+        total = sum(len(r.symbols) for r in involved)
+        out.write(f"\n`elfpatch unique` on the {_plural(len(involved), 'file')} that define them would rewrite "
+                  f"{_plural(total, 'unique symbol')} to GLOBAL: each file then keeps its own statics, and can "
+                  "be unloaded.\n")
+        for r in involved:
+            out.write(f"  {one_line(r.label)}: {_plural(len(r.symbols), 'unique symbol')}\n")
+        out.write("\n")
+    doc = result.summary()
+    line = (f"{_plural(doc['files'], 'file')}, {doc['with_unique']} with unique symbols, "
+            f"{_plural(doc['collisions'], 'collision')}, {doc['cross_package_collisions']} across packages, "
+            f"{_plural(doc['errors'], 'error')}")
+    if doc["skipped"]:
+        line += f", {doc['skipped']} skipped"
+    if doc["other"]:
+        line += f", {doc['other']} other"
+    out.write(line + "\n")
