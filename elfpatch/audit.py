@@ -105,10 +105,11 @@ class Audit:
     def cross_package(self) -> list[Collision]:
         return [c for c in self.collisions if c.cross_package]
 
-    def involved(self) -> list[FileReport]:
-        """Every file that defines a colliding name (identical copies included): what `unique` would fix."""
+    def involved(self, names: set[str] | None = None) -> list[FileReport]:
+        """Every file that defines a colliding name (of ``names``; identical copies included): what `unique`
+        would fix."""
         seen: dict[int, FileReport] = {}
-        names = {c.symbol for c in self.collisions}
+        names = names if names is not None else {c.symbol for c in self.collisions}
         for r in self.pinned:
             if any(n in names for n, _ in r.facts.defined):
                 seen[id(r)] = r

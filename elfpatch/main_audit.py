@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
                    help="pass over files whose path relative to a tree's root, or member name, matches GLOB "
                         "(repeatable; a GLOB without / also matches the file name alone)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also list the names that only files of one package define (the JSON always has them)")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
 
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result.to_json(), text)
         text.write("\n")
     else:
-        write_text(result, text)
+        write_text(result, text, verbose=args.verbose)
     sys.stdout.write(text.getvalue())
     sys.stdout.flush()
     return result.exit_status()
@@ -65,25 +67,36 @@ def _collision(c: Collision, out: TextIO) -> None:
         out.write(f"      used by {one_line(r.label)}{_owner(r)}\n")
 
 
-def write_text(result: Audit, out: TextIO) -> None:
+def _shown(c: Collision, verbose: bool) -> bool:
+    """Names across packages, and names that files no package owns define; within one package only with -v
+    (a package built at once usually means to share its own statics)."""
+    return verbose or c.cross_package or all(d.report.package is None for d in c.definitions)
+
+
+def write_text(result: Audit, out: TextIO, verbose: bool = False) -> None:
     """Package pairs first, then the names (demangled), then what `elfpatch unique` would do."""
     if result.pairs:
         out.write("Packages that define the same unique symbols (loaded together, they share one copy):\n")
         for (a, b), names in result.pairs:
             out.write(f"  {one_line(a)} and {one_line(b)}: {_plural(len(names), 'name')}\n")
         out.write("\n")
-    if result.collisions:
+    shown = [c for c in result.collisions if _shown(c, verbose)]
+    if shown:
         out.write(f"Unique symbols defined by two or more files ({len(result.cross_package)} across packages):\n")
-        ordered = sorted(result.collisions, key=lambda c: (not c.cross_package, not c.differs, c.symbol))
-        for c in ordered:
+        for c in sorted(shown, key=lambda c: (not c.cross_package, not c.differs, c.symbol)):
             _collision(c, out)
-        involved = result.involved()
+    hidden = len(result.collisions) - len(shown)
+    if hidden:
+        out.write(f"  ... and {_plural(hidden, 'name')} that only files of one package define (-v lists them)\n")
+    if shown:
+        involved = result.involved({c.symbol for c in shown})
         total = sum(len(r.symbols) for r in involved)
         out.write(f"\n`elfpatch unique` on the {_plural(len(involved), 'file')} that define them would rewrite "
                   f"{_plural(total, 'unique symbol')} to GLOBAL: each file then keeps its own statics, and can "
                   "be unloaded.\n")
         for r in involved:
             out.write(f"  {one_line(r.label)}: {_plural(len(r.symbols), 'unique symbol')}\n")
+    if shown or hidden:
         out.write("\n")
     doc = result.summary()
     line = (f"{_plural(doc['files'], 'file')}, {doc['with_unique']} with unique symbols, "

@@ -47,6 +47,12 @@ def test_one_package_alone_is_no_cross_package_collision(site: Path, audit_build
     (c,) = [c for c in doc["collisions"] if c["symbol"] == SLOTS]
     assert not c["cross_package"] and c["differs"]
     assert status == 0 and doc["summary"]["cross_package_collisions"] == 0
+    # The text lists names within one package only with -v; names of files no package owns always.
+    text = run_cli("audit", str(site / "pkga")).stdout
+    assert "Registry<int>::slots" not in text and "3 names that only files of one package define" in text
+    assert "Registry<int>::slots  [sizes differ]" in run_cli("audit", "-v", str(site / "pkga")).stdout
+    loose = run_cli("audit", str(audit_build / "_a.so"), str(audit_build / "_b.so"))
+    assert loose.returncode == 0 and "Registry<int>::slots  [sizes differ]" in loose.stdout
 
 
 def test_identical_copies_and_hard_links_count_once(audit_build: Path, tmp_path: Path) -> None:
