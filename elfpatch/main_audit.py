@@ -7,8 +7,8 @@ import json
 import sys
 from typing import TextIO
 
-from elfpatch.audit import Audit, Collision, audit_job, run_audit
 from elfpatch.cli import error_line
+from elfpatch.collisions import Audit, Collision, audit_job, run_audit
 from elfpatch.errors import one_line
 
 HELP = """\

@@ -150,3 +150,21 @@ def test_audit_writes_nothing(site: Path) -> None:
     before = state()
     run_cli("audit", str(site))
     assert state() == before
+
+
+def test_api(site: Path, tmp_path: Path) -> None:
+    import elfpatch
+    from elfpatch.errors import ElfPatchError
+
+    result = elfpatch.audit(site)
+    assert result.exit_status() == 1 and len(result.cross_package) == 3
+    assert result.to_json() == audit_json(str(site))[1]
+    bad = tmp_path / "bad.so"
+    bad.write_bytes(b"\x7fELF")
+    try:
+        elfpatch.audit([site, bad])
+    except ElfPatchError as exc:
+        assert exc.path == str(bad)
+    else:
+        raise AssertionError("a broken file raises ElfPatchError")
+    assert elfpatch.audit([bad], raise_errors=False).exit_status() == 2
