@@ -3,7 +3,9 @@
 
 A file is looked up in the directories above it, nearest first; a directory's index lists every file its
 dist-info RECORDs and conda-meta records name (RECORD paths are relative to the directory that holds the
-``.dist-info``, conda's to the environment's root). Each directory is read once per ``Owners``. A wheel's
+``.dist-info``, conda's to the environment's root). A file outside any site-packages that a RECORD names
+through ``../`` (an executable in the environment's ``bin/``) is found through the site-packages directories
+of the environments above it. Each directory is read once per ``Owners``. A wheel's
 members belong to the wheel's own distribution, named in its file name (PEP 427). Unreadable or malformed
 records simply own nothing: ownership is a label, never a reason to fail.
 """
@@ -79,6 +81,7 @@ class Owners:
 
     def __init__(self) -> None:
         self._dirs: dict[str, dict[str, Package]] = {}
+        self._sites: dict[str, list[str]] = {}  # an environment's site-packages directories
 
     def of(self, path: str, member: str | None = None) -> Package | None:
         if member is not None or path.endswith(".whl"):
@@ -86,15 +89,33 @@ class Owners:
             if wheel is not None:
                 return wheel
         full = os.path.normpath(os.path.abspath(path))
+        ancestors = []
         directory = os.path.dirname(full)
         while True:
+            ancestors.append(directory)
             owner = self._index(directory).get(full)
             if owner is not None:
                 return owner
             parent = os.path.dirname(directory)
             if parent == directory:
-                return None
+                break
             directory = parent
+        for env in ancestors:  # bin/tool, named in lib/pythonX.Y/site-packages/*.dist-info/RECORD as ../../../bin/tool
+            for site in self._site_dirs(env):
+                owner = self._index(site).get(full)
+                if owner is not None:
+                    return owner
+        return None
+
+    def _site_dirs(self, env: str) -> list[str]:
+        import glob
+
+        sites = self._sites.get(env)
+        if sites is None:
+            sites = sorted(glob.glob(os.path.join(glob.escape(env), "lib*", "python*", "site-packages"))
+                           + glob.glob(os.path.join(glob.escape(env), "Lib", "site-packages")))
+            self._sites[env] = sites
+        return sites
 
     def _index(self, directory: str) -> dict[str, Package]:
         index = self._dirs.get(directory)
