@@ -19,7 +19,8 @@ from elfpatch.elffile import SHN_UNDEF, ST_SHNDX_OFFSET, ElfFile
 from elfpatch.packages import Owners, annotate
 from elfpatch.report import ERROR, SKIPPED, FileReport
 from elfpatch.symbols import demangle, unique_indexes
-from elfpatch.targets import CHECK, Exclude, Job, process
+from elfpatch.targets import CHECK, Exclude, Job
+from elfpatch.targets.dispatch import process
 
 STT_FUNC, STT_GNU_IFUNC = 2, 10  # references of these types never bind to a unique (data) symbol
 

@@ -7,11 +7,11 @@ import io
 import os
 import sys
 
-from elfpatch.cli import EXIT_ERROR, error_line
-from elfpatch.errors import ElfPatchError
+from elfpatch.errors import EXIT_ERROR, ElfPatchError, error_line
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome, error_report, process
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome, error_report
+from elfpatch.targets.dispatch import process
 
 HELP = """\
 Rewrite the binding of every STB_GNU_UNIQUE symbol (in .dynsym and .symtab) to GLOBAL, so that glibc
@@ -81,20 +81,22 @@ def _outputs(paths: list[str], directory: str) -> dict[str, str] | str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.output and (len(args.paths) != 1 or args.check or args.dry_run or args.inplace):
-        return _usage_error("-o/--output takes exactly one PATH and no --check, --dry-run or --inplace")
     if args.output_dir and (args.output or args.check or args.dry_run or args.inplace):
-        return _usage_error("-w/--output-dir takes no -o, --check, --dry-run or --inplace")
+        return _usage_error("-w/--output-dir goes with neither -o, --check, --dry-run nor --inplace")
+    mode = CHECK if args.check else DRY_RUN if args.dry_run else PATCH
+    try:
+        job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol, args.keep),
+                  inplace=args.inplace, output=args.output, fsync=args.fsync, progress=sys.stderr.isatty(),
+                  exclude=Exclude(args.exclude))
+        job.check_paths(args.paths)
+    except ValueError as exc:  # a usage error: nothing was opened
+        return _usage_error(str(exc))
     outputs: dict[str, str] = {}
     if args.output_dir:
         found = _outputs(args.paths, args.output_dir)
         if isinstance(found, str):
             return _usage_error(found)
         outputs = found
-    mode = CHECK if args.check else DRY_RUN if args.dry_run else PATCH
-    job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol, args.keep),
-              inplace=args.inplace, output=args.output, fsync=args.fsync, progress=sys.stderr.isatty(),
-              exclude=Exclude(args.exclude))
     reports: list[FileReport] = []
     in_trees: set[int] = set()  # reports that come from a tree walk (listed only with findings, unless -v)
     skipped = other = 0
