@@ -12,10 +12,13 @@ only ``.dynsym`` entries count, a definition being one with ``st_shndx != SHN_UN
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from itertools import combinations
 from typing import Any, Iterable, NamedTuple
 
 from elfpatch.elffile import SHN_UNDEF, ST_SHNDX_OFFSET, ElfFile
+from elfpatch.errors import ParseError
 from elfpatch.packages import Owners, annotate
 from elfpatch.report import ERROR, SKIPPED, FileReport
 from elfpatch.symbols import demangle, unique_indexes
@@ -61,7 +64,10 @@ def image_facts(elf: ElfFile, member: bool) -> ImageFacts:
         pos = low.find(0, 1)  # entry 0 is the null symbol
         while pos >= 0:
             if high[pos] == 0 and (info[pos] & 0xF) not in (STT_FUNC, STT_GNU_IFUNC):
-                name = table.symbol(pos).name
+                try:
+                    name = table.symbol(pos).name
+                except ParseError:
+                    name = ""  # an unreadable reference: the loader fails on it; unique --check does not
                 if name:
                     undefined.add(name)
             pos = low.find(0, pos + 1)
@@ -158,14 +164,29 @@ def _collision_json(c: Collision) -> dict[str, Any]:
     }
 
 
-def _file_digest(path: str) -> bytes | None:
+def _file_digest(path: str, size: int) -> bytes | None:
+    """The digest of the file at ``path`` if it is still a regular file of ``size`` bytes (O_NONBLOCK: a
+    FIFO put there since the scan must not hang the run), else None."""
     h = hashlib.blake2b(digest_size=20)
     try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return None
+        offset = 0
+        while offset < size:
+            chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+            if not chunk:
+                return None  # truncated under us
+            h.update(chunk)
+            offset += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return h.digest()
 
 
@@ -182,7 +203,7 @@ def _identities(reports: Iterable[FileReport]) -> dict[int, object]:
         if len(same) < 2:
             continue
         for r in same:
-            digest = r.facts.digest if r.member is not None else _file_digest(r.path)
+            digest = r.facts.digest if r.member is not None else _file_digest(r.path, size)
             if digest is not None:
                 keys[id(r)] = (size, digest)
     return keys

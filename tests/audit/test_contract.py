@@ -168,3 +168,23 @@ def test_api(site: Path, tmp_path: Path) -> None:
     else:
         raise AssertionError("a broken file raises ElfPatchError")
     assert elfpatch.audit([bad], raise_errors=False).exit_status() == 2
+
+
+def test_unreadable_reference_name_is_no_error_where_check_has_none(site: Path) -> None:
+    """A reference whose st_name points past the string table: `unique --check` never reads it, so neither
+    may audit fail on it (the loader would refuse the file; the report still covers the rest)."""
+    import struct
+
+    from elfpatch.elffile import ElfFile
+
+    user = site / "pkgc" / "_c.so"
+    data = bytearray(user.read_bytes())
+    (table,) = [t for t in ElfFile(bytes(data)).symbol_tables() if t.name == ".dynsym"]
+    index = next(s.index for s in table if s.name == SLOTS)
+    struct.pack_into("<I", data, table.offset + index * table.entsize, 0xFFFFFF)
+    user.write_bytes(bytes(data))
+    assert run_cli("unique", "--check", str(user)).returncode == 0
+    status, doc = audit_json(str(site))
+    assert status == 1 and doc["errors"] == []
+    assert [os.path.relpath(r["path"], site) for r in by_symbol(doc)[NAME]["referenced_by"]] == ["pkgc/_c.so"]
+    assert by_symbol(doc)[SLOTS]["referenced_by"] == []
