@@ -106,6 +106,10 @@ def test_exclude_in_trees_wheels_and_archives(inputs: dict[str, Path], unique_bu
                              "--exclude", "holderpkg/lib*", str(root)).stdout)
     names = sorted(f"{os.path.relpath(f['path'], root)}[{f.get('member')}]" for f in doc["files"])
     assert names == [f"{WHEEL_NAME}[None]", "libholder.a[None]", "libholder_v1.so[None]", "libuser.so[None]"]
+    # A PATH named on the command line is matched as given.
+    doc = json.loads(run_cli("unique", "--json", "--check", "--exclude", "*.so", str(inputs["lib"]),
+                             str(inputs["archive"])).stdout)
+    assert [f["path"] for f in doc["files"]] == [str(inputs["archive"])] and doc["summary"]["skipped"] == 1
 
 
 def test_keep_is_the_complement_of_symbol(inputs: dict[str, Path]) -> None:
