@@ -31,6 +31,32 @@ CROSS_ARCHES = {
 }
 
 
+# Markers (pyproject's [tool.pytest.ini_options]): `make test-fast` runs `-m "not slow and not cross"`.
+# - cross: needs a cross toolchain or qemu (the cross_build/init cross fixtures, or an architecture in the id);
+# - slow: hypothesis campaigns (test_fuzz*), kill campaigns, large files, whole system directories, pip installs;
+# - root: needs root (chown, setcap, mount, setpriv), marked where the module says so.
+SLOW_MODULES = {"test_kill_large.py"}
+SLOW_TESTS = {
+    "test_memory_stays_bounded_on_a_large_member", "test_spliced_stream_inflates_to_the_edited_bytes",
+    "test_system_libraries_match_pyelftools_and_readelf", "test_system_libraries_match_lief",
+    "test_a_users_test_file", "test_concurrent_runs_on_one_tree_patch_each_file_once",
+    "test_wheel_installs_with_pip_and_its_library_unloads", "test_large_member_reuses_deflate_blocks",
+    "test_two_runs_at_once_patch_exactly_once",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        ident = getattr(getattr(item, "callspec", None), "id", "")
+        if "cross_build" in fixtures or item.path.name == "test_cross.py" or any(a in ident for a in CROSS_ARCHES):
+            item.add_marker(pytest.mark.cross)
+        name = getattr(item, "originalname", item.name)
+        if (item.path.name in SLOW_MODULES or name in SLOW_TESTS or name.startswith("test_fuzz")
+                or getattr(getattr(item, "function", None), "is_hypothesis_test", False)):
+            item.add_marker(pytest.mark.slow)
+
+
 def require_tool(*tools: str, packages: str = "g++-<arch>-linux-gnu, qemu-user") -> None:
     """Skip when a tool is missing, except under CI (ELFPATCH_REQUIRE_CROSS=1), where that is a failure."""
     missing = [t for t in tools if shutil.which(t) is None]

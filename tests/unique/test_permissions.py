@@ -18,7 +18,8 @@ from conftest import NOBODY, require_tool, run_as_nobody, run_cli
 
 from unique.helpers import temps
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown, setcap, mount, setpriv")
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown, setcap, mount, setpriv")]
 
 CAP = "security.capability"
 UNIQUE_SRC = """\
