@@ -153,3 +153,38 @@ def test_only_unique_definitions_make_cross_bindings(unique_build: Path, dl_buil
     objects = {v1, v2, top, mid}
     assert [(b.file, b.symbol) for b in log.out_of_scope(objects)] == [(v2, HOLDER), (mid, "hook")]
     assert [(b.file, b.symbol) for b in log.cross_bindings(objects)] == [(v2, HOLDER)]
+
+
+def test_out_of_scope_normal_bindings_are_reported_apart(unique_build: Path, dl_build: Path) -> None:
+    """dlcheck's split, on a log where both kinds occur: the unique one is a cross binding (exit 1), the normal
+    one goes to out_of_scope_bindings, without the unique-symbol advice and without changing the exit status."""
+    import io
+
+    from elfpatch.harness.dlcheck import _report, exit_status
+    from elfpatch.harness.explain import write_text
+
+    v1, v2 = str(unique_build / "libholder_v1.so"), str(unique_build / "libholder_v2.so")
+    top, mid = str(dl_build / "libtop.so"), str(dl_build / "libmid.so")
+    text = f"""\
+{P}:\telfpatch-harness op 1 open
+{P}:\tobject={mid} [0]
+{P}:\t scope 1: {mid}
+{P}:\tbinding file {mid} [0] to {top} [0]: normal symbol `hook'
+"""
+    paths = [mid, top]
+    entries = [{"path": p, "loaded": True, "error": None, "unloads": True, "blockers": []} for p in paths]
+    doc = _report(entries, paths, paths, parse(text), set(), [], paths, [])
+    assert doc["cross_bindings"] == []
+    assert doc["out_of_scope_bindings"] == [{"symbol": "hook", "file": mid, "bound_to": top}]
+    assert exit_status(doc) == 0
+    out = io.StringIO()
+    write_text(doc, out)
+    assert "out-of-scope bindings (not unique symbols" in out.getvalue()
+    assert f"  {mid} uses {top}'s hook" in out.getvalue() and "elfpatch unique" not in out.getvalue()
+    text += f"{P}:\tobject={v2} [0]\n{P}:\t scope 1: {v2}\n" \
+            f"{P}:\tbinding file {v2} [0] to {v1} [0]: normal symbol `{HOLDER}'\n"
+    paths = [mid, top, v1, v2]
+    entries = [{"path": p, "loaded": True, "error": None, "unloads": True, "blockers": []} for p in paths]
+    doc = _report(entries, paths, paths, parse(text), set(), [], paths, [])
+    assert doc["cross_bindings"] == [{"symbol": HOLDER, "file": v2, "bound_to": v1}]
+    assert exit_status(doc) == 1
