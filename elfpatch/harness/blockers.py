@@ -47,10 +47,17 @@ class SessionView(Protocol):
     def debug(self) -> LdDebug: ...
 
 
+PACKAGE_DIRS = ("/site-packages/", "/dist-packages/")  # Python packages under /usr are pip's (or patchable)
+
+
 @lru_cache(maxsize=1024)
 def is_system(path: str) -> bool:
-    """A library of the system's own directories: the distribution's, shared by every process."""
-    return os.path.realpath(path).startswith(SYSTEM_DIRS) or path.startswith(SYSTEM_DIRS)
+    """A library of the system's own directories: the distribution's, shared by every process (Python
+    packages installed there excepted)."""
+    real = os.path.realpath(path)
+    if any(d in p for d in PACKAGE_DIRS for p in (path, real)):
+        return False
+    return real.startswith(SYSTEM_DIRS) or path.startswith(SYSTEM_DIRS)
 
 
 class Names:

@@ -10,9 +10,9 @@ from elfpatch.harness.blockers import (
     OPEN_HANDLE,
     PRELOADED,
     STILL_REFERENCED,
-    SYSTEM_DIRS,
     THREAD_LOCAL,
     UNIQUE_SYMBOL,
+    is_system,
 )
 from elfpatch.symbols import demangle
 
@@ -37,7 +37,7 @@ def explain(blocker: dict[str, Any], path: str, dependency: bool = False,
     """(why it stays, what to do) for one blocker of ``path``; ``siblings`` are its other blockers (a fix
     that they would defeat is not offered)."""
     kind, objects = blocker["kind"], blocker.get("objects", [])
-    system = dependency and path.startswith(SYSTEM_DIRS)
+    system = dependency and is_system(path)
     if kind == UNIQUE_SYMBOL:
         symbols = blocker.get("symbols", [])
         why = ("glibc marked it NODELETE because it defines STB_GNU_UNIQUE symbols"

@@ -168,3 +168,12 @@ def test_a_chain_to_a_unique_root_suggests_patching_the_root(build_lib: Callable
     run_cli("unique", str(uniq), check=True)
     rc, doc, _ = dlcheck_cli(base, uniq)
     assert rc == 0 and [f["unloads"] for f in doc["files"]] == [True, True]
+
+
+def test_python_packages_under_usr_are_not_system_libraries() -> None:
+    """pip installs into /usr/local/lib/python3.X/dist-packages: those libraries are the user's to patch, and
+    advice must not treat them as the distribution's."""
+    assert is_system("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+    assert not is_system("/usr/local/lib/python3.11/dist-packages/torch/lib/libc10.so")
+    assert not is_system("/usr/lib/python3/dist-packages/numpy/fft/_pocketfft_umath.so")
+    assert not is_system("/opt/app/lib/libplugin.so")
