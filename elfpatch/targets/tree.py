@@ -1,5 +1,5 @@
 """A directory PATH: walked in sorted order without following symlinks; every regular file that is an ELF
-file, an ar archive or a wheel is processed, anything else is counted as skipped.
+file, an ar archive or a wheel is processed, anything else is counted (as other).
 
 - Everything is done relative to directory file descriptors: the walk opens each directory with
   O_NOFOLLOW | O_DIRECTORY below the one before and records its identity (device, inode); a file is later
@@ -20,6 +20,8 @@ file, an ar archive or a wheel is processed, anything else is counted as skipped
   fails the whole tree and changes nothing. Each file is then committed on its own (atomically, as a single
   PATH would be).
 - Larger trees are spread over a process pool (one process per core); reports stay in sorted order.
+- ``--exclude`` globs match paths relative to the root; excluded files are counted as skipped. Regular
+  files that are no target kind are counted apart, as ``other``.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from elfpatch import teststop
 from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line
 from elfpatch.report import ERROR, FileReport
 from elfpatch.source import Place
-from elfpatch.targets import Job, Outcome, error_report, kind_of, read_head, renamed
+from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
 from elfpatch.write import JOURNAL_RE, is_temp, link_temp_name
 
@@ -115,9 +117,10 @@ def place_of(n: Name) -> Place:
         raise WriteError(f"{exc.message} ({exc.path})", n.path) from exc
 
 
-def walk(root: str) -> tuple[list[Group], int, list[tuple[Chain, str, str]]]:
+def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int, list[tuple[Chain, str, str]]]:
     """Regular files below ``root`` grouped by inode, in sorted order of their first name, how many
-    entries were passed over (symlinks, devices, sockets, FIFOs), and the re-linking journals found."""
+    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches), and the
+    re-linking journals found."""
     groups: dict[tuple[int, int], Group] = {}
     skipped = 0
     try:
@@ -151,6 +154,8 @@ def walk(root: str) -> tuple[list[Group], int, list[tuple[Chain, str, str]]]:
                     journals.append((chain, name, path))
                 elif is_temp(name):
                     continue  # another run's temp: never an input
+                elif exclude and exclude.excludes(os.path.relpath(path, root)):
+                    skipped += 1
                 else:
                     entry = Name(path, chain, name)
                     group = groups.get((st.st_dev, st.st_ino))
@@ -420,9 +425,9 @@ def _parallel(groups: list[Group], job: Job) -> int:
 def process_tree(root: str, job: Job) -> Outcome:
     if job.output:
         raise WriteError("-o/--output takes a file, not a directory", root)
-    groups, skipped, journals = walk(root)
+    groups, skipped, journals = walk(root, job.exclude)
     if journals and job.writes and replay_journals(journals, groups, job):
-        groups, skipped, journals = walk(root)  # names were re-pointed: group them again
+        groups, skipped, journals = walk(root, job.exclude)  # names were re-pointed: group them again
     teststop.stop("walked")
     outcome = Outcome(skipped=skipped)
     tasks = [(g, job, root) for g in groups]
@@ -445,11 +450,11 @@ def process_tree(root: str, job: Job) -> Outcome:
 
 def _collect(results: Iterable[Result], outcome: Outcome, progress: Progress | None) -> None:
     try:
-        for reports, skipped, records in results:
+        for reports, other, records in results:
             for record in records:
                 LOG.handle(record)
             outcome.reports.extend(reports)
-            outcome.skipped += skipped
+            outcome.other += other
             if progress is not None:
                 progress.step(bool(reports))
     finally:
