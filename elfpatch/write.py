@@ -26,6 +26,7 @@ import os
 import re
 import stat
 import sys
+from contextvars import ContextVar
 from typing import Callable
 
 from elfpatch import teststop
@@ -64,6 +65,10 @@ def is_temp(name: str) -> bool:
 # -- temp files --------------------------------------------------------------------------------------
 
 _cleaned_dirs: set[tuple[int, int]] = set()
+
+# Called with the finished temp's stat just before it is renamed into place: a tree records there, in a
+# journal, the hard links it is about to re-point, so that no kill leaves them split without a record.
+before_install: ContextVar[Callable[[os.stat_result], None] | None] = ContextVar("before_install", default=None)
 
 
 def clean_stale_temps(dir_fd: int) -> list[str]:
@@ -200,7 +205,10 @@ class Temp:
         raise WriteError("cannot create a unique temp file name", self.dest.path)
 
     def install(self) -> None:
-        """Rename the temp over the destination."""
+        """Rename the temp over the destination (after ``before_install``'s hook, if one is set)."""
+        hook = before_install.get()
+        if hook is not None:
+            hook(os.fstat(self.fd))
         if not self.name:
             self._link()
         teststop.stop("linked")

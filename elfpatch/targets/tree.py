@@ -13,9 +13,9 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
   name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
   keep the old file, with a warning; --inplace keeps every name, since it writes into the inode itself. A
-  re-pointing that fails is reported on that name (the first name is reported patched: it was). A run
-  killed while re-pointing leaves a journal (``.elfpatch-*.links``, beside the first name) that the next run
-  over the tree completes before it reads anything.
+  re-pointing that fails is reported on that name (the first name is reported patched: it was). A journal
+  (``.elfpatch-*.links``, beside the first name) is written just before the first name's rename: a run
+  killed from then on is completed by the next writing run over the tree, before it reads anything.
 - The walk reads every directory before anything is written: a directory that cannot be read or entered
   fails the whole tree and changes nothing. Each file is then committed on its own (atomically, as a single
   PATH would be).
@@ -41,7 +41,7 @@ from elfpatch.report import ERROR, FileReport
 from elfpatch.source import Place
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
-from elfpatch.write import JOURNAL_RE, is_temp, link_temp_name
+from elfpatch.write import JOURNAL_RE, before_install, is_temp, link_temp_name
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
@@ -203,9 +203,24 @@ def process_group(group: Group, job: Job, root: str) -> tuple[list[FileReport], 
             if now is None or (now.st_dev, now.st_ino) != group.ident:
                 return [error_report(first.path, WriteError("replaced since the tree was read (its hard links "
                                                             "were not); left as it is, run again"))], 0
-        reports = process_file(first.path, job, kind, in_tree_links=len(group.names), root=root, place=place)
-    if len(group.names) > 1 and renamed(reports, job):
-        reports += relink(first, group.names[1:], group.ident, job)
+        if len(group.names) == 1 or not job.writes or job.inplace:
+            return process_file(first.path, job, kind, root=root, place=place), 0
+        journal: list[tuple[str, int]] = []
+
+        def record(new: os.stat_result) -> None:  # just before the rename: the journal of the switch to come
+            journal.append(write_journal(place, {"first": place.name, "new": ident(new), "old": list(group.ident),
+                                                 "others": _journal_rows(first, group.names[1:])}))
+
+        token = before_install.set(record)
+        try:
+            reports = process_file(first.path, job, kind, in_tree_links=len(group.names), root=root, place=place)
+            if renamed(reports, job) and journal:
+                reports += relink(first, group.names[1:], group.ident, job)
+        finally:
+            before_install.reset(token)
+            for name, fd in journal:  # switched, or the rename failed: either way nothing left to complete
+                os.unlink(name, dir_fd=place.dir_fd)
+                os.close(fd)
     return reports, 0
 
 
@@ -218,9 +233,9 @@ def _journal_rows(first: Name, others: list[Name]) -> list[str]:
 
 def relink(first: Name, others: list[Name], old: tuple[int, int], job: Job) -> list[FileReport]:
     """Point every name in ``others`` (which named the inode ``old``) at ``first``'s new inode, each switch
-    atomic (link beside it, rename over it). A journal beside ``first`` lists the switch while it runs, so
-    that a run killed half-way is completed by the next. Returns an error report for each name not
-    re-pointed (it still names the unpatched file)."""
+    atomic (link beside it, rename over it). The caller's journal beside ``first`` (written before the
+    rename of ``first``) lists the switch while it runs, so that a run killed half-way is completed by the
+    next. Returns an error report for each name not re-pointed (it still names the unpatched file)."""
     from elfpatch.source import LOCK_TIMEOUT, lock_file
 
     failed: list[tuple[Name, str]] = []
@@ -230,26 +245,20 @@ def relink(first: Name, others: list[Name], old: tuple[int, int], job: Job) -> l
         try:
             lock_file(fd, job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT, first.path)
             new = os.fstat(fd)
-            journal, jfd = write_journal(fp, {"first": fp.name, "new": ident(new), "old": list(old),
-                                         "others": _journal_rows(first, others)})
-            try:
-                for other in others:
-                    try:
-                        with place_of(other) as op:
-                            switch(fp, new, op, old)
-                        teststop.stop("relinked")
-                    except (OSError, ElfPatchError) as exc:
-                        failed.append((other, exc.message if isinstance(exc, ElfPatchError) else exc.strerror))
-                # Say what each failed name names now: through a bind mount, a directory of the tree can be
-                # another's, so a name that could not be switched may have been switched under its other path.
-                for other, why in failed:
-                    if not _names(other, new):
-                        errors.append(FileReport(other.path, ERROR, error=f"not re-pointed at the patched "
-                                                 f"{first.path} ({why}): this name still names the unpatched "
-                                                 "file; the first name is patched"))
-            finally:
-                os.unlink(journal, dir_fd=fp.dir_fd)
-                os.close(jfd)
+            for other in others:
+                try:
+                    with place_of(other) as op:
+                        switch(fp, new, op, old)
+                    teststop.stop("relinked")
+                except (OSError, ElfPatchError) as exc:
+                    failed.append((other, exc.message if isinstance(exc, ElfPatchError) else exc.strerror))
+            # Say what each failed name names now: through a bind mount, a directory of the tree can be
+            # another's, so a name that could not be switched may have been switched under its other path.
+            for other, why in failed:
+                if not _names(other, new):
+                    errors.append(FileReport(other.path, ERROR, error=f"not re-pointed at the patched "
+                                             f"{first.path} ({why}): this name still names the unpatched "
+                                             "file; the first name is patched"))
         finally:
             os.close(fd)
     return errors
