@@ -151,51 +151,67 @@ def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_le
     elif entry.method != DEFLATED:
         raise ParseError(f"zip member {entry.name!r}: compression method {entry.method} not supported", path)
     else:
-        steps = (src[i : i + _STEP] for i in range(0, len(src), _STEP))
+        steps = (src[i : i + IN_STEP] for i in range(0, len(src), IN_STEP))
         out = bytearray().join(inflate_chunks(steps, want, entry, path, prefix=max_length >= 0))
     if max_length < 0 and zlib.crc32(out) != entry.crc:
         raise ParseError(f"zip member {entry.name!r}: CRC mismatch", path)
     return out
 
 
-_STEP = 1 << 20  # compressed input per decompress call, so that unconsumed_tail stays small
-_OUT_STEP = 4 << 20  # and output: a member that inflates 1000:1 must not come out in one piece
+IN_STEP = 1 << 20  # compressed input per decompress call, so that unconsumed_tail stays small
+# Most output one decompress call may give: a member that inflates 1000:1 must not come out in one piece.
+# Every inflate loop (this module's, zsplice's check and its block index) hands output on in pieces of this
+# size; tests vary it.
+OUT_STEP = 4 << 20
+
+
+def inflate_raw(src: Iterable[bytes | memoryview], limit: int) -> Iterator[bytes]:
+    """The output of the raw deflate stream given in pieces ``src``, in pieces of at most ``OUT_STEP`` bytes.
+    It stops as soon as more than ``limit`` bytes came out (the last piece then ends one byte past ``limit``),
+    so a stream that inflates to more than it may costs nothing more. Raises zlib.error for corrupt data and
+    EOFError when the input ends before the stream does."""
+    d = zlib.decompressobj(-15)
+    total = 0
+    for chunk in src:
+        while True:
+            cap = min(OUT_STEP, limit + 1 - total)
+            piece = d.decompress(chunk, cap)
+            chunk = d.unconsumed_tail
+            total += len(piece)
+            if piece:
+                yield piece
+            if total > limit or d.eof:
+                return
+            # A full piece may leave output pending in zlib even when all input is consumed: call again.
+            if not chunk and len(piece) < cap:
+                break
+    raise EOFError
 
 
 def inflate_chunks(src: Iterable[bytes | memoryview], want: int, entry: Entry, path: str,
                    prefix: bool = False) -> Iterator[bytes]:
-    """Inflate the raw deflate data given in pieces ``src`` into pieces of output (at most 4 MiB each) that
-    total exactly ``want`` bytes (with ``prefix``: the first ``want`` bytes of a longer output). Output
-    stops one byte past the claim, so a member that inflates to more than its header says costs nothing
-    more."""
-    d = zlib.decompressobj(-15)
+    """Inflate the raw deflate data given in pieces ``src`` into pieces of output that total exactly ``want``
+    bytes (with ``prefix``: the first ``want`` bytes of a longer output)."""
     pos = 0
+    ended = True
     try:
-        for chunk in src:
-            while True:
-                cap = min(want - pos + 1, _OUT_STEP)
-                piece = d.decompress(chunk, cap)
-                chunk = d.unconsumed_tail
-                if pos + len(piece) > want:
-                    if prefix:
-                        yield piece[: want - pos]
-                        return
-                    raise ParseError(f"zip member {entry.name!r}: inflates to more than its header says", path)
-                if piece:
-                    yield piece
-                pos += len(piece)
-                if prefix and pos == want:
+        for piece in inflate_raw(src, want):
+            if pos + len(piece) > want:
+                if prefix:
+                    yield piece[: want - pos]
                     return
-                # A full piece may leave output pending in zlib even when all input is consumed: call again.
-                if d.eof or (not chunk and len(piece) < cap):
-                    break
-            if d.eof:
-                break
+                raise ParseError(f"zip member {entry.name!r}: inflates to more than its header says", path)
+            yield piece
+            pos += len(piece)
+            if prefix and pos == want:
+                return
+    except EOFError:
+        ended = False
     except zlib.error as exc:
         raise ParseError(f"zip member {entry.name!r}: {exc}", path) from exc
     if pos != want:
         raise ParseError(f"zip member {entry.name!r}: inflates to a size other than its header says", path)
-    if not prefix and not d.eof:
+    if not ended:
         raise ParseError(f"zip member {entry.name!r}: compressed data ends before its stream does", path)
 
 

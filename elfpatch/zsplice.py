@@ -28,14 +28,13 @@ from concurrent.futures import Future
 from mmap import mmap
 from typing import Callable, NamedTuple, Sequence, Union
 
+from elfpatch import zipfmt
 from elfpatch.errors import ParseError, VerifyError
 from elfpatch.spans import Piece, Scratch, Span, chunks
 
 WINDOW = 32768  # deflate's back-reference limit
 MIN_COPY = 64 << 10  # a copied stretch shorter than this (uncompressed) is not worth a splice
 Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_BLOCK = 0, 1, 2, -5, 5
-_IN_STEP = 1 << 20  # compressed input fed to inflate per call
-_WINDOW = 4 << 20  # inflated output is handed on in windows of this size
 
 
 class Boundary(NamedTuple):
@@ -96,7 +95,7 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
     lib = libz()
     if lib is None:
         return None
-    size = max(1, min(usize, _WINDOW))
+    size = max(1, min(usize, zipfmt.OUT_STEP))
     window = ctypes.create_string_buffer(size)
     addr = ctypes.addressof(window)
     view = memoryview(window).cast("B")
@@ -113,7 +112,7 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
     try:
         while True:
             if strm.avail_in == 0 and fed < len(raw):
-                chunk = raw.read(fed, _IN_STEP)  # kept alive by ``chunk`` while zlib reads it
+                chunk = raw.read(fed, zipfmt.IN_STEP)  # kept alive by ``chunk`` while zlib reads it
                 strm.next_in = ctypes.cast(ctypes.c_char_p(chunk), ctypes.c_void_p)
                 strm.avail_in = len(chunk)
                 fed += len(chunk)
@@ -308,21 +307,16 @@ def resolve(pieces: Sequence) -> list[Piece]:
 def check_stream(pieces: Sequence[Piece], size: int, crc: int, name: str, path: str) -> None:
     """Inflate the assembled stream and check that it gives ``size`` bytes with CRC-32 ``crc`` (zlib releases
     the GIL for both, so checks of several members run in parallel)."""
-    d = zlib.decompressobj(-15)
     got, pos = 0, 0
-    limit = 4 << 20
     try:
-        for piece in chunks(pieces, _IN_STEP):
-            data = d.decompress(piece, limit)
-            while True:
-                pos += len(data)
-                if pos > size:
-                    raise VerifyError(f"zip member {name!r}: the re-deflated stream inflates to too much", path)
-                got = zlib.crc32(data, got)
-                if not d.unconsumed_tail:
-                    break
-                data = d.decompress(d.unconsumed_tail, limit)
+        for data in zipfmt.inflate_raw(chunks(pieces, zipfmt.IN_STEP), size):
+            pos += len(data)
+            got = zlib.crc32(data, got)
     except zlib.error as exc:
         raise VerifyError(f"zip member {name!r}: the re-deflated stream is corrupt ({exc})", path) from exc
-    if not d.eof or pos != size or got != crc:
+    except EOFError:
+        pos = -1  # the stream ends early
+    if pos > size:
+        raise VerifyError(f"zip member {name!r}: the re-deflated stream inflates to too much", path)
+    if pos != size or got != crc:
         raise VerifyError(f"zip member {name!r}: the re-deflated stream does not inflate to the patched bytes", path)
