@@ -34,7 +34,13 @@ from elfpatch.spans import Piece, Scratch, Span, chunks
 
 WINDOW = 32768  # deflate's back-reference limit
 MIN_COPY = 64 << 10  # a copied stretch shorter than this (uncompressed) is not worth a splice
-Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_BLOCK = 0, 1, 2, -5, 5
+Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_NO_FLUSH, Z_BLOCK = 0, 1, 2, -5, 0, 5
+# zlib ends a block every ~16K symbols: 16 KiB of output or more. The index keeps at most INDEX_BLOCKS
+# boundaries plus one per BLOCK_OUTPUT bytes of the member; a stream of far more blocks than its output
+# warrants (millions of empty ones: 10 bits each) is inflated on without the index, and its member is
+# re-deflated whole. Time and memory then follow the member's size, not its block count.
+INDEX_BLOCKS = 4096
+BLOCK_OUTPUT = 4096
 
 
 class Boundary(NamedTuple):
@@ -90,8 +96,9 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
                     path: str) -> list[Boundary] | None:
     """Inflate the raw deflate stream ``raw`` into exactly ``usize`` bytes, handed to ``write`` in order in
     windows (each view is reused after ``write`` returns), and list its block boundaries; None when libz is
-    unavailable (then nothing was written). Raises ParseError when the stream is corrupt or inflates to any
-    size other than ``usize`` (it stops one byte past the claim)."""
+    unavailable (then nothing was written), an empty list when the stream has too many blocks to index.
+    Raises ParseError when the stream is corrupt or inflates to any size other than ``usize`` (it stops one
+    byte past the claim)."""
     lib = libz()
     if lib is None:
         return None
@@ -106,6 +113,8 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
         raise MemoryError("zlib inflateInit2 failed")
     # A raw stream starts with a block header at bit 0; inflate(Z_BLOCK) reports every later one.
     boundaries = [Boundary(0, 0)]
+    budget = INDEX_BLOCKS + usize // BLOCK_OUTPUT
+    flush = Z_BLOCK
     fed = 0  # compressed bytes handed to zlib so far
     chunk = b""
     stalls = 0
@@ -126,7 +135,7 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
                 else:  # the claimed size is reached: one more byte means the header lied
                     strm.next_out, strm.avail_out = ctypes.addressof(spare), 1
             before = (strm.total_in, strm.total_out)
-            ret = lib.inflate(ctypes.byref(strm), Z_BLOCK)
+            ret = lib.inflate(ctypes.byref(strm), flush)
             if strm.total_out > usize:
                 raise ParseError(f"zip member {name!r}: inflates to more than its header says", path)
             if ret == Z_STREAM_END:
@@ -134,10 +143,12 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
             if ret not in (Z_OK, Z_BUF_ERROR):
                 msg = strm.msg.decode("ascii", "replace") if strm.msg else f"zlib error {ret}"
                 raise ParseError(f"zip member {name!r}: {msg}", path)
-            if strm.data_type & 128 and not strm.data_type & 64:  # just before a (non-final) block header
+            if flush == Z_BLOCK and strm.data_type & 128 and not strm.data_type & 64:  # before a block header
                 bit = strm.total_in * 8 - (strm.data_type & 7)
                 if bit != boundaries[-1].bit:
                     boundaries.append(Boundary(bit, strm.total_out))
+                if len(boundaries) > budget:
+                    boundaries, flush = [], Z_NO_FLUSH
             if (strm.total_in, strm.total_out) == before:
                 if strm.avail_in == 0 and fed >= len(raw):
                     raise ParseError(f"zip member {name!r}: compressed data ends before its stream does", path)

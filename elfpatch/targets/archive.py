@@ -7,6 +7,8 @@ A thin archive holds no member data: the files it names (relative to the archive
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 from elfpatch import arfmt
 from elfpatch.elffile import ELFMAG, ElfFile
@@ -18,8 +20,12 @@ from elfpatch.targets.elf import process_elf, status_for
 from elfpatch.write import Source
 
 
-def _member_image(data: bytes, m: arfmt.Member, path: str) -> ElfFile:
-    return ElfFile(bytes(data[m.data_offset : m.data_offset + m.size]), f"{path}[{m.name}]")
+@contextmanager
+def _member_image(data: bytes, m: arfmt.Member, path: str) -> Iterator[ElfFile]:
+    """The member's ELF image, read in place in the archive's map: a 1 GiB member is never copied (its view is
+    released on exit, so that the map can be closed)."""
+    with memoryview(data)[m.data_offset : m.data_offset + m.size] as view:
+        yield ElfFile(view, f"{path}[{m.name}]")
 
 
 def process_archive(path: str, job: Job, root: str | None = None) -> list[FileReport]:
@@ -35,7 +41,8 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
             if m.is_index or bytes(src.data[m.data_offset : m.data_offset + 4]) != ELFMAG:
                 continue
             try:
-                plan = plan_image(_member_image(src.data, m, path), job.to, job.names, base=m.data_offset)
+                with _member_image(src.data, m, path) as image:
+                    plan = plan_image(image, job.to, job.names, base=m.data_offset)
             except UnsupportedError as exc:
                 reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
                 continue
@@ -50,7 +57,8 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
 
             def verify(buf: bytes) -> None:
                 for m, plan in plans:
-                    verify_image(_member_image(buf, m, path), plan)
+                    with _member_image(buf, m, path) as image:
+                        verify_image(image, plan)
 
             commit(src, edits, verify, job)
         return reports

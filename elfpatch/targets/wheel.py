@@ -122,7 +122,7 @@ def _extract(src: Source, e: zipfmt.Entry, start: int, path: str, index: bool, s
         raise ParseError(f"zip member {e.name!r}: compression method {e.method} not supported", path)
     if scratch.crc != e.crc:
         raise ParseError(f"zip member {e.name!r}: CRC mismatch", path)
-    return Patched(scratch, [], raw if boundaries is not None else None, boundaries)
+    return Patched(scratch, [], raw if boundaries else None, boundaries or None)
 
 
 def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: list[FileReport]) -> Patched | None:

@@ -4,9 +4,18 @@ limit far above what a linear run needs and far below what the old quadratic or 
 bound is a resource limit, never a wall-clock comparison."""
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import sys
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+
+from elfpatch import zipfmt, zsplice
+from elfpatch.spans import Span
 
 # Peak RSS of the child's own process image, printed last on stderr (ru_maxrss would count the forking parent).
 _PEAK = (
@@ -44,3 +53,117 @@ def test_initializer_name_parsing_is_linear() -> None:
     r, _ = run_child(code, cpu_seconds=20)
     assert r.returncode == 0, f"killed by the CPU limit ({r.returncode}): {r.stderr[-300:]}"
     assert r.stdout.splitlines()[1:] == ["('a.cc', None)", "(None, None)", f"('{'9.' * (1 << 19)}', 101)"]
+
+
+def sparse_archive(path: Path, obj: Path, pad: int) -> Path:
+    """A GNU archive of one member: the object ``obj`` followed by ``pad`` zero bytes (a hole: cheap to make)."""
+    data = obj.read_bytes()
+    size = len(data) + pad
+    size += size & 1
+    header = f"{obj.name + '/':<16}{'0':<12}{'0':<6}{'0':<6}{'644':<8}{size:<10}`\n".encode()
+    with open(path, "wb") as f:
+        f.write(b"!<arch>\n" + header + data)
+        f.truncate(8 + len(header) + size)
+    return path
+
+
+def test_a_large_archive_member_is_read_in_place(unique_build: Path, tmp_path: Path) -> None:
+    """An archive whose ELF member is 128 MiB (a real object, then zeros): the member is read in place in the
+    archive's map, not copied (a 1 GiB member took 2-3 GB before, against 14 MB for the same object as a
+    plain file), in --check and in a patch to -o, whose verification reads the new file in place too."""
+    size = 128 << 20
+    archive = sparse_archive(tmp_path / "libbig.a", unique_build / "holder_v1.o", size)
+    out = tmp_path / "out.a"
+    for args in (["--check", str(archive)], ["-o", str(out), str(archive)]):
+        r, rss = run_child("from elfpatch.cli import main\nrc = main(sys.argv[1:])\n_peak()\nsys.exit(rc)\n",
+                           "unique", *args)
+        assert r.returncode == (1 if args[0] == "--check" else 0), r.stderr
+        assert 0 < rss < size // 4, f"peak RSS {rss >> 20} MB for a {size >> 20} MiB member ({args[0]})"
+    assert "2 patched" in r.stdout
+    assert run_child("from elfpatch.cli import main\nsys.exit(main(sys.argv[1:]))\n", "unique", "--check",
+                     str(out))[0].returncode == 0
+
+
+def empty_blocks(n: int, final: bool = True) -> bytes:
+    """``n`` empty fixed-Huffman deflate blocks (10 bits each: header, end-of-block code), the last final."""
+    assert n % 4 == 0
+    four = (0b0000000010 * (1 | 1 << 10 | 1 << 20 | 1 << 30)).to_bytes(5, "little")  # BFINAL=0, BTYPE=01, EOB
+    return four * (n // 4) + (b"\x03\x00" if final else b"")  # and a final empty block (BFINAL=1)
+
+
+def many_blocks_stream(payload: bytes, n: int) -> bytes:
+    """``payload`` deflated and sync-flushed (byte-aligned, not final), then ``n`` empty blocks."""
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    raw = c.compress(payload) + c.flush(zlib.Z_SYNC_FLUSH) + empty_blocks(n)
+    assert zlib.decompress(raw, -15) == payload
+    return raw
+
+
+def test_millions_of_empty_deflate_blocks_are_not_indexed(unique_build: Path, monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """The block index of a member stops growing past its budget (one boundary per 4 KiB of output, plus a
+    constant): a stream of a million empty blocks costs a bounded number of inflate calls, and is inflated
+    exactly, with no index (its member is then re-deflated whole)."""
+    lib = zsplice.libz()
+    if lib is None:
+        pytest.skip("needs the system libz.so.1 for inflate(Z_BLOCK)")
+
+    class Counting:
+        calls = 0
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(lib, name)
+
+        def inflate(self, *args: object) -> int:
+            Counting.calls += 1
+            return lib.inflate(*args)
+
+    monkeypatch.setattr(zsplice, "_libz", Counting())
+    payload = (unique_build / "libholder_v1.so").read_bytes()
+    raw = many_blocks_stream(payload, 1_000_000)
+    fd = os.memfd_create("raw")
+    os.write(fd, raw)
+    out = bytearray()
+    boundaries = zsplice.inflate_indexed(Span(fd, 0, len(raw)), len(payload), out.extend, "m", "w.whl")
+    os.close(fd)
+    assert out == payload and boundaries == []
+    assert Counting.calls < 3 * (zsplice.INDEX_BLOCKS + len(payload) // zsplice.BLOCK_OUTPUT) + 100
+
+
+def test_a_wheel_of_millions_of_empty_blocks_patches_in_bounded_memory(unique_build: Path, tmp_path: Path) -> None:
+    """A 5 MB wheel whose library member is followed by four million empty deflate blocks: patched to -o with
+    a small peak RSS (745-910 MB and about a minute before), and the member inflates to the patched library."""
+    lib = (unique_build / "libholder_v1.so").read_bytes()
+    whl = raw_wheel(tmp_path / "empties-1.0-py3-none-any.whl",
+                    [("pkg/lib.so", many_blocks_stream(lib, 4_000_000), lib)])
+    out = tmp_path / "out.whl"
+    r, rss = run_child("from elfpatch.cli import main\nrc = main(sys.argv[1:])\n_peak()\nsys.exit(rc)\n",
+                       "unique", "-o", str(out), str(whl))
+    assert r.returncode == 0, r.stderr
+    assert 0 < rss < 100 << 20, f"peak RSS {rss >> 20} MB"
+    with zipfile.ZipFile(out) as z:
+        assert z.testzip() is None
+        assert len(z.read("pkg/lib.so")) == len(lib)
+    assert run_child("from elfpatch.cli import main\nsys.exit(main(sys.argv[1:]))\n", "unique", "--check",
+                     str(out))[0].returncode == 0
+
+
+def raw_wheel(path: Path, members: list[tuple[str, bytes, bytes]], extra_entries: list[tuple[str, int]] = (),
+              ) -> Path:
+    """A zip written field by field: ``members`` are (name, raw deflate data, inflated bytes);
+    ``extra_entries`` are (name, index of a member) central directory entries naming that member's data again.
+    A RECORD that lists nothing comes last."""
+    members = [*members, ("pkg-1.0.dist-info/RECORD", zlib.compress(b"", 6)[2:-4], b"")]
+    body, central, offsets = bytearray(), bytearray(), []
+    for name, raw, data in members:
+        offsets.append(len(body))
+        body += zipfmt.LFH.pack(b"PK\x03\x04", 20, 0, zipfmt.DEFLATED, 0, 0x21, zlib.crc32(data), len(raw),
+                                len(data), len(name.encode()), 0) + name.encode() + raw
+    for name, index in [(name, i) for i, (name, _, _) in enumerate(members)] + list(extra_entries):
+        _, raw, data = members[index]
+        central += zipfmt.CDH.pack(b"PK\x01\x02", 20, 20, 0, zipfmt.DEFLATED, 0, 0x21, zlib.crc32(data), len(raw),
+                                   len(data), len(name.encode()), 0, 0, 0, 0, 0, offsets[index]) + name.encode()
+    count = len(members) + len(extra_entries)
+    path.write_bytes(bytes(body) + bytes(central) + zipfmt.EOCD.pack(b"PK\x05\x06", 0, 0, count, count,
+                                                                     len(central), len(body), 0))
+    return path
