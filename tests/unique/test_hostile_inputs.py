@@ -4,6 +4,7 @@ limit far above what a linear run needs and far below what the old quadratic or 
 bound is a resource limit, never a wall-clock comparison."""
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import elfpatch
-from elfpatch import zipfmt, zsplice
+from elfpatch import mangled, symbols, zipfmt, zsplice
 from elfpatch.spans import Span
 
 # Peak RSS of the child's own process image, printed last on stderr (ru_maxrss would count the forking parent).
@@ -224,3 +225,81 @@ def test_a_wheel_of_many_members_costs_a_small_record_each(unique_build: Path, t
     if patch:
         with zipfile.ZipFile(out) as z:
             assert len(z.infolist()) == n + 2 and z.testzip() is None
+
+
+def _seq(k: int) -> str:
+    """The substitution reference to candidate ``k``: S_, S0_, S1_, ..."""
+    if k == 0:
+        return "S_"
+    digits, k = "", k - 1
+    while True:
+        digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[k % 36] + digits
+        k //= 36
+        if k == 0:
+            return f"S{digits}_"
+
+
+def doubling_name(levels: int) -> str:
+    """f(X<A, A>, X<X<A, A>, X<A, A> >, ...): each parameter is a type holding the one before it twice, so
+    the demangled length doubles every 10 mangled bytes (24 levels: 253 bytes, ~400 MB demangled)."""
+    name, last = "_Z1f1XI1AS0_E", 2  # candidates: X, A, X<A, A>
+    for _ in range(levels):
+        name += "S_I" + _seq(last) + _seq(last) + "E"
+        last += 1
+    return name
+
+
+def test_the_demangled_length_bound_holds(unique_build: Path) -> None:
+    """The bound found before demangling is never below the real length, on the fixtures' names, the names
+    of the C++ runtime, and doubling names small enough to demangle, and stays close to it (the cap then
+    falls back only where it must)."""
+    names = {doubling_name(k) for k in range(12)}
+    for lib in [unique_build / "libholder_v1.so", *Path("/usr/lib").glob("*/libstdc++.so.6")]:
+        nm = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
+        names |= {line.split()[-1].split("@")[0] for line in nm.splitlines() if " _Z" in line}
+    ratios = []
+    for name in sorted(names):
+        out = symbols._demangle_unbounded(name)
+        if out is None:
+            continue
+        bound = mangled.demangled_bound(name)
+        assert bound >= len(out), (name, bound, len(out))
+        ratios.append(bound / len(out))
+    assert len(ratios) > 50
+    ratios.sort()
+    assert ratios[len(ratios) * 9 // 10] < 8, "the bound is near the real length for nine names in ten"
+
+
+def test_an_exploding_name_is_not_demangled(tmp_path: Path) -> None:
+    """A 253-byte name that demangles to ~400 MB: its bound exceeds the limit, so it is never handed to the
+    demangler (the mangled name is shown), at almost no memory; a name whose bound fits still demangles."""
+    bomb = doubling_name(24)
+    assert len(bomb) < 267 and mangled.demangled_bound(bomb) > 1 << 30
+    symbols.demangle.cache_clear()
+    tracemalloc.start()
+    try:
+        assert symbols.demangle(bomb) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    assert symbols.demangle(doubling_name(3)).startswith("f(X<A, A>, X<X<A, A>, X<A, A> >")
+    assert symbols.demangle(doubling_name(14)) is None  # demangles to ~200 KB: past MAX_DEMANGLED
+
+
+def test_check_on_a_library_with_an_exploding_unique_name(tmp_path: Path) -> None:
+    """A shared library whose one unique symbol has that name: --check --json stays small in memory and in
+    output (1 GB RSS and a 436 MB report before), and reports the mangled name only."""
+    bomb = doubling_name(24)
+    asm = tmp_path / "bomb.s"
+    asm.write_text(f'.globl {bomb}\n.type {bomb}, @gnu_unique_object\n.size {bomb}, 4\n'
+                   f'.section .bss\n{bomb}:\n.zero 4\n.section .note.GNU-stack,"",@progbits\n')
+    lib = tmp_path / "libbomb.so"
+    subprocess.run(["gcc", "-shared", "-o", str(lib), str(asm)], check=True)
+    r, rss = run_child("from elfpatch.cli import main\nrc = main(sys.argv[1:])\n_peak()\nsys.exit(rc)\n",
+                       "unique", "--check", "--json", str(lib), cpu_seconds=30)
+    assert r.returncode == 1, r.stderr
+    assert 0 < rss < 100 << 20, f"peak RSS {rss >> 20} MB"
+    assert len(r.stdout) < 16 << 10
+    rows = json.loads(r.stdout)["files"][0]["symbols"]
+    assert {(row["name"], row["demangled"]) for row in rows} == {(bomb, None)}
