@@ -21,11 +21,15 @@ from elfpatch.write import Source
 
 
 @contextmanager
-def _member_image(data: bytes, m: arfmt.Member, path: str) -> Iterator[ElfFile]:
-    """The member's ELF image, read in place in the archive's map: a 1 GiB member is never copied (its view is
+def _member_view(data: bytes, m: arfmt.Member) -> Iterator[memoryview]:
+    """The member's bytes, read in place in the archive's map: a 1 GiB member is never copied (the view is
     released on exit, so that the map can be closed)."""
     with memoryview(data)[m.data_offset : m.data_offset + m.size] as view:
-        yield ElfFile(view, f"{path}[{m.name}]")
+        yield view
+
+
+def _member_image(view: memoryview, m: arfmt.Member, path: str) -> ElfFile:
+    return ElfFile(view, f"{path}[{m.name}]")
 
 
 def process_archive(path: str, job: Job, root: str | None = None) -> list[FileReport]:
@@ -40,15 +44,20 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
         for m in members:
             if m.is_index or bytes(src.data[m.data_offset : m.data_offset + 4]) != ELFMAG:
                 continue
-            try:
-                with _member_image(src.data, m, path) as image:
-                    plan = plan_image(image, job.to, job.names, base=m.data_offset)
-            except UnsupportedError as exc:
-                reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
+            if job.exclude.excludes(m.name):
                 continue
-            except ElfPatchError as exc:
-                raise ElfPatchError(f"member {m.name}: {exc.message}", path) from exc
-            reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=m.name))
+            with _member_view(src.data, m) as view:
+                try:
+                    image = _member_image(view, m, path)
+                    plan = plan_image(image, job.to, job.names, base=m.data_offset)
+                except UnsupportedError as exc:
+                    reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
+                    continue
+                except ElfPatchError as exc:
+                    raise exc.within(f"member {m.name}", path) from exc
+                reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=m.name))
+                if job.inspect is not None:
+                    reports[-1].facts = job.inspect(image, True)
             plans.append((m, plan))
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # an archive without ELF members
@@ -57,8 +66,8 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
 
             def verify(buf: bytes) -> None:
                 for m, plan in plans:
-                    with _member_image(buf, m, path) as image:
-                        verify_image(image, plan)
+                    with _member_view(buf, m) as view:
+                        verify_image(_member_image(view, m, path), plan)
 
             commit(src, edits, verify, job)
         return reports
@@ -101,12 +110,12 @@ def _process_thin(path: str, members: list[arfmt.Member], job: Job, root: str | 
             try:
                 process_elf(target, probe)
             except ElfPatchError as exc:
-                raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
+                raise exc.within(f"thin member {name}", path) from exc
     for name, target in targets:
         try:
             report = process_elf(target, job)
         except ElfPatchError as exc:
-            raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
+            raise exc.within(f"thin member {name}", path) from exc
         report.path, report.member = path, name
         reports.append(report)
     if not reports:
