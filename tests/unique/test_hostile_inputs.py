@@ -253,8 +253,12 @@ def test_the_demangled_length_bound_holds(unique_build: Path) -> None:
     """The bound found before demangling is never below the real length, on the fixtures' names, the names
     of the C++ runtime, and doubling names small enough to demangle, and stays close to it (the cap then
     falls back only where it must)."""
+    if symbols._cxa_demangle() is None:
+        pytest.skip("no C++ demangler on this machine (libstdc++'s __cxa_demangle)")
+    maps = Path("/proc/self/maps").read_text().split()
+    runtime = sorted({word for word in maps if "libstdc++" in word or "libc++" in word})  # the demangler's own
     names = {doubling_name(k) for k in range(12)}
-    for lib in [unique_build / "libholder_v1.so", *Path("/usr/lib").glob("*/libstdc++.so.6")]:
+    for lib in [unique_build / "libholder_v1.so", *runtime]:
         nm = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
         names |= {line.split()[-1].split("@")[0] for line in nm.splitlines() if " _Z" in line}
     ratios = []
@@ -265,7 +269,7 @@ def test_the_demangled_length_bound_holds(unique_build: Path) -> None:
         bound = mangled.demangled_bound(name)
         assert bound >= len(out), (name, bound, len(out))
         ratios.append(bound / len(out))
-    assert len(ratios) > 50
+    assert len(ratios) > 1000, f"only {len(ratios)} names from {runtime}"
     ratios.sort()
     assert ratios[len(ratios) * 9 // 10] < 8, "the bound is near the real length for nine names in ten"
 
