@@ -80,8 +80,9 @@ class _Walk:
     # -- helpers ------------------------------------------------------------------------------------
 
     def _peek(self, k: int = 0) -> str:
+        """The character ``k`` ahead, or NUL past the end (never in a name, nor in any set tested here)."""
         j = self.i + k
-        return self.s[j] if j < len(self.s) else ""
+        return self.s[j] if j < len(self.s) else "\0"
 
     def _take(self, text: str) -> bool:
         if self.s.startswith(text, self.i):
@@ -206,7 +207,7 @@ class _Walk:
         prefix, last, template, cdtor = 0, 0, False, False
         while not self._take("E"):
             c = self._peek()
-            if c == "":
+            if c == "\0":
                 raise _GiveUp
             substitution = c == "S"
             template = False
@@ -397,7 +398,7 @@ class _Walk:
         else:
             total = self._type()
             start = self.i
-            while self._peek() not in ("E", ""):
+            while self._peek() not in ("E", "\0"):
                 self.i += 1
             total += 2 * (self.i - start)
         if not self._take("E"):
