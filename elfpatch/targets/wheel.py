@@ -4,8 +4,9 @@ Only ELF members are inflated (the first four bytes decide); unchanged members a
 headers and compressed data verbatim, so nothing is recompressed but what changed, and of a changed member
 only the stretches around its edited bytes (zsplice: the original deflate blocks in between are reused).
 Memory stays bounded whatever the sizes: an ELF member over 32 MiB is inflated into an unlinked temp file
-(``Scratch``) of which only the pages the reader touches are mapped, at most ``HELD`` bytes of smaller ones
-are in memory at once, and compressed data is copied by the kernel (``Span``), never read into the process.
+(``Scratch``) of which only the pages the reader touches are mapped, at most ``wheel_queue.HELD`` bytes of
+smaller ones are in memory at once, compressed data is copied by the kernel (``Span``), never read into the
+process, and the central directory costs a few bytes per member (``zipfmt.Directory``, ``zipfmt.Written``).
 Member names are only ever strings: nothing is extracted to the file system. The new wheel is written to an
 exclusive temp file beside the target, verified (every changed member's new stream inflated and checked
 against the patched bytes' size and CRC, the central directory re-read), then renamed over the original
