@@ -203,6 +203,7 @@ def test_a_member_running_into_the_directory_is_refused(unique_build: Path, tmp_
         elfpatch.scan(whl)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("patch", [False, True])
 def test_a_wheel_of_many_members_costs_a_small_record_each(unique_build: Path, tmp_path: Path, patch: bool) -> None:
     """A library then 50,000 empty members (the 81 MB wheel of a million took 1.4 GB): the traced peak of a
