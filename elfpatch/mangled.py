@@ -141,37 +141,31 @@ class _Walk:
         return total + PIECE
 
     def _special(self) -> int:
-        if self._take("TV") or self._take("TT") or self._take("TI") or self._take("TS"):
-            return self._type() + PIECE
-        if self._take("TC"):  # construction vtable: "construction vtable for X-in-Y"
-            total = self._type()
-            self._number()
-            if not self._take("_"):
-                raise _GiveUp
-            return total + self._type() + PIECE
-        if self._take("TH") or self._take("TW") or self._take("GV"):
-            return self._name()[0] + PIECE
-        if self._take("Th"):
-            self._number()
-            self._take("_")
-            return self._encoding() + PIECE
-        if self._take("Tv"):
-            self._number()
-            self._take("_")
-            self._number()
-            self._take("_")
-            return self._encoding() + PIECE
-        if self._take("GR"):
-            total = self._name()[0]
-            while self._peek() != "_":
-                if not (self._peek().isdigit() or self._peek().isupper()):
-                    raise _GiveUp
-                self.i += 1
-            self.i += 1
-            return total + PIECE
-        if self._take("GTt") or self._take("GTn"):
-            return self._encoding() + PIECE
+        """Virtual tables, typeinfo, thunks, guard variables and the like: a fixed text and what it is for."""
+        for prefix, parts in _SPECIAL:
+            if self._take(prefix):
+                return sum(part(self) for part in parts) + PIECE
         raise _GiveUp
+
+    def _offset(self) -> int:
+        """<number> _ (a thunk's or construction vtable's offset)."""
+        self._number()
+        if not self._take("_"):
+            raise _GiveUp
+        return 0
+
+    def _name_only(self) -> int:
+        return self._name()[0]
+
+    def _temporary(self) -> int:
+        """GR <name> [<seq-id>] _: a reference temporary."""
+        total = self._name()[0]
+        while self._peek() != "_":
+            if not (self._peek().isdigit() or self._peek().isupper()):
+                raise _GiveUp
+            self.i += 1
+        self.i += 1
+        return total
 
     def _name(self) -> tuple[int, bool, bool]:
         """(bound, is a template, is a constructor, destructor or conversion operator)."""
@@ -196,6 +190,7 @@ class _Walk:
         return total, False, cdtor
 
     def _nested(self) -> tuple[int, bool, bool]:
+        """N [qualifiers] [ref-qualifier] <prefix components> E: every prefix but the whole is a candidate."""
         self.i += 1  # N
         total = 0
         while self._peek() in ("r", "V", "K"):
@@ -207,41 +202,33 @@ class _Walk:
         prefix, last, template, cdtor = 0, 0, False, False
         while not self._take("E"):
             c = self._peek()
-            if c == "\0":
-                raise _GiveUp
-            substitution = c == "S"
-            template = False
-            if c == "S":
-                last = self._std_or_substitution()
-                prefix += last
-                cdtor = False
-            elif c == "I":
+            if c == "M":  # the data member a lambda initializes: prints nothing
+                self.i += 1
+                continue
+            if c == "I":
                 if prefix == 0:
                     raise _GiveUp
                 prefix += self._template_args()
                 template = True
-            elif c == "T":
-                last = self._template_param()
-                prefix += last
-                cdtor = False
-            elif c == "M":
-                self.i += 1
-                continue
-            elif c == "D" and self._peek(1) in ("T", "t"):
-                raise _GiveUp
             else:
-                name, cdtor = self._unqualified(last)
-                if not cdtor:
-                    last = name
+                name, cdtor = self._component(c, last)
+                last = last if cdtor else name
                 prefix += name + 2  # "::"
-            if not substitution and self._peek() != "E":
+                template = False
+            if c != "S" and self._peek() != "E":
                 self.subs.append(prefix)
         return total + prefix, template, cdtor
 
-    def _std_or_substitution(self) -> int:
-        if self._take("St"):
-            return 5
-        return self._substitution()
+    def _component(self, c: str, last: int) -> tuple[int, bool]:
+        """One prefix component other than template arguments: (bound, is a constructor, destructor or
+        conversion operator)."""
+        if c == "\0" or (c == "D" and self._peek(1) in ("T", "t")):
+            raise _GiveUp  # the end, or decltype
+        if c == "S":
+            return (5 if self._take("St") else self._substitution()), False
+        if c == "T":
+            return self._template_param(), False
+        return self._unqualified(last)
 
     def _substitution(self) -> int:
         """S_, S<seq>_ or a standard abbreviation; never a new candidate."""
@@ -287,45 +274,21 @@ class _Walk:
     def _unqualified(self, last: int) -> tuple[int, bool]:
         """(bound, is a constructor, destructor or conversion operator); ``last``: the bound of the
         previous component (what a constructor prints again)."""
-        c = self._peek()
-        cdtor = False
-        if c == "L":  # internal linkage
+        if self._peek() == "L":  # internal linkage
             self.i += 1
-            c = self._peek()
+        c, nxt = self._peek(), self._peek(1)
+        cdtor = False
         if c.isdigit():
             total = self._source_name()
-        elif c == "C" and self._peek(1) in "12345I":
-            self.i += 2
-            if self.s[self.i - 1] == "I":
-                self.i += 1  # CI1 / CI2: an inheriting constructor, then the base's type
-                total = last + self._type()
-            else:
-                total = last
-            total += PIECE
-            cdtor = True
-        elif c == "D" and self._peek(1) in "012345":
-            self.i += 2
-            total, cdtor = last + 1, True
-        elif c == "D" and self._peek(1) == "C":  # structured binding: DC <source-name>+ E
+        elif (c == "C" and nxt in "12345I") or (c == "D" and nxt in "012345"):
+            total, cdtor = self._cdtor(last), True
+        elif c == "D" and nxt == "C":  # structured binding: DC <source-name>+ E
             self.i += 2
             total = PIECE
             while not self._take("E"):
                 total += self._source_name() + 2
-        elif c == "U" and self._peek(1) == "t":
-            self.i += 2
-            if self._peek() != "_":
-                self._number()
-            self._take("_")
-            total = PIECE
-        elif c == "U" and self._peek(1) == "l":
-            self.i += 2
-            total = PIECE
-            while not self._take("E"):
-                total += self._type() + 2
-            if self._peek() != "_":
-                self._number()
-            if not self._take("_"):
-                raise _GiveUp
+        elif c == "U" and nxt in ("t", "l"):
+            total = self._unnamed()
         elif c.islower():
             total, cdtor = self._operator()
         else:
@@ -334,6 +297,29 @@ class _Walk:
             self.i += 1
             total += self._source_name() + 7
         return total, cdtor
+
+    def _cdtor(self, last: int) -> int:
+        """C1..C5, CI1/CI2 <base type> (an inheriting constructor), D0..D5: the class name again."""
+        kind, self.i = self.s[self.i], self.i + 2
+        if kind == "D":
+            return last + 1  # "~"
+        if self.s[self.i - 1] == "I":
+            self.i += 1
+            return last + self._type() + PIECE
+        return last + PIECE
+
+    def _unnamed(self) -> int:
+        """Ut [<number>] _ (an unnamed type), Ul <parameter types> E [<number>] _ (a closure type)."""
+        lambda_, self.i = self._peek(1) == "l", self.i + 2
+        total = PIECE
+        if lambda_:
+            while not self._take("E"):
+                total += self._type() + 2
+        if self._peek() != "_":
+            self._number()
+        if not self._take("_"):
+            raise _GiveUp
+        return total
 
     def _source_name(self) -> int:
         n = self._number()
@@ -416,69 +402,74 @@ class _Walk:
         return total
 
     def _type_inner(self) -> tuple[int, bool]:
+        """(bound, whether the type is a substitution candidate)."""
         c = self._peek()
         if c in _BUILTIN:
             self.i += 1
             return 20, False
-        if c == "u":
-            self.i += 1
-            return self._source_name(), True
         if c in ("r", "V", "K") or (c == "D" and self._peek(1) in ("o", "x", "w", "O")):
             total = self._qualifiers()
             if self._peek() == "F":  # qualifiers of a member function's type: that type is no candidate
                 return total + self._function(), True
             return total + self._type(), True
-        if c in ("P", "R", "O", "C", "G"):
-            self.i += 1
-            return self._type() + 12, True
-        if c == "U":
-            self.i += 1
-            total = self._source_name()
-            if self._peek() == "I":
-                total += self._template_args()
-            return total + self._type(), True
-        if c == "F":
-            return self._function(), True
-        if c == "A":
-            self.i += 1
-            if self._peek() != "_":
-                if not self._peek().isdigit():
-                    raise _GiveUp
-                total = len(str(self._number()))
-            else:
-                total = 0
-            if not self._take("_"):
-                raise _GiveUp
-            return total + self._type() + PIECE, True
-        if c == "M":
-            self.i += 1
-            return self._type() + self._type() + PIECE, True
-        if c == "T":
-            total = self._template_param()
-            if self._peek() == "I":  # a template template parameter: T_ and T_<args> are both candidates
-                self.subs.append(total)
-                total += self._template_args()
-            return total, True
-        if c == "D":
-            return self._d_type()
-        if c == "S":
-            nxt = self._peek(1)
-            if nxt.isdigit() or nxt == "_" or nxt.isupper():
-                total = self._substitution()
-                if self._peek() == "I":
-                    return total + self._template_args(), True
-                return total, False
-            if nxt == "t":
-                return self._name()[0], True
-            if nxt in _STD:
-                total = self._substitution()
-                if self._peek() == "I":
-                    return total + self._template_args(), True
-                return total, False
-            raise _GiveUp
         if c.isdigit() or c in ("N", "Z"):
             return self._name()[0], True
-        raise _GiveUp
+        kind = _TYPE_KINDS.get(c)
+        if kind is None:
+            raise _GiveUp
+        return kind(self)
+
+    def _vendor_type(self) -> tuple[int, bool]:
+        self.i += 1  # u
+        return self._source_name(), True
+
+    def _compound(self) -> tuple[int, bool]:
+        self.i += 1  # P, R, O, C, G: pointer, references, complex, imaginary
+        return self._type() + 12, True
+
+    def _vendor_qualified(self) -> tuple[int, bool]:
+        self.i += 1  # U <source-name> [<template-args>] <type>
+        total = self._source_name()
+        if self._peek() == "I":
+            total += self._template_args()
+        return total + self._type(), True
+
+    def _function_type(self) -> tuple[int, bool]:
+        return self._function(), True
+
+    def _array(self) -> tuple[int, bool]:
+        self.i += 1  # A [<number>] _ <type>
+        total = 0
+        if self._peek() != "_":
+            if not self._peek().isdigit():
+                raise _GiveUp  # a dimension given as an expression
+            total = len(str(self._number()))
+        if not self._take("_"):
+            raise _GiveUp
+        return total + self._type() + PIECE, True
+
+    def _member_pointer(self) -> tuple[int, bool]:
+        self.i += 1  # M <class type> <member type>
+        return self._type() + self._type() + PIECE, True
+
+    def _param_type(self) -> tuple[int, bool]:
+        total = self._template_param()
+        if self._peek() == "I":  # a template template parameter: T_ and T_<args> are both candidates
+            self.subs.append(total)
+            total += self._template_args()
+        return total, True
+
+    def _s_type(self) -> tuple[int, bool]:
+        """S_, S<seq>_ or Sa/Sb/Ss/...: a candidate only with template arguments; St <name>: always."""
+        nxt = self._peek(1)
+        if nxt == "t":
+            return self._name()[0], True
+        if not (nxt.isdigit() or nxt == "_" or nxt.isupper() or nxt in _STD):
+            raise _GiveUp
+        total = self._substitution()
+        if self._peek() == "I":
+            return total + self._template_args(), True
+        return total, False
 
     def _qualifiers(self) -> int:
         """r, V, K, and the function qualifiers Do (noexcept), Dx (transaction_safe), Dw <type>* E (throw)."""
@@ -537,3 +528,14 @@ class _Walk:
                 raise _GiveUp
             return self._type() + PIECE, True
         raise _GiveUp
+
+
+_TYPE_KINDS = {"u": _Walk._vendor_type, "P": _Walk._compound, "R": _Walk._compound, "O": _Walk._compound,
+               "C": _Walk._compound, "G": _Walk._compound, "U": _Walk._vendor_qualified, "F": _Walk._function_type,
+               "A": _Walk._array, "M": _Walk._member_pointer, "T": _Walk._param_type, "D": _Walk._d_type,
+               "S": _Walk._s_type}
+_SPECIAL = (("TV", (_Walk._type,)), ("TT", (_Walk._type,)), ("TI", (_Walk._type,)), ("TS", (_Walk._type,)),
+            ("TC", (_Walk._type, _Walk._offset, _Walk._type)), ("TH", (_Walk._name_only,)),
+            ("TW", (_Walk._name_only,)), ("GV", (_Walk._name_only,)), ("Th", (_Walk._offset, _Walk._encoding)),
+            ("Tv", (_Walk._offset, _Walk._offset, _Walk._encoding)), ("GR", (_Walk._temporary,)),
+            ("GTt", (_Walk._encoding,)), ("GTn", (_Walk._encoding,)))
