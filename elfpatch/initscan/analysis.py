@@ -26,7 +26,7 @@ _LTO_MERGED = re.compile(r"_GLOBAL__sub_I_\d{5}_\d+_|\.lto_priv")
 
 
 def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
-    if value is None:
+    if value is None or value == 0:
         return None
     if isinstance(value, str):
         return {"address": None, "symbol": value, "demangled": demangle(value)}

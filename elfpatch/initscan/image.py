@@ -158,7 +158,8 @@ class Image:
 
     def guarded(self, name: str) -> bool:
         """Whether an object has an ABI guard variable (inline and template variables, local statics)."""
-        return name.startswith("_Z") and ("_ZGV" + name[2:]) in self._guard_names
+        guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
+        return guard in self._guard_names
 
     def is_guard(self, addr: int) -> bool:
         name = self.symbol_at(addr)

@@ -105,6 +105,9 @@ class Walker:
             if target is None:
                 indirect += 1
                 continue
+            if isinstance(target, int) and not image.in_code(target):
+                indirect += 1  # a register value that is no code address: not a call we can follow
+                continue
             where, name = self.callee(target)
             if name in SINKS:
                 dtor, obj = ev.args[0], (ev.args[1] if SINKS[name] != "atexit_c" else None)
