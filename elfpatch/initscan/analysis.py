@@ -166,3 +166,12 @@ def _status(o: int, name: str, pos: int, s: Summary, constructor: dict[int, int]
     if (reader["priority"] or 65535) != (ctor["priority"] or 65535):
         return "priority-ordered"
     return "order-dependent"
+
+
+def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
+                 siof: bool = True) -> None:
+    """analyze() for the file at ``path`` (``listing`` is its list_initializers() result)."""
+    from elfpatch.write import Source
+
+    with Source(path) as src:
+        analyze(ElfFile(src.data, path), listing, depth, dtors, siof)
