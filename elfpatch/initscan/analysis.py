@@ -16,7 +16,7 @@ from typing import Any
 from elfpatch.elffile import ElfFile
 from elfpatch.initscan.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.initscan.image import Image
-from elfpatch.initscan.walk import Registration, Summary, Walker
+from elfpatch.initscan.walk import UNCONFIRMED, Registration, Summary, Walker
 from elfpatch.symbols import demangle
 
 DEFAULT_DEPTH = 3
@@ -48,6 +48,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         notes.append("no .symtab (stripped): functions are known only by their exported names, data objects "
                      "mostly not at all")
     summaries: list[Summary | None] = []
+    walker = None
     if image is not None:
         walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got))
         for e in entries:
@@ -61,7 +62,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     if dtors:
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
     if siof:
-        _siof(image, entries, summaries, listing, lto, depth)
+        _siof(image, walker, entries, summaries, listing, lto)
     complete = supported and not (image and image.stripped) and not lto and all(
         s is not None and s.indirect == 0 and s.depth_limited == 0 and s.unresolved == 0 for s in summaries)
     for e, s in zip(entries, summaries):
@@ -105,9 +106,10 @@ def _registrations(image: Image | None, entries: list[dict], summaries: list) ->
     return out
 
 
-def _siof(image: Image | None, entries: list[dict], summaries: list, listing: dict, lto: list,
-          depth: int) -> None:
+def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summaries: list, listing: dict,
+          lto: list) -> None:
     findings: list[dict[str, Any]] = []
+    confirmed: dict[tuple[int, int], bool] = {}
     constructor: dict[int, int] = {}  # object -> position (in entries) of its constructor
     for strong_pass in (True, False):
         for pos, s in enumerate(summaries):
@@ -123,6 +125,10 @@ def _siof(image: Image | None, entries: list[dict], summaries: list, listing: di
             continue
         reads = []
         for o, via in s.reads.items():
+            if via[-1:] == UNCONFIRMED:  # found by skimming bytes: decode the function before saying so
+                if o not in constructor or walker is None or not _confirmed(walker, via[-2], o, confirmed):
+                    continue
+                via = via[:-1]
             name = image.symbol_at(o) or ""
             status = _status(o, name, pos, s, constructor, entries, image)
             reads.append({"object": _obj(image, o), "status": status})
@@ -139,6 +145,13 @@ def _siof(image: Image | None, entries: list[dict], summaries: list, listing: di
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
         }
     listing["findings"] = findings
+
+
+def _confirmed(walker: Walker, function: int, obj: int, cache: dict[tuple[int, int], bool]) -> bool:
+    key = (function, obj)
+    if key not in cache:
+        cache[key] = walker.touches(function, obj)
+    return cache[key]
 
 
 def _who(e: dict[str, Any]) -> dict[str, Any]:

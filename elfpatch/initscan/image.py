@@ -8,10 +8,12 @@ the PLT's JUMP_SLOT relocations).
 """
 from __future__ import annotations
 
+import sys
 from bisect import bisect_right
-from typing import Union
+from itertools import compress
+from typing import Sequence, Union
 
-from elfpatch.elffile import SHT_NOBITS, ElfFile
+from elfpatch.elffile import SHT_NOBITS, ElfFile, SymbolTable
 from elfpatch.relocs import DT_RELAENT, DT_RELENT, Relocator
 
 DT_PLTRELSZ, DT_PLTREL, DT_JMPREL = 2, 20, 23
@@ -25,6 +27,23 @@ _NOT_DATA_PREFIXES = ("_ZTV", "_ZTI", "_ZTS", "_ZTT", "_ZGV", "__dso_handle", "_
                       "_DYNAMIC", "__init_array", "__fini_array", "__bss_start", "_edata", "_end")
 
 Value = Union[int, str]
+ST_SHNDX_OFFSET = {32: 14, 64: 6}
+# st_info -> the classes kept (0: dropped), ranked so that FUNC beats NOTYPE and GLOBAL beats LOCAL.
+_NOTYPE_LOCAL, _NOTYPE_GLOBAL, _FUNC_LOCAL, _FUNC_GLOBAL, _OBJECT = 1, 2, 3, 4, 5
+
+
+def _classify(st_info: int) -> int:
+    typ, local = st_info & 0xF, (st_info >> 4) == STB_LOCAL
+    if typ in (STT_FUNC, STT_GNU_IFUNC):
+        return _FUNC_LOCAL if local else _FUNC_GLOBAL
+    if typ == STT_NOTYPE:
+        return _NOTYPE_LOCAL if local else _NOTYPE_GLOBAL
+    return _OBJECT if typ == STT_OBJECT else 0
+
+
+_CLASS = bytes(_classify(b) for b in range(256))
+_ONLY = {c: bytes(1 if b == c else 0 for b in range(256)) for c in range(1, 6)}
+_NONZERO = bytes([0] + [255] * 255)
 
 
 class _GotRelocator(Relocator):
@@ -49,6 +68,7 @@ class Image:
                      if s.sh_flags & SHF_EXECINSTR and s.sh_addr and s.sh_type != SHT_NOBITS]
         if not self.code:  # no section headers: the executable segments
             self.code = [(p.p_vaddr, p.p_vaddr + p.p_filesz) for p in elf.segments if p.p_type == 1 and p.p_flags & 1]
+        self.plt = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name.startswith(".plt")]
         got = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name in (".got", ".got.plt")]
         self.got_ranges = got
         self._reloc = _GotRelocator(elf, got) if got else None
@@ -58,63 +78,75 @@ class Image:
     # -- symbols -------------------------------------------------------------------------------------
 
     def _load_symbols(self) -> None:
-        funcs: dict[int, tuple[tuple[int, int], int, int]] = {}  # addr -> (rank, st_name, size)
-        objects: dict[int, tuple[int, int]] = {}  # addr -> (size, st_name), the largest at an address
-        guards: list[int] = []  # st_name of every _ZGV symbol
-        table = self.table
-        if table is None:
-            self._finish({}, {}, [])
-            return
+        """Function starts and data objects from the symbol table, column by column at C speed: st_info
+        classifies every entry through one translate(), itertools.compress keeps the wanted entries, and
+        nothing loops in Python per symbol (a 530k-symbol table costs a few tenths of a second)."""
+        self._funcs: dict[int, int] = {}  # address -> index of the best function symbol there
+        self._objects: dict[int, int] = {}  # address -> index of an object symbol there
+        self._guard_names: set[str] | None = None
+        self._names: Sequence[int] = ()
+        self._sizes: Sequence[int] = ()
+        if self.table is not None:
+            self._scan(self.table)
+        self._func_starts = sorted(self._funcs)
+        self._obj_starts = sorted(self._objects)
+
+    def _scan(self, table: SymbolTable) -> None:
         elf = self.elf
-        fmt = "IBBHQQ" if elf.elfclass == 64 else "IIIBBH"
-        blob = elf.read(table.offset, table.count * table.entsize)
-        data, stroff, strsize = elf.data, table.str_offset, table.str_size
-        is64 = elf.elfclass == 64
-        for fields in elf.struct(fmt).iter_unpack(blob):
-            if is64:
-                st_name, info, _o, shndx, value, size = fields
+        ent, n = table.entsize, table.count
+        blob = elf.read(table.offset, n * ent)
+        info = table.info_bytes()
+        sh = ST_SHNDX_OFFSET[elf.elfclass]  # undefined entries (st_shndx 0) are dropped
+        shndx = int.from_bytes(blob[sh::ent], "little") | int.from_bytes(blob[sh + 1::ent], "little")
+        defined = shndx.to_bytes(n, "little").translate(_NONZERO)
+        classes = (int.from_bytes(info.translate(_CLASS), "little")
+                   & int.from_bytes(defined, "little")).to_bytes(n, "little")
+        if elf.little == (sys.byteorder == "little"):
+            words = memoryview(blob).cast("Q" if elf.elfclass == 64 else "I")
+            stride = ent // words.itemsize
+            if elf.elfclass == 64:
+                names, values, sizes = words[0::stride], words[1::stride], words[2::stride]
             else:
-                st_name, value, size, info, _o, shndx = fields
-            if shndx == 0 or st_name == 0 or st_name >= strsize:
-                continue
-            typ = info & 0xF
-            if typ == STT_FUNC or typ == STT_GNU_IFUNC or typ == STT_NOTYPE:
-                if typ == STT_NOTYPE:
-                    head = data[stroff + st_name: stroff + st_name + 2]
-                    if head[:1] == b"$" or head == b".L":  # mapping symbols and local labels
-                        continue
-                rank = (0 if typ != STT_NOTYPE else 1, 1 if (info >> 4) == STB_LOCAL else 0)
-                old = funcs.get(value)
-                if old is None or rank < old[0]:
-                    funcs[value] = (rank, st_name, size if size or old is None else old[2])
-            elif typ == STT_OBJECT:
-                if data[stroff + st_name: stroff + st_name + 4] == b"_ZGV":
-                    guards.append(st_name)
-                old = objects.get(value)
-                if old is None or size > old[0]:
-                    objects[value] = (size, st_name)
-        self._finish(funcs, objects, guards)
+                names, values, sizes = words[0::stride], words[1::stride], words[2::stride]
+        else:  # a foreign byte order: unpack (slower, and only for cross-built files)
+            rows = list(elf.struct("IBBHQQ" if elf.elfclass == 64 else "IIIBBH").iter_unpack(blob))
+            if elf.elfclass == 64:
+                names, values, sizes = [r[0] for r in rows], [r[4] for r in rows], [r[5] for r in rows]
+            else:
+                names, values, sizes = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+        self._names, self._sizes = names, sizes
+        index = range(n)
+        # Lowest rank first, so that a better symbol at the same address replaces it.
+        for cls in (_NOTYPE_LOCAL, _NOTYPE_GLOBAL, _FUNC_LOCAL, _FUNC_GLOBAL):
+            mask = classes.translate(_ONLY[cls])
+            found = dict(zip(compress(values, mask), compress(index, mask)))
+            if cls in (_NOTYPE_LOCAL, _NOTYPE_GLOBAL):  # mapping symbols ($x, $d) and local labels are no functions
+                found = {a: i for a, i in found.items() if not self._label(i)}
+            self._funcs.update(found)
+        mask = classes.translate(_ONLY[_OBJECT])
+        self._objects = dict(zip(compress(values, mask), compress(index, mask)))
 
-    def _finish(self, funcs: dict, objects: dict, guards: list[int]) -> None:
-        self._funcs = funcs
-        self._func_starts = sorted(funcs)
-        self._obj_starts = sorted(objects)
-        self._objects = objects
-        self._guard_names = {self.name(g) for g in guards}
+    def _label(self, i: int) -> bool:
+        table = self.table
+        st_name = self._names[i] & 0xFFFFFFFF
+        if not 0 < st_name < table.str_size:
+            return True
+        head = bytes(self.elf.data[table.str_offset + st_name: table.str_offset + st_name + 2])
+        return head[:1] == b"$" or head == b".L"
 
-    def name(self, st_name: int) -> str:
-        return self.table.string(st_name)
+    def _name_of(self, i: int) -> str:
+        return self.table.string(self._names[i] & 0xFFFFFFFF)
 
     def function_name(self, addr: int) -> str | None:
-        f = self._funcs.get(addr)
-        return self.name(f[1]) if f else None
+        i = self._funcs.get(addr)
+        return self._name_of(i) if i is not None else None
 
     def is_function(self, addr: int) -> bool:
         return addr in self._funcs
 
     def function_end(self, addr: int) -> int:
-        f = self._funcs.get(addr)
-        size = f[2] if f else 0
+        i = self._funcs.get(addr)
+        size = self._sizes[i] if i is not None else 0
         if size:
             return addr + size
         i = bisect_right(self._func_starts, addr)
@@ -123,6 +155,9 @@ class Image:
             if lo <= addr < hi:
                 end = min(end, hi)
         return min(end, addr + MAX_FUNCTION)
+
+    def in_plt(self, addr: int) -> bool:
+        return any(lo <= addr < hi for lo, hi in self.plt)
 
     def in_code(self, addr: int) -> bool:
         return any(lo <= addr < hi for lo, hi in self.code)
@@ -135,10 +170,10 @@ class Image:
         if i < 0:
             return None
         start = self._obj_starts[i]
-        size, st_name = self._objects[start]
-        if not (addr == start or addr < start + size):
+        j = self._objects[start]
+        if not (addr == start or addr < start + self._sizes[j]):
             return None
-        name = self.name(st_name)
+        name = self._name_of(j)
         if name.startswith(_NOT_DATA_PREFIXES):
             return None
         return start, name
@@ -151,13 +186,15 @@ class Image:
         i = bisect_right(self._obj_starts, addr) - 1
         if i >= 0:
             start = self._obj_starts[i]
-            size, st_name = self._objects[start]
-            if addr == start or addr < start + size:
-                return self.name(st_name)
+            j = self._objects[start]
+            if addr == start or addr < start + self._sizes[j]:
+                return self._name_of(j)
         return None
 
     def guarded(self, name: str) -> bool:
         """Whether an object has an ABI guard variable (inline and template variables, local statics)."""
+        if self._guard_names is None:  # built on first use: only --siof asks
+            self._guard_names = {n for j in self._objects.values() if (n := self._name_of(j)).startswith("_ZGV")}
         guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
         return guard in self._guard_names
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from elfpatch.initscan.disasm import Access, Call, Disassembler, Value
+from elfpatch.initscan.bytescan import Skim, skim
+from elfpatch.initscan.disasm import EM_X86_64, Access, Disassembler, Value
 from elfpatch.initscan.image import Image
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
@@ -28,6 +29,10 @@ class Registration(NamedTuple):
     dtor: Value | None
     obj: Value | None
     guard: int | None  # the guard variable the registration runs under, if any
+
+
+# A read found by skimming bytes: its via path ends here and the last function must be decoded to confirm it.
+UNCONFIRMED = ("?",)
 
 
 class Summary(NamedTuple):
@@ -71,20 +76,86 @@ class Walker:
         self._callee[target] = out
         return out
 
-    def walk(self, addr: int, args: tuple, depth: int, stack: frozenset = frozenset()) -> Summary:
+    def walk(self, addr: int, args: tuple, depth: int, stack: frozenset = frozenset(),
+             exact: bool = True) -> Summary:
+        """What the function at ``addr`` (and what it calls, ``depth`` calls deep) registers, constructs and
+        reads. ``exact``: decode every instruction (initializers and their own helpers); otherwise skim the
+        bytes first (x86-64) and decode only when a registration is in sight."""
         key = (addr, args, depth)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
         image = self.image
+        end = image.function_end(addr)
+        if exact or self.dis.machine != EM_X86_64:
+            out = self._exact(addr, end, args, depth, stack | {addr})
+        else:
+            sk = skim(image.read_code(addr, end - addr), addr)
+            # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
+            # initializer so, after testing the weak symbol).
+            loaded = [(a, t, False, True) for a, t, write, lea in sk.refs
+                      if not write and not lea and isinstance(v := image.got(t), int) and image.is_function(v)]
+            sites = sorted([(a, t, tail, False) for a, t, tail in sk.calls]
+                           + [(a, slot, tail, True) for a, slot, tail in sk.slots] + loaded)
+            targets = []
+            for _a, t, tail, via_slot in sites:
+                target = image.got(t) if via_slot else (t if image.is_function(t) or image.in_plt(t) else None)
+                if target is None:
+                    continue
+                where, name = self.callee(target)
+                if name in SINKS or name == GUARD_ACQUIRE:
+                    out = self._exact(addr, end, args, depth, stack | {addr})
+                    break
+                targets.append((where, name))
+            else:
+                out = self._skimmed(addr, sk, targets, depth, stack | {addr})
+        self._memo[key] = out
+        return out
+
+    def _skimmed(self, addr: int, sk: Skim, targets: list, depth: int, stack: frozenset) -> Summary:
+        image = self.image
+        reads: dict[int, tuple] = {}
+        for _site, target, _write, _lea in sk.refs:
+            value = image.got(target)
+            obj = image.object_at(value if isinstance(value, int) else target)
+            if obj is not None:
+                reads.setdefault(obj[0], UNCONFIRMED)
+        sub_regs: list = []
+        constructs: dict[int, bool] = {}
+        indirect, depth_limited, unresolved = sk.indirect, 0, 0
+        for where, name in targets:
+            if where is None or where in stack:
+                continue
+            helper = bool(name) and bool(_TU_HELPER.search(name))
+            if depth <= 0 and not helper:
+                depth_limited += 1
+                continue
+            sub = self.walk(where, (), depth if helper else depth - 1, stack, exact=helper)
+            self._merge(sub, where, None, sub_regs, constructs, reads)
+            indirect += sub.indirect
+            depth_limited += sub.depth_limited
+            unresolved += sub.unresolved
+        return Summary(sub_regs, constructs, reads, indirect, depth_limited, unresolved)
+
+    @staticmethod
+    def _merge(sub: Summary, where: int, guard: int | None, regs_out: list, constructs: dict, reads: dict) -> None:
+        for r in sub.registrations:
+            regs_out.append(r if r.guard is not None or guard is None else r._replace(guard=guard))
+        for o, strong in sub.constructs.items():
+            constructs[o] = strong or constructs.get(o, False)
+        for o, via in sub.reads.items():
+            if o not in reads:
+                reads[o] = (where, *via)
+
+    def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
+        image = self.image
         regs = {r: v for r, v in zip(self.dis.arg_registers, args) if v is not None}
-        events = self.dis.sweep(addr, image.function_end(addr), regs)
+        events = self.dis.sweep(addr, end, regs)
         regs_out: list = []
         constructs: dict[int, bool] = {}
         reads: dict[int, tuple] = {}
         indirect = depth_limited = unresolved = 0
         guard: int | None = None
-        stack = stack | {addr}
         for ev in events:
             if isinstance(ev, Access):
                 obj = image.object_at(ev.address)
@@ -92,21 +163,16 @@ class Walker:
                     if ev.write and image.is_guard(ev.address):
                         guard = ev.address  # an inline variable's guard set: what follows runs once
                     continue
-                start = obj[0]
                 if ev.write:
-                    constructs.setdefault(start, False)
+                    constructs.setdefault(obj[0], False)
                 else:
-                    reads.setdefault(start, ())
+                    reads.setdefault(obj[0], ())
                 continue
-            assert isinstance(ev, Call)
             target = ev.target
             if target is None and ev.slot is not None:
                 target = image.got(ev.slot)
-            if target is None:
-                indirect += 1
-                continue
-            if isinstance(target, int) and not image.in_code(target):
-                indirect += 1  # a register value that is no code address: not a call we can follow
+            if target is None or (isinstance(target, int) and not image.in_code(target)):
+                indirect += 1  # a register or slot whose value is not known here: not a call we can follow
                 continue
             where, name = self.callee(target)
             if name in SINKS:
@@ -135,26 +201,30 @@ class Walker:
                     constructs[o[0]] = True
                 else:
                     reads.setdefault(o[0], ())
-            if where is None:
-                continue  # another object's function: cannot see this file's globals but through us
+            if where is None or where in stack:
+                continue  # another object's function: it cannot see this file's globals but through us
             helper = bool(name) and bool(_TU_HELPER.search(name))
-            if where in stack:
-                continue
             if depth <= 0 and not helper:
                 depth_limited += 1
                 continue
-            sub = self.walk(where, tuple(ev.args), depth if helper else depth - 1, stack)
-            for r in sub.registrations:
-                regs_out.append(r if r.guard is not None or guard is None else r._replace(guard=guard))
-            for o, strong in sub.constructs.items():
-                if strong or o not in constructs:
-                    constructs[o] = strong or constructs.get(o, False)
-            for o, via in sub.reads.items():
-                if o not in reads:
-                    reads[o] = (where, *via)
+            # The unit's own helpers get the arguments (GCC -O0 passes the priority); others are summarized
+            # once, whatever their caller passes.
+            sub = self.walk(where, tuple(ev.args) if helper else (), depth if helper else depth - 1, stack,
+                            exact=helper)
+            self._merge(sub, where, guard, regs_out, constructs, reads)
             indirect += sub.indirect
             depth_limited += sub.depth_limited
             unresolved += sub.unresolved
-        out = Summary(regs_out, constructs, reads, indirect, depth_limited, unresolved)
-        self._memo[key] = out
-        return out
+        return Summary(regs_out, constructs, reads, indirect, depth_limited, unresolved)
+
+    def touches(self, addr: int, obj: int) -> bool:
+        """Whether the decoded function at ``addr`` loads, stores or passes the address of object ``obj``
+        (confirms what a skim found)."""
+        image = self.image
+        for ev in self.dis.sweep(addr, image.function_end(addr), {}):
+            values = [ev.address] if isinstance(ev, Access) else [v for v in ev.args if isinstance(v, int)]
+            for v in values:
+                o = image.object_at(v)
+                if o is not None and o[0] == obj:
+                    return True
+        return False

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import require_tool, run_cli
+
 from siof.truth import registrations, runner
 
 VARIANTS = {  # variant -> tools it needs
