@@ -12,7 +12,7 @@ loads, which compilers use for vector copies), so a read found only that way is 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 # call rel32 / jmp rel32, and call/jmp through a RIP-relative slot (-fno-plt, or PLT-less GOT calls).
 _CALL = re.compile(rb"\xe8(.{4})", re.DOTALL)
@@ -40,15 +40,18 @@ class Skim(NamedTuple):
     indirect: int
 
 
-def skim(code: bytes, start: int) -> Skim:
+def skim(code: bytes, start: int, is_target: Callable[[int], bool], data_lo: int, data_hi: int) -> Skim:
+    """The candidates in ``code`` (at link-time address ``start``): calls whose target passes ``is_target``,
+    and data references into [data_lo, data_hi) (the writable sections and the GOT)."""
     end = start + len(code)
     calls = []
     for m in _CALL.finditer(code):
-        calls.append((start + m.start(), start + m.end() + int.from_bytes(m.group(1), "little", signed=True),
-                      False))
+        target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
+        if is_target(target):
+            calls.append((start + m.start(), target, False))
     for m in _JMP.finditer(code):
         target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
-        if not start <= target < end:
+        if not start <= target < end and is_target(target):
             calls.append((start + m.start(), target, True))
     calls.sort()
     slots = [(start + m.start(), start + m.end() + int.from_bytes(m.group(2), "little", signed=True),
@@ -62,5 +65,6 @@ def skim(code: bytes, start: int) -> Skim:
         elif imm == 4 and code[m.start():m.start() + 1] == b"\x66":
             imm = 2
         target = start + m.end() + imm + int.from_bytes(m.group(3), "little", signed=True)
-        refs.append((start + m.start(), target, op in _WRITES, op == b"\x8d"))
+        if data_lo <= target < data_hi:
+            refs.append((start + m.start(), target, op in _WRITES, op == b"\x8d"))
     return Skim(calls, slots, refs, len(_INDIRECT.findall(code)))

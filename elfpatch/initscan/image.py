@@ -72,7 +72,15 @@ class Image:
         got = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name in (".got", ".got.plt")]
         self.got_ranges = got
         self._reloc = _GotRelocator(elf, got) if got else None
+        self._plt_lo = min((lo for lo, _ in self.plt), default=0)
+        self._plt_hi = max((hi for _, hi in self.plt), default=0)
+        spans = self.writable + got
+        # Where a data reference worth a look can point: the writable sections and the GOT.
+        self.data_span = (min((lo for lo, _ in spans), default=0), max((hi for _, hi in spans), default=0))
         self._got_cache: dict[int, Value | None] = {}
+        self._in_code: dict[int, bool] = {}
+        self._object_at: dict[int, tuple[int, str] | None] = {}
+        self._name_cache: dict[int, str] = {}
         self._load_symbols()
 
     # -- symbols -------------------------------------------------------------------------------------
@@ -135,7 +143,10 @@ class Image:
         return head[:1] == b"$" or head == b".L"
 
     def _name_of(self, i: int) -> str:
-        return self.table.string(self._names[i] & 0xFFFFFFFF)
+        name = self._name_cache.get(i)
+        if name is None:
+            name = self._name_cache[i] = self.table.string(self._names[i] & 0xFFFFFFFF)
+        return name
 
     def function_name(self, addr: int) -> str | None:
         i = self._funcs.get(addr)
@@ -156,14 +167,27 @@ class Image:
                 end = min(end, hi)
         return min(end, addr + MAX_FUNCTION)
 
+    def is_call_target(self, addr: int) -> bool:
+        """A function start or a PLT stub: what a real call instruction goes to."""
+        return addr in self._funcs or (self._plt_lo <= addr < self._plt_hi and self.in_plt(addr))
+
     def in_plt(self, addr: int) -> bool:
         return any(lo <= addr < hi for lo, hi in self.plt)
 
     def in_code(self, addr: int) -> bool:
-        return any(lo <= addr < hi for lo, hi in self.code)
+        hit = self._in_code.get(addr)
+        if hit is None:
+            hit = self._in_code[addr] = any(lo <= addr < hi for lo, hi in self.code)
+        return hit
 
     def object_at(self, addr: int) -> tuple[int, str] | None:
         """(start, symbol) of the writable data object covering ``addr``; None for anything else."""
+        if addr in self._object_at:
+            return self._object_at[addr]
+        hit = self._object_at[addr] = self._find_object(addr)
+        return hit
+
+    def _find_object(self, addr: int) -> tuple[int, str] | None:
         if not any(lo <= addr < hi for lo, hi in self.writable):
             return None
         i = bisect_right(self._obj_starts, addr) - 1

@@ -44,6 +44,9 @@ class Summary(NamedTuple):
     unresolved: int  # registrations whose destructor could not be told
 
 
+EMPTY = Summary([], {}, {}, 0, 0, 0)
+
+
 def is_constructor(name: str) -> bool:
     return name.startswith("_ZN") and bool(_CTOR.search(name))
 
@@ -54,6 +57,7 @@ class Walker:
         self.dis = dis
         self._memo: dict[tuple, Summary] = {}
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
+        self._skims: dict[int, tuple[Skim, list | None]] = {}
 
     def callee(self, target: Value) -> tuple[int | None, str | None]:
         """(address here or None, symbol name) of a call target, seeing through PLT stubs."""
@@ -90,27 +94,41 @@ class Walker:
         if exact or self.dis.machine != EM_X86_64:
             out = self._exact(addr, end, args, depth, stack | {addr})
         else:
-            sk = skim(image.read_code(addr, end - addr), addr)
-            # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
-            # initializer so, after testing the weak symbol).
-            loaded = [(a, t, False, True) for a, t, write, lea in sk.refs
-                      if not write and not lea and isinstance(v := image.got(t), int) and image.is_function(v)]
-            sites = sorted([(a, t, tail, False) for a, t, tail in sk.calls]
-                           + [(a, slot, tail, True) for a, slot, tail in sk.slots] + loaded)
-            targets = []
-            for _a, t, tail, via_slot in sites:
-                target = image.got(t) if via_slot else (t if image.is_function(t) or image.in_plt(t) else None)
-                if target is None:
-                    continue
-                where, name = self.callee(target)
-                if name in SINKS or name == GUARD_ACQUIRE:
-                    out = self._exact(addr, end, args, depth, stack | {addr})
-                    break
-                targets.append((where, name))
+            sk, targets = self._skim(addr, end)
+            if targets is None:  # a registration in sight: decode it
+                out = self._exact(addr, end, args, depth, stack | {addr})
             else:
                 out = self._skimmed(addr, sk, targets, depth, stack | {addr})
         self._memo[key] = out
         return out
+
+    def _skim(self, addr: int, end: int) -> tuple[Skim, list | None]:
+        """The skim of a function and its resolved call targets (None when it calls a registration function
+        or a guard: then it must be decoded), once per function."""
+        hit = self._skims.get(addr)
+        if hit is not None:
+            return hit
+        image = self.image
+        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span)
+        # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
+        # initializer so, after testing the weak symbol).
+        loaded = [(a, t, False, True) for a, t, write, lea in sk.refs
+                  if not write and not lea and isinstance(v := image.got(t), int) and image.is_function(v)]
+        sites = sorted([(a, t, tail, False) for a, t, tail in sk.calls]
+                       + [(a, slot, tail, True) for a, slot, tail in sk.slots] + loaded)
+        targets: list | None = []
+        for _a, t, _tail, via_slot in sites:
+            target = image.got(t) if via_slot else t
+            if target is None:
+                continue
+            where, name = self.callee(target)
+            if name in SINKS or name == GUARD_ACQUIRE:
+                targets = None
+                break
+            if where is not None:
+                targets.append((where, bool(name) and bool(_TU_HELPER.search(name))))
+        self._skims[addr] = (sk, targets)
+        return sk, targets
 
     def _skimmed(self, addr: int, sk: Skim, targets: list, depth: int, stack: frozenset) -> Summary:
         image = self.image
@@ -123,18 +141,21 @@ class Walker:
         sub_regs: list = []
         constructs: dict[int, bool] = {}
         indirect, depth_limited, unresolved = sk.indirect, 0, 0
-        for where, name in targets:
-            if where is None or where in stack:
+        for where, helper in targets:
+            if where in stack:
                 continue
-            helper = bool(name) and bool(_TU_HELPER.search(name))
             if depth <= 0 and not helper:
                 depth_limited += 1
                 continue
             sub = self.walk(where, (), depth if helper else depth - 1, stack, exact=helper)
+            if sub is EMPTY:
+                continue
             self._merge(sub, where, None, sub_regs, constructs, reads)
             indirect += sub.indirect
             depth_limited += sub.depth_limited
             unresolved += sub.unresolved
+        if not (sub_regs or constructs or reads or indirect or depth_limited or unresolved):
+            return EMPTY
         return Summary(sub_regs, constructs, reads, indirect, depth_limited, unresolved)
 
     @staticmethod
