@@ -1,1 +1,62 @@
+# The order fixtures (x86-64, g++): each program plain (-O2 and -O0, for elfpatch) and with ASan's
+# init-order checker (the run-time truth), same sources, same link order. NAME := units in link order.
+SIOF_PROGS := cross_ab cross_ba third overwrite safe nodestructor thread_local inline prio ctorn registrar
+cross_ab := cfg user
+cross_ba := user cfg
+third := third_user cfg third_helper
+overwrite := limit_user limit
+safe := safe_user safe_def cfg
+nodestructor := nd_user nd_def cfg
+thread_local := tl_user tl_def cfg
+inline := inl_a inl_b cfg
+prio := prio_user prio_def cfg
+ctorn := ctorn cfg
+registrar := reg_plugin reg_map
+SB := $(B)/siof
+ASAN := -fsanitize=address -fsanitize-recover=address
+SIOF_HDRS := cfg.hpp inl.hpp
+
+ifneq ($(call HAVE,g++),)
+siof: $(foreach p,$(SIOF_PROGS),$(SB)/O2/$(p) $(SB)/O0/$(p) $(SB)/asan/$(p)) $(SB)/O2/libgot.so $(SB)/O0/libgot.so $(SB)/O2/got \
+      $(SB)/asan/libgot.so $(SB)/asan/got
+else
 siof:
+	@echo "siof: skipped (no g++)"
+endif
+
+$(SB)/%/.dir:
+	mkdir -p $(@D) && touch $@
+$(SB)/O2/%.o: %.cpp $(SIOF_HDRS) $(SB)/O2/.dir
+	g++ -std=c++20 -O2 -g -c -o $@ $<
+$(SB)/O0/%.o: %.cpp $(SIOF_HDRS) $(SB)/O0/.dir
+	g++ -std=c++20 -O0 -g -c -o $@ $<
+$(SB)/asan/%.o: %.cpp $(SIOF_HDRS) $(SB)/asan/.dir
+	g++ -std=c++20 -O1 -g $(ASAN) -c -o $@ $<
+$(SB)/O2/pic_%.o: %.cpp $(SIOF_HDRS) $(SB)/O2/.dir
+	g++ -std=c++20 -O2 -g -fPIC -c -o $@ $<
+$(SB)/O0/pic_%.o: %.cpp $(SIOF_HDRS) $(SB)/O0/.dir
+	g++ -std=c++20 -O0 -g -fPIC -c -o $@ $<
+$(SB)/asan/pic_%.o: %.cpp $(SIOF_HDRS) $(SB)/asan/.dir
+	g++ -std=c++20 -O1 -g -fPIC $(ASAN) -c -o $@ $<
+
+define siof_prog
+$(SB)/O2/$(1): $(foreach u,$($(1)) siof_main,$(SB)/O2/$(u).o)
+	g++ -pie -o $$@ $$^
+$(SB)/O0/$(1): $(foreach u,$($(1)) siof_main,$(SB)/O0/$(u).o)
+	g++ -pie -o $$@ $$^
+$(SB)/asan/$(1): $(foreach u,$($(1)) siof_main,$(SB)/asan/$(u).o)
+	g++ $(ASAN) -pie -o $$@ $$^
+endef
+$(foreach p,$(SIOF_PROGS),$(eval $(call siof_prog,$(p))))
+
+# A -fPIC library whose initializer reads an exported global through the GOT (user.cpp linked first).
+$(SB)/O2/libgot.so: $(SB)/O2/pic_user.o $(SB)/O2/pic_cfg.o
+	g++ -shared -o $@ $^
+$(SB)/O0/libgot.so: $(SB)/O0/pic_user.o $(SB)/O0/pic_cfg.o
+	g++ -shared -o $@ $^
+$(SB)/O2/got: $(SB)/O2/siof_main.o $(SB)/O2/libgot.so
+	g++ -o $@ $< -L$(SB)/O2 -lgot -Wl,-rpath,'$$ORIGIN'
+$(SB)/asan/libgot.so: $(SB)/asan/pic_user.o $(SB)/asan/pic_cfg.o
+	g++ $(ASAN) -shared -o $@ $^
+$(SB)/asan/got: $(SB)/asan/siof_main.o $(SB)/asan/libgot.so
+	g++ $(ASAN) -o $@ $< -L$(SB)/asan -lgot -Wl,-rpath,'$$ORIGIN'
