@@ -21,8 +21,8 @@ from elfpatch.symbols import demangle
 
 DEFAULT_DEPTH = 3
 VERDICTS = ("before-construction", "order-dependent")
-# GCC's LTO merges every unit's initializer into one: _GLOBAL__sub_I_65535_0_<file> (and similar).
-_LTO_MERGED = re.compile(r"_GLOBAL__sub_I_\d{5}_\d+_|\.lto_priv")
+# GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file).
+_LTO_MERGED = re.compile(r"^_sub_I_\d{5}_\d+|\.lto_priv")
 
 
 def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:

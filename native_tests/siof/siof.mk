@@ -1,6 +1,6 @@
 # The order fixtures (x86-64, g++): each program plain (-O2 and -O0, for elfpatch) and with ASan's
 # init-order checker (the run-time truth), same sources, same link order. NAME := units in link order.
-SIOF_PROGS := cross_ab cross_ba third overwrite safe nodestructor thread_local inline prio ctorn registrar
+SIOF_PROGS := cross_ab cross_ba third overwrite safe nodestructor thread_local inline prio ctorn registrar indirect
 cross_ab := cfg user
 cross_ba := user cfg
 third := third_user cfg third_helper
@@ -12,13 +12,14 @@ inline := inl_a inl_b cfg
 prio := prio_user prio_def cfg
 ctorn := ctorn cfg
 registrar := reg_plugin reg_map
+indirect := vcall vcall_impl
 SB := $(B)/siof
 ASAN := -fsanitize=address -fsanitize-recover=address
 SIOF_HDRS := cfg.hpp inl.hpp
 
 ifneq ($(call HAVE,g++),)
 siof: $(foreach p,$(SIOF_PROGS),$(SB)/O2/$(p) $(SB)/O0/$(p) $(SB)/asan/$(p)) $(SB)/O2/libgot.so $(SB)/O0/libgot.so $(SB)/O2/got \
-      $(SB)/asan/libgot.so $(SB)/asan/got
+      $(SB)/asan/libgot.so $(SB)/asan/got $(SB)/lto/cross_ba
 else
 siof:
 	@echo "siof: skipped (no g++)"
@@ -48,6 +49,12 @@ $(SB)/asan/$(1): $(foreach u,$($(1)) siof_main,$(SB)/asan/$(u).o)
 	g++ $(ASAN) -pie -o $$@ $$^
 endef
 $(foreach p,$(SIOF_PROGS),$(eval $(call siof_prog,$(p))))
+
+# Link-time optimization merges every unit's initializer into one function: order between them is not seen.
+$(SB)/lto/%.o: %.cpp $(SIOF_HDRS) $(SB)/lto/.dir
+	g++ -std=c++20 -O2 -flto -c -o $@ $<
+$(SB)/lto/cross_ba: $(SB)/lto/user.o $(SB)/lto/cfg.o $(SB)/lto/siof_main.o
+	g++ -O2 -flto -pie -o $@ $^
 
 # A -fPIC library whose initializer reads an exported global through the GOT (user.cpp linked first).
 $(SB)/O2/libgot.so: $(SB)/O2/pic_user.o $(SB)/O2/pic_cfg.o
