@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from elfpatch.errors import one_line
+from elfpatch.symbols import demangle
 
 
 def _name(obj: dict[str, Any] | None) -> str:
@@ -31,7 +32,7 @@ def write_analysis(out: TextIO, f: dict[str, Any]) -> None:
         out.write(f"  static initialization order: {len(findings)} finding(s)\n")
         for x in findings:
             r, c = x["reader"], x["constructor"]
-            via = f" via {' -> '.join(one_line(v) for v in x['via'])}" if x["via"] else ""
+            via = f" via {' -> '.join(one_line(demangle(v) or v) for v in x['via'])}" if x["via"] else ""
             out.write(f"    {x['verdict']}: {_name(x['object'])} is read by initializer {r['index']} "
                       f"({one_line(r['source'] or r['symbol'] or '?')}){via} and constructed by initializer "
                       f"{c['index']} ({one_line(c['source'] or c['symbol'] or '?')})\n")
