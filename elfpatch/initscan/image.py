@@ -169,7 +169,7 @@ class Image:
 
     def is_call_target(self, addr: int) -> bool:
         """A function start or a PLT stub: what a real call instruction goes to."""
-        return addr in self._funcs or (self._plt_lo <= addr < self._plt_hi and self.in_plt(addr))
+        return addr in self._funcs or self._plt_lo <= addr < self._plt_hi
 
     def in_plt(self, addr: int) -> bool:
         return any(lo <= addr < hi for lo, hi in self.plt)

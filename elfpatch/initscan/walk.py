@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from elfpatch.initscan.bytescan import Skim, skim
+from elfpatch.initscan.bytescan import Skim, call_pattern, skim
 from elfpatch.initscan.disasm import EM_X86_64, Access, Disassembler, Value
 from elfpatch.initscan.image import Image
 
@@ -58,6 +58,9 @@ class Walker:
         self._memo: dict[tuple, Summary] = {}
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._skims: dict[int, tuple[Skim, list | None]] = {}
+        lo = min((a for a, _ in image.code), default=0)
+        hi = max((b for _, b in image.code), default=0)
+        self._calls_rx = call_pattern(hi - lo)
 
     def callee(self, target: Value) -> tuple[int | None, str | None]:
         """(address here or None, symbol name) of a call target, seeing through PLT stubs."""
@@ -109,7 +112,7 @@ class Walker:
         if hit is not None:
             return hit
         image = self.image
-        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span)
+        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span, self._calls_rx)
         # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
         # initializer so, after testing the weak symbol).
         loaded = [(a, t, False, True) for a, t, write, lea in sk.refs

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import require_tool, run_cli
 
 OBJ_KEYS = {"address", "symbol", "demangled"}

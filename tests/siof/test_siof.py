@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import require_tool, run_cli
 
 # program -> (before-construction objects, order-dependent objects), by symbol, from the sources.
