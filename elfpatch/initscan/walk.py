@@ -125,7 +125,7 @@ class Walker:
             if target is None:
                 continue
             where, name = self.callee(target)
-            if name in SINKS or name == GUARD_ACQUIRE:
+            if name in SINKS:
                 targets = None
                 break
             if where is not None:
