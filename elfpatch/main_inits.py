@@ -32,6 +32,16 @@ def _budget(text: str) -> int:
     return value
 
 
+MAX_DEPTH = 64  # the walk recurses once per call level
+
+
+def _depth(text: str) -> int:
+    value = _budget(text)
+    if value > MAX_DEPTH:
+        raise argparse.ArgumentTypeError(f"at most {MAX_DEPTH}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inits", help="list static initializers and finalizers in execution order",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,8 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="list the exit-time destructors each initializer registers, in registration order")
     p.add_argument("--siof", action="store_true",
                    help="what each initializer constructs and reads; static-initialization-order verdicts")
-    p.add_argument("--depth", metavar="N", type=_budget, default=3,
-                   help="follow calls this deep from each initializer (default 3)")
+    p.add_argument("--depth", metavar="N", type=_depth, default=3,
+                   help=f"follow calls this deep from each initializer (default 3, at most {MAX_DEPTH})")
     p.add_argument("--fail-on", metavar="VERDICT", choices=sorted(FAIL_ON), default=None,
                    help="exit 1 on a --siof finding of this verdict (order-dependent includes "
                         "before-construction)")

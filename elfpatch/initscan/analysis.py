@@ -21,8 +21,9 @@ from elfpatch.symbols import demangle
 
 DEFAULT_DEPTH = 3
 VERDICTS = ("before-construction", "order-dependent")
-# GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file).
-_LTO_MERGED = re.compile(r"^_sub_I_\d{5}_\d+|\.lto_priv")
+# GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file, and the
+# LTO partition's ".N"; ASan's own _sub_I_00099_1 has none).
+_LTO_MERGED = re.compile(r"^_sub_I_\d{5}_\d+\.\d+|\.lto_priv")
 
 
 def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:

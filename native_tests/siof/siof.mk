@@ -17,9 +17,14 @@ SB := $(B)/siof
 ASAN := -fsanitize=address -fsanitize-recover=address
 SIOF_HDRS := cfg.hpp inl.hpp
 
+# Also clang -O2 (with its own ASan build, clang-asan) and, for elfpatch only, AArch64 -O2/-O0, where those
+# compilers are present.
+SIOF_MORE := $(if $(call HAVE,clang++),clang-O2) $(if $(call HAVE,aarch64-linux-gnu-g++),a64-O2 a64-O0)
 ifneq ($(call HAVE,g++),)
 siof: $(foreach p,$(SIOF_PROGS),$(SB)/O2/$(p) $(SB)/O0/$(p) $(SB)/asan/$(p)) $(SB)/O2/libgot.so $(SB)/O0/libgot.so $(SB)/O2/got \
-      $(SB)/asan/libgot.so $(SB)/asan/got $(SB)/lto/cross_ba
+      $(SB)/asan/libgot.so $(SB)/asan/got $(SB)/lto/cross_ba \
+      $(foreach v,$(SIOF_MORE),$(foreach p,$(SIOF_PROGS),$(SB)/$(v)/$(p)) $(SB)/$(v)/libgot.so) \
+      $(if $(call HAVE,clang++),$(foreach p,$(SIOF_PROGS) got,$(SB)/clang-asan/$(p)) $(SB)/clang-asan/libgot.so)
 else
 siof:
 	@echo "siof: skipped (no g++)"
@@ -49,6 +54,27 @@ $(SB)/asan/$(1): $(foreach u,$($(1)) siof_main,$(SB)/asan/$(u).o)
 	g++ $(ASAN) -pie -o $$@ $$^
 endef
 $(foreach p,$(SIOF_PROGS),$(eval $(call siof_prog,$(p))))
+
+define siof_more
+$(SB)/$(1)/%.o: %.cpp $(SIOF_HDRS) $(SB)/$(1)/.dir
+	$(2) -std=c++20 $(3) -g -c -o $$@ $$<
+$(SB)/$(1)/pic_%.o: %.cpp $(SIOF_HDRS) $(SB)/$(1)/.dir
+	$(2) -std=c++20 $(3) -g -fPIC -c -o $$@ $$<
+$(SB)/$(1)/libgot.so: $(SB)/$(1)/pic_user.o $(SB)/$(1)/pic_cfg.o
+	$(2) -shared -o $$@ $$^
+$(foreach p,$(SIOF_PROGS),$(eval $(call siof_more_prog,$(1),$(2),$(p))))
+endef
+define siof_more_prog
+$(SB)/$(1)/$(3): $(foreach u,$($(3)) siof_main,$(SB)/$(1)/$(u).o)
+	$(2) -pie -o $$@ $$^
+endef
+$(eval $(call siof_more,clang-O2,clang++,-O2))
+$(eval $(call siof_more,clang-asan,clang++ $(ASAN),-O1))
+$(SB)/clang-asan/got: $(SB)/clang-asan/siof_main.o $(SB)/clang-asan/libgot.so
+	clang++ $(ASAN) -o $@ $< -L$(SB)/clang-asan -lgot -Wl,-rpath,'$$ORIGIN'
+
+$(eval $(call siof_more,a64-O2,aarch64-linux-gnu-g++,-O2))
+$(eval $(call siof_more,a64-O0,aarch64-linux-gnu-g++,-O0))
 
 # Link-time optimization merges every unit's initializer into one function: order between them is not seen.
 $(SB)/lto/%.o: %.cpp $(SIOF_HDRS) $(SB)/lto/.dir

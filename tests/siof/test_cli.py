@@ -115,5 +115,6 @@ def test_bad_input_is_one_line_and_status_2(tmp_path: Path) -> None:
         assert proc.returncode == 2
         assert len(proc.stderr.strip().splitlines()) == 1 and str(bad) in proc.stderr
     assert bad.read_bytes() == before
-    proc = run_cli("inits", "--fail-on", "nonsense", str(bad))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    for flags in (["--fail-on", "nonsense"], ["--depth", "65"], ["--depth", "-1"], ["--max-dtors", "x"]):
+        proc = run_cli("inits", *flags, str(bad))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
