@@ -2,30 +2,39 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable, Union
+from typing import TYPE_CHECKING, Iterable, Union
 
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import ERROR, FileReport
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job, process
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job
+from elfpatch.targets.dispatch import process
+
+if TYPE_CHECKING:
+    from elfpatch.collisions import Audit
 
 Paths = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 
 
 def _paths(paths: Paths) -> list[str]:
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
-        return [str(paths)]
-    return [str(p) for p in paths]
+        return [os.fsdecode(paths)]
+    return [os.fsdecode(p) for p in paths]
 
 
 def run(paths: Paths, job: Job, raise_errors: bool = True) -> list[FileReport]:
     """Run ``job`` over ``paths``; with ``raise_errors`` the first failing file raises its ElfPatchError
     (after the files before it were done), otherwise failures are reports with status "error"."""
+    names = _paths(paths)
+    job.check_paths(names)
     reports: list[FileReport] = []
-    for path in _paths(paths):
+    for path in names:
         for r in process(path, job).reports:
             if r.status == ERROR and raise_errors:
-                raise ElfPatchError(r.error or "failed", f"{r.path}[{r.member}]" if r.member else r.path)
+                where = f"{r.path}[{r.member}]" if r.member else r.path
+                if r.exception is not None:
+                    raise type(r.exception)(r.exception.message, where) from r.exception
+                raise ElfPatchError(r.error or "failed", where)
             reports.append(r)
     return reports
 
@@ -51,3 +60,20 @@ def patch(paths: Paths, to: str = "global", symbols: Iterable[str] = (), inplace
           output: str | None = None, fsync: bool = False, raise_errors: bool = True) -> list[FileReport]:
     """Rewrite the selected unique symbols to GLOBAL or WEAK; atomically unless ``inplace``."""
     return run(paths, _job(PATCH, to, symbols, inplace=inplace, output=output, fsync=fsync), raise_errors)
+
+
+def audit(paths: Paths, exclude: Iterable[str] = (), raise_errors: bool = True) -> Audit:
+    """What `elfpatch audit` reports: unique names that several files (and packages) define; nothing written.
+    ``result.to_json()`` is the ``--json`` document; ``result.exit_status()`` the CLI's status."""
+    from elfpatch.collisions import audit_job, run_audit
+
+    names = _paths(paths)
+    job = audit_job(exclude)
+    job.check_paths(names)
+    result = run_audit(names, job)
+    if raise_errors and result.errors:
+        r = result.errors[0]
+        if r.exception is not None:
+            raise type(r.exception)(r.exception.message, r.label) from r.exception
+        raise ElfPatchError(r.error or "failed", r.label)
+    return result

@@ -39,6 +39,7 @@ DT_GNU_HASH = 0x6FFFFEF5
 # Symbol-table entry sizes, and where st_info sits inside one.
 SYM_ENTSIZE = {32: 16, 64: 24}
 ST_INFO_OFFSET = {32: 12, 64: 4}
+ST_SHNDX_OFFSET = {32: 14, 64: 6}  # the 2-byte st_shndx (SHN_UNDEF, 0, reads the same in both byte orders)
 
 # A limit so that a file claiming billions of entries fails fast instead of allocating.
 MAX_HEADERS = 1 << 16

@@ -34,14 +34,19 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
         for m in members:
             if m.is_index or bytes(src.data[m.data_offset : m.data_offset + 4]) != ELFMAG:
                 continue
+            if job.exclude.excludes(m.name):
+                continue
             try:
-                plan = plan_image(_member_image(src.data, m, path), job.to, job.names, base=m.data_offset)
+                image = _member_image(src.data, m, path)
+                plan = plan_image(image, job.to, job.names, base=m.data_offset)
             except UnsupportedError as exc:
                 reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
                 continue
             except ElfPatchError as exc:
-                raise ElfPatchError(f"member {m.name}: {exc.message}", path) from exc
+                raise exc.within(f"member {m.name}", path) from exc
             reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=m.name))
+            if job.inspect is not None:
+                reports[-1].facts = job.inspect(image, True)
             plans.append((m, plan))
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # an archive without ELF members
@@ -93,12 +98,12 @@ def _process_thin(path: str, members: list[arfmt.Member], job: Job, root: str | 
             try:
                 process_elf(target, probe)
             except ElfPatchError as exc:
-                raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
+                raise exc.within(f"thin member {name}", path) from exc
     for name, target in targets:
         try:
             report = process_elf(target, job)
         except ElfPatchError as exc:
-            raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
+            raise exc.within(f"thin member {name}", path) from exc
         report.path, report.member = path, name
         reports.append(report)
     if not reports:

@@ -29,6 +29,8 @@ def process_elf(path: str, job: Job) -> FileReport:
         except UnsupportedError as exc:
             return FileReport(path, SKIPPED, reason=exc.message)
         report = FileReport(path, status_for(plan, job), plan.rows, plan.kept)
+        if job.inspect is not None:
+            report.facts = job.inspect(elf, False)
         if not job.writes or not (plan.edits or job.output):
             return report  # nothing to write: the file is not even opened for writing
 

@@ -1,5 +1,5 @@
 """A directory PATH: walked in sorted order without following symlinks; every regular file that is an ELF
-file, an ar archive or a wheel is processed, anything else is counted as skipped.
+file, an ar archive or a wheel is processed, anything else is counted (as other).
 
 - Symlinks are never followed: a link (to a file or a directory, inside the tree or out of it) is left as it
   is and counted as skipped; a target inside the tree is visited under its own name.
@@ -10,9 +10,12 @@ file, an ar archive or a wheel is processed, anything else is counted as skipped
 - The walk reads every directory before anything is written: an unreadable directory fails the whole tree
   and changes nothing. Each file is then committed on its own (atomically, as a single PATH would be).
 - Larger trees are spread over a process pool (one process per core); reports stay in sorted order.
+- ``--exclude`` globs match paths relative to the root; excluded files are counted as skipped. Regular
+  files that are no target kind are counted apart, as ``other``.
 """
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import stat
@@ -20,9 +23,10 @@ import sys
 import time
 from typing import Iterable
 
-from elfpatch.errors import ElfPatchError, WriteError
+from elfpatch.errors import LOG, ElfPatchError, WriteError
 from elfpatch.report import FileReport
-from elfpatch.targets import Job, Outcome, _warn, error_report, kind_of, process_file, read_head, renamed
+from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
+from elfpatch.targets.files import process_file
 from elfpatch.write import temp_name
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
@@ -40,9 +44,9 @@ class Group:
         self.size = size
 
 
-def walk(root: str) -> tuple[list[Group], int]:
+def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int]:
     """Regular files below ``root`` grouped by inode, in sorted order of their first name, and how many
-    entries were passed over (symlinks, devices, sockets, FIFOs)."""
+    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches)."""
     groups: dict[tuple[int, int], Group] = {}
     skipped = 0
 
@@ -54,6 +58,9 @@ def walk(root: str) -> tuple[list[Group], int]:
         skipped += sum(os.path.islink(os.path.join(dirpath, d)) for d in dirnames)  # never descended into
         for name in filenames:
             path = os.path.join(dirpath, name)
+            if exclude and exclude.excludes(os.path.relpath(path, root)):
+                skipped += 1
+                continue
             try:
                 st = os.lstat(path)
             except OSError:
@@ -102,12 +109,32 @@ def process_group(paths: list[str], job: Job, root: str) -> tuple[list[FileRepor
     return reports, 0
 
 
-def _run(args: tuple[list[str], Job, str]) -> tuple[list[FileReport], int]:
+Result = tuple[list[FileReport], int, list[logging.LogRecord]]
+
+
+def _run(args: tuple[list[str], Job, str]) -> Result:
     paths, job, root = args
     try:
-        return process_group(paths, job, root)
+        return (*process_group(paths, job, root), [])
     except ElfPatchError as exc:
-        return [error_report(exc.path or paths[0], exc)], 0
+        return [error_report(exc.path or paths[0], exc)], 0, []
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _run_in_worker(args: tuple[list[str], Job, str]) -> Result:
+    """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers."""
+    capture = _Capture()
+    LOG.handlers, LOG.propagate = [capture], False
+    reports, skipped, _ = _run(args)
+    return reports, skipped, capture.records
 
 
 def workers() -> int:
@@ -123,8 +150,6 @@ def _parallel(groups: list[Group], job: Job) -> int:
     n = min(workers(), 8, len(groups))
     if n < 2 or (len(groups) < PARALLEL_MIN_FILES and sum(g.size for g in groups) < PARALLEL_MIN_BYTES):
         return 1
-    if job.warn is not _warn:
-        return 1  # a caller's warning hook would be called in another process, and its effects lost
     try:
         pickle.dumps(job)
     except Exception:  # noqa: BLE001 - whatever cannot cross to a worker process
@@ -135,7 +160,7 @@ def _parallel(groups: list[Group], job: Job) -> int:
 def process_tree(root: str, job: Job) -> Outcome:
     if job.output:
         raise WriteError("-o/--output takes a file, not a directory", root)
-    groups, skipped = walk(root)
+    groups, skipped = walk(root, job.exclude)
     outcome = Outcome(skipped=skipped)
     tasks = [(g.paths, job, root) for g in groups]
     progress = Progress(len(tasks)) if job.progress and sys.stderr.isatty() else None
@@ -146,7 +171,7 @@ def process_tree(root: str, job: Job) -> Outcome:
 
         try:
             with ProcessPoolExecutor(n) as pool:
-                _collect(pool.map(_run, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
+                _collect(pool.map(_run_in_worker, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
         except BrokenProcessPool as exc:
             raise WriteError("a worker process died (out of memory?); files done before it are patched, "
                              "run again to finish", root) from exc
@@ -155,11 +180,13 @@ def process_tree(root: str, job: Job) -> Outcome:
     return outcome
 
 
-def _collect(results: Iterable[tuple[list[FileReport], int]], outcome: Outcome, progress: Progress | None) -> None:
+def _collect(results: Iterable[Result], outcome: Outcome, progress: Progress | None) -> None:
     try:
-        for reports, skipped in results:
+        for reports, other, records in results:
+            for record in records:
+                LOG.handle(record)
             outcome.reports.extend(reports)
-            outcome.skipped += skipped
+            outcome.other += other
             if progress is not None:
                 progress.step(bool(reports))
     finally:
