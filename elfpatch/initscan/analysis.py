@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from elfpatch.elffile import ElfFile
+from elfpatch.errors import ParseError
 from elfpatch.initscan.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.initscan.image import Image
 from elfpatch.initscan.walk import UNCONFIRMED, Registration, Summary, Walker
@@ -109,6 +110,8 @@ def _registrations(image: Image | None, entries: list[dict], summaries: list) ->
 
 def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summaries: list, listing: dict,
           lto: list) -> None:
+    for e in listing["init"]:
+        e["analysis"] = None  # the toolchain's own entries and DT_INIT: not analysed (replaced below otherwise)
     findings: list[dict[str, Any]] = []
     confirmed: dict[tuple[int, int], bool] = {}
     constructor: dict[int, int] = {}  # object -> position (in entries) of its constructor
@@ -185,7 +188,12 @@ def _status(o: int, name: str, pos: int, s: Summary, constructor: dict[int, int]
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
                  siof: bool = True) -> None:
     """analyze() for the file at ``path`` (``listing`` is its list_initializers() result)."""
+    from capstone import CsError
+
     from elfpatch.write import Source
 
     with Source(path) as src:
-        analyze(ElfFile(src.data, path), listing, depth, dtors, siof)
+        try:
+            analyze(ElfFile(src.data, path), listing, depth, dtors, siof)
+        except CsError as exc:  # the disassembler refused the bytes: a bad file, said in one line
+            raise ParseError(f"disassembly failed: {exc}", path) from None

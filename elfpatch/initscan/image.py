@@ -14,6 +14,7 @@ from itertools import compress
 from typing import Sequence, Union
 
 from elfpatch.elffile import SHT_NOBITS, ElfFile, SymbolTable
+from elfpatch.errors import ElfPatchError
 from elfpatch.relocs import DT_RELAENT, DT_RELENT, Relocator
 
 DT_PLTRELSZ, DT_PLTREL, DT_JMPREL = 2, 20, 23
@@ -240,7 +241,7 @@ class Image:
         if self._reloc is not None and any(lo <= addr < hi for lo, hi in self.got_ranges):
             try:
                 t = self._reloc.word(addr)
-            except Exception:  # noqa: BLE001 - a slot past the file: not resolvable, not fatal
+            except ElfPatchError:  # a slot past the file, or a broken symbol index: not resolvable, not fatal
                 t = None
             if t is not None:
                 value = t.value if t.value is not None else t.symbol
