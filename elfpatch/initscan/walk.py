@@ -22,6 +22,8 @@ _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global
                         r"|_GLOBAL__I_\d|__tls_init")
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
 _SYMBOL_VERSION = re.compile(r"@.*$")
+# Helpers cost no depth: a file could chain thousands of them. Past this many nested calls, stop (and say so).
+MAX_CHAIN = 128
 
 
 class Registration(NamedTuple):
@@ -58,9 +60,19 @@ class Walker:
         self._memo: dict[tuple, Summary] = {}
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._skims: dict[int, tuple[Skim, list | None]] = {}
+        self._helper: dict[str, bool] = {}
         lo = min((a for a, _ in image.code), default=0)
         hi = max((b for _, b in image.code), default=0)
         self._calls_rx = call_pattern(hi - lo)
+
+    def is_helper(self, name: str | None) -> bool:
+        """A translation unit's own initializer helper (followed without costing depth)."""
+        if not name:
+            return False
+        hit = self._helper.get(name)
+        if hit is None:
+            hit = self._helper[name] = bool(_TU_HELPER.search(name))
+        return hit
 
     def callee(self, target: Value) -> tuple[int | None, str | None]:
         """(address here or None, symbol name) of a call target, seeing through PLT stubs."""
@@ -129,7 +141,7 @@ class Walker:
                 targets = None
                 break
             if where is not None:
-                targets.append((where, bool(name) and bool(_TU_HELPER.search(name))))
+                targets.append((where, self.is_helper(name)))
         self._skims[addr] = (sk, targets)
         return sk, targets
 
@@ -147,7 +159,7 @@ class Walker:
         for where, helper in targets:
             if where in stack:
                 continue
-            if depth <= 0 and not helper:
+            if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
                 depth_limited += 1
                 continue
             sub = self.walk(where, (), depth if helper else depth - 1, stack, exact=helper)
@@ -227,8 +239,8 @@ class Walker:
                     reads.setdefault(o[0], ())
             if where is None or where in stack:
                 continue  # another object's function: it cannot see this file's globals but through us
-            helper = bool(name) and bool(_TU_HELPER.search(name))
-            if depth <= 0 and not helper:
+            helper = self.is_helper(name)
+            if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
                 depth_limited += 1
                 continue
             # The unit's own helpers get the arguments (GCC -O0 passes the priority); others are summarized
