@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from functools import lru_cache
 from typing import NamedTuple
 
 from elfpatch.elffile import DT_NEEDED, DT_STRSZ, DT_STRTAB, SHN_UNDEF, ElfFile
@@ -22,10 +23,21 @@ class ObjectFacts(NamedTuple):
     nodelete_flag: bool  # DF_1_NODELETE (linked with -z nodelete)
     unique: list[str]  # STB_GNU_UNIQUE symbols the object defines in .dynsym (what the loader sees)
     thread_local_dtors: bool  # imports __cxa_thread_atexit(_impl): registers thread_local destructors
+    defined: frozenset[str] = frozenset()  # every symbol the object defines in .dynsym
 
 
 def object_facts(path: str) -> ObjectFacts | None:
-    """The facts, or None when ``path`` cannot be read as an ELF file (then it explains nothing)."""
+    """The facts, or None when ``path`` cannot be read as an ELF file (then it explains nothing). Cached by
+    the file's identity and mtime: one dlcheck run asks about the same objects many times."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _cached_facts(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def _cached_facts(path: str, *identity: int) -> ObjectFacts | None:
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             return _facts(ElfFile(data, path))
@@ -43,7 +55,7 @@ def _facts(elf: ElfFile) -> ObjectFacts:
             soname = strings(val)
         elif tag == DT_FLAGS_1:
             flags_1 = val
-    unique, tls_dtors = [], False
+    unique, tls_dtors, defined = [], False, set()
     for table in elf.symbol_tables():
         if table.name != ".dynsym":
             continue
@@ -52,8 +64,12 @@ def _facts(elf: ElfFile) -> ObjectFacts:
                 sym = table.symbol(i)
                 if sym.st_shndx != SHN_UNDEF:
                     unique.append(sym.name)
-        tls_dtors = any(sym.st_shndx == SHN_UNDEF and sym.name in THREAD_ATEXIT for sym in table)
-    return ObjectFacts(soname, needed, bool(flags_1 & DF_1_NODELETE), unique, tls_dtors)
+        for sym in table:
+            if sym.st_shndx == SHN_UNDEF:
+                tls_dtors = tls_dtors or sym.name in THREAD_ATEXIT
+            elif sym.name:
+                defined.add(sym.name)
+    return ObjectFacts(soname, needed, bool(flags_1 & DF_1_NODELETE), unique, tls_dtors, frozenset(defined))
 
 
 def _dynstr(elf: ElfFile):
@@ -62,6 +78,12 @@ def _dynstr(elf: ElfFile):
         return None
     base = elf.vaddr_to_offset(addr, max(size, 1))
     return lambda off: elf.cstring(base + off, base + size)
+
+
+def defines_unique(path: str, symbol: str) -> bool:
+    """Whether ``path`` defines ``symbol`` as STB_GNU_UNIQUE in its ``.dynsym``."""
+    facts = object_facts(path)
+    return facts is not None and symbol in facts.unique
 
 
 def needs(facts: ObjectFacts, path: str, target: ObjectFacts | None) -> bool:
