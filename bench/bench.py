@@ -12,6 +12,8 @@ to disk before the clock starts; repetitions are interleaved and rotated so that
 4. The torch wheel: `elfpatch unique -o OUT X.whl` against `wheel unpack` + `elfpatch unique DIR` + `wheel pack`.
 5. `elfpatch audit --json` against `elfpatch unique --check --json` on the same site-packages tree (the torch
    wheel installed, unzipped, into bench/out/site-packages): audit must be no slower than the check it builds on.
+6. `elfpatch inits --dtors --siof --json` on the big library against a plain `elfpatch inits --json` listing of
+   it (target <= 5 s, < 500 MB).
 
 Prints a table (median wall seconds, peak RSS, ratio against the baseline), one PASS/MISS line per target, and
 writes the same to bench/out/results.json. `--quick` runs fewer repetitions.
