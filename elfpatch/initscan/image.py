@@ -153,6 +153,22 @@ class Image:
         i = self._funcs.get(addr)
         return self._name_of(i) if i is not None else None
 
+    def call_name(self, addr: int, markers: tuple[bytes, ...]) -> str | None:
+        """The function's name when its first 64 bytes contain one of ``markers`` (or it is short enough to be
+        read whole), "" when they do not, None when no function symbol starts at ``addr``."""
+        i = self._funcs.get(addr)
+        if i is None:
+            return None
+        st_name = self._names[i] & 0xFFFFFFFF
+        table = self.table
+        if not 0 <= st_name < table.str_size:
+            return ""
+        start = table.str_offset + st_name
+        head = bytes(self.elf.data[start: start + 64])
+        if any(m in head for m in markers):
+            return self._name_of(i)
+        return ""
+
     def is_function(self, addr: int) -> bool:
         return addr in self._funcs
 

@@ -22,6 +22,10 @@ _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global
                         r"|_GLOBAL__I_\d|__tls_init")
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
 _SYMBOL_VERSION = re.compile(r"@.*$")
+# Names the walk acts on contain one of these in their first bytes (SINKS, guards, the unit helpers, even
+# mangled: _Z41__static_initialization_and_destruction_0ii); other defined functions' names are not decoded.
+_NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction_0", b"__cxx_global_var_init",
+                 b"_GLOBAL__", b"__tls_init")
 # Helpers cost no depth: a file could chain thousands of them. Past this many nested calls, stop (and say so).
 MAX_CHAIN = 128
 
@@ -75,7 +79,8 @@ class Walker:
         return hit
 
     def callee(self, target: Value) -> tuple[int | None, str | None]:
-        """(address here or None, symbol name) of a call target, seeing through PLT stubs."""
+        """(address here or None, symbol name) of a call target, seeing through PLT stubs. The name is "" for
+        a function defined here whose name matters to no rule (decoding 100k long C++ names costs seconds)."""
         hit = self._callee.get(target)
         if hit is not None:
             return hit
@@ -83,7 +88,7 @@ class Walker:
             out: tuple[int | None, str | None] = (None, _SYMBOL_VERSION.sub("", target))
         else:
             image = self.image
-            name = image.function_name(target)
+            name = image.call_name(target, _NAME_MARKERS)
             out = (target, name)
             if name is None or not image.is_function(target):
                 slot = self.dis.stub_slot(target, image.function_end(target)) if image.in_code(target) else None
@@ -91,7 +96,7 @@ class Walker:
                 if isinstance(bound, str):
                     out = (None, _SYMBOL_VERSION.sub("", bound))
                 elif isinstance(bound, int) and bound != target:
-                    out = (bound, image.function_name(bound))
+                    out = (bound, image.call_name(bound, _NAME_MARKERS))
         self._callee[target] = out
         return out
 
@@ -226,6 +231,8 @@ class Walker:
                 continue
             if name == GUARD_RELEASE:
                 continue
+            if name == "" and where is not None:  # a name the walk skipped: only a constructor check needs it
+                name = image.function_name(where)
             ctor = bool(name) and is_constructor(name)
             for i, v in enumerate(ev.args):
                 if not isinstance(v, int):
