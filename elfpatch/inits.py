@@ -39,14 +39,35 @@ TOOLCHAIN_NAMES = frozenset({"frame_dummy", "__do_global_dtors_aux", "__do_globa
 # not valid in a label turned into "_", or, for non-PIC code, the first global symbol the file defines.
 _GCC_CDTOR = re.compile(r"_GLOBAL__sub_[ID](?:[._](\d{5})(?:_\d+)?)?_(.+)", re.DOTALL)
 _CLANG_PRIO = re.compile(r"_GLOBAL__[ID]_(\d{6})")  # clang's init_priority functions: no file in the name
-_CLONE_SUFFIX = re.compile(r"(?:\.(?:lto_priv|constprop|isra|part|cold|localalias)(?:\.\d+)?)+$")
+_CLONE_KINDS = frozenset({"lto_priv", "constprop", "isra", "part", "cold", "localalias"})
+
+
+def _strip_clone_suffixes(name: str) -> str:
+    """``name`` without GCC's clone suffixes (``.constprop.0``, ``.part.1.cold``, ...), taken off from the end
+    one at a time: each character is looked at once (a regex anchored with ``$`` retried the match from every
+    dot, quadratic in a name of many dots)."""
+    end = len(name)
+    while True:
+        dot = name.rfind(".", 0, end)
+        if dot < 0:
+            return name[:end]
+        word = name[dot + 1 : end]
+        if word.isdecimal():  # a clone number: the word before it must be a clone kind
+            kind = name.rfind(".", 0, dot)
+            if kind < 0 or name[kind + 1 : dot] not in _CLONE_KINDS:
+                return name[:end]
+            end = kind
+        elif word in _CLONE_KINDS:
+            end = dot
+        else:
+            return name[:end]
 
 
 def parse_cdtor_name(name: str | None) -> tuple[str | None, int | None]:
     """(source file, priority) from a compiler-generated initializer or finalizer name."""
     if not name:
         return None, None
-    name = _CLONE_SUFFIX.sub("", name)
+    name = _strip_clone_suffixes(name)
     m = _CLANG_PRIO.fullmatch(name)
     if m:
         return None, int(m.group(1))
@@ -189,7 +210,40 @@ def initializers(elf: ElfFile) -> dict[str, list[dict[str, Any]]]:
         for kind in kinds:
             for index, target in raw.get(kind, ()):
                 out[side].append(_entry(kind, index, target, names, layout.section_starts))
+    _add_file_sources(elf, out["init"] + out["fini"])
     return out
+
+
+STT_FILE = 4
+
+
+def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
+    """``source`` for entries whose name does not give it (GCC names a PIE or non-PIC unit's initializer after
+    its first global symbol): the STT_FILE symbol that precedes the function's local symbol in .symtab."""
+    wanted = {e["address"] for e in entries if e["source"] is None and e["address"] is not None
+              and not e["toolchain"]}
+    table = next((t for t in elf.symbol_tables() if t.name == ".symtab"), None)
+    if not wanted or table is None:
+        return
+    fmt = "IBBHQQ" if elf.elfclass == 64 else "IIIBBH"
+    blob = elf.read(table.offset, table.count * table.entsize)
+    current: int | None = None  # st_name of the last STT_FILE symbol
+    found: dict[int, int] = {}
+    for fields in elf.struct(fmt).iter_unpack(blob):
+        if elf.elfclass == 64:
+            st_name, info, _other, _shndx, value, _size = fields
+        else:
+            st_name, value, _size, info, _other, _shndx = fields
+        if info >> 4 != STB_LOCAL:
+            break  # every local symbol comes first: past them, no file owns a symbol
+        typ = info & 0xF
+        if typ == STT_FILE:
+            current = st_name or None
+        elif typ == STT_FUNC and value in wanted and current is not None and value not in found:
+            found[value] = current
+    for e in entries:
+        if e["source"] is None and e["address"] in found:
+            e["source"] = table.string(found[e["address"]])
 
 
 def _legacy_list(words: list[Target], ws: int) -> list[tuple[int | None, Target]]:

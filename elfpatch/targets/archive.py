@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import contextmanager
+from typing import Iterator
 
 from elfpatch import arfmt
 from elfpatch.elffile import ELFMAG, ElfFile
@@ -19,8 +21,16 @@ from elfpatch.targets import DRY_RUN, Job, commit, open_source
 from elfpatch.targets.elf import process_elf, status_for
 
 
-def _member_image(data: bytes, m: arfmt.Member, path: str) -> ElfFile:
-    return ElfFile(bytes(data[m.data_offset : m.data_offset + m.size]), f"{path}[{m.name}]")
+@contextmanager
+def _member_view(data: bytes, m: arfmt.Member) -> Iterator[memoryview]:
+    """The member's bytes, read in place in the archive's map: a 1 GiB member is never copied (the view is
+    released on exit, so that the map can be closed)."""
+    with memoryview(data)[m.data_offset : m.data_offset + m.size] as view:
+        yield view
+
+
+def _member_image(view: memoryview, m: arfmt.Member, path: str) -> ElfFile:
+    return ElfFile(view, f"{path}[{m.name}]")
 
 
 def process_archive(path: str, job: Job, root: str | None = None, place: Place | None = None) -> list[FileReport]:
@@ -36,17 +46,18 @@ def process_archive(path: str, job: Job, root: str | None = None, place: Place |
                 continue
             if job.exclude.excludes(m.name):
                 continue
-            try:
-                image = _member_image(src.data, m, path)
-                plan = plan_image(image, job.to, job.names, base=m.data_offset)
-            except UnsupportedError as exc:
-                reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
-                continue
-            except ElfPatchError as exc:
-                raise exc.within(f"member {m.name}", path) from exc
-            reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=m.name))
-            if job.inspect is not None:
-                reports[-1].facts = job.inspect(image, True)
+            with _member_view(src.data, m) as view:
+                try:
+                    image = _member_image(view, m, path)
+                    plan = plan_image(image, job.to, job.names, base=m.data_offset)
+                except UnsupportedError as exc:
+                    reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
+                    continue
+                except ElfPatchError as exc:
+                    raise exc.within(f"member {m.name}", path) from exc
+                reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=m.name))
+                if job.inspect is not None:
+                    reports[-1].facts = job.inspect(image, True)
             plans.append((m, plan))
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # an archive without ELF members
@@ -55,7 +66,8 @@ def process_archive(path: str, job: Job, root: str | None = None, place: Place |
 
             def verify(buf: bytes) -> None:
                 for m, plan in plans:
-                    verify_image(_member_image(buf, m, path), plan)
+                    with _member_view(buf, m) as view:
+                        verify_image(_member_image(view, m, path), plan)
 
             commit(src, edits, verify, job)
         return reports

@@ -434,6 +434,8 @@ def _parallel(groups: list[Group], job: Job) -> int:
 def process_tree(root: str, job: Job) -> Outcome:
     if job.output:
         raise WriteError("-o/--output takes a file, not a directory", root)
+    if job.output_dir:
+        raise WriteError("-w/--output-dir takes files, archives and wheels, not a directory", root)
     groups, skipped, journals = walk(root, job.exclude)
     if journals and job.writes and replay_journals(journals, groups, job):
         groups, skipped, journals = walk(root, job.exclude)  # names were re-pointed: group them again
