@@ -28,10 +28,11 @@ class SymbolRow(NamedTuple):
 class FileReport:
     """What happened to one file (or one archive/wheel member, named by ``member``)."""
 
-    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason")
+    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason", "warnings")
 
     def __init__(self, path: str, status: str, symbols: list[SymbolRow] | None = None, kept: int = 0,
-                 error: str | None = None, member: str | None = None, reason: str | None = None) -> None:
+                 error: str | None = None, member: str | None = None, reason: str | None = None,
+                 warnings: list[str] | None = None) -> None:
         self.path = path
         self.status = status
         self.symbols = symbols if symbols is not None else []
@@ -39,6 +40,7 @@ class FileReport:
         self.error = error
         self.member = member
         self.reason = reason  # why a file was skipped
+        self.warnings = warnings if warnings is not None else []  # e.g. section headers that lie
 
     def __repr__(self) -> str:
         return f"FileReport({self.path!r}, {self.status!r}, symbols={len(self.symbols)}, member={self.member!r})"
@@ -52,7 +54,7 @@ class FileReport:
         if self.member is not None:
             doc["member"] = self.member
         doc.update(status=self.status, error=self.error, kept=self.kept,
-                   symbols=[s.to_json() for s in self.symbols])
+                   symbols=[s.to_json() for s in self.symbols], warnings=list(self.warnings))
         if self.reason is not None:
             doc["reason"] = self.reason
         return doc
@@ -97,6 +99,8 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None
         if r.kept:
             head += f" ({r.kept} kept unique by --symbol)"
         out.write(head + "\n")
+        for w in r.warnings:
+            out.write(f"  warning: {one_line(w)}\n")
         for s in r.symbols:
             arrow = f"{s.from_} -> {s.to}" if r.status in (PATCHED, WOULD_PATCH) else s.from_
             out.write(f"  {s.table}[{s.index}]  {one_line(s.demangled or s.name)}  {arrow}\n")

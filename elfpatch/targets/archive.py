@@ -41,7 +41,8 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
                 continue
             except ElfPatchError as exc:
                 raise ElfPatchError(f"member {m.name}: {exc.message}", path) from exc
-            reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=m.name))
+            reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept,
+                                      warnings=plan.warnings, member=m.name))
             plans.append((m, plan))
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # an archive without ELF members

@@ -152,7 +152,8 @@ def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: li
             return None
         except ElfPatchError as exc:
             raise ElfPatchError(f"member {e.name}: {exc.message}", path) from exc
-        reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=e.name))
+        reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, warnings=plan.warnings,
+                                  member=e.name))
         if not (job.writes and plan.edits):
             return None
         check_old_bytes(blob, plan.edits)
