@@ -445,6 +445,9 @@ class ElfFile:
             if load is None:
                 raise ParseError(f"PT_DYNAMIC address {seg.p_vaddr:#x} is not in any loaded segment", self.path)
             offset = self.vaddr_to_offset(seg.p_vaddr, step)
+            if seg.p_offset != offset:
+                self.warn(f"PT_DYNAMIC's p_offset {seg.p_offset:#x} is not where its p_vaddr {seg.p_vaddr:#x} maps "
+                          f"({offset:#x}): read at p_vaddr, as the loader reads it")
             # past the end of the file there is nothing to read
             size = min(load.p_offset + load.p_filesz, self.size) - offset
         else:
