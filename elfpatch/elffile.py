@@ -22,7 +22,13 @@ from elfpatch.elfconst import (
     DT_FLAGS_1,
     DT_GNU_HASH,
     DT_HASH,
+    DT_JMPREL,
     DT_NULL,
+    DT_PLTRELSZ,
+    DT_REL,
+    DT_RELA,
+    DT_RELASZ,
+    DT_RELSZ,
     DT_STRSZ,
     DT_STRTAB,
     DT_SYMENT,
@@ -608,21 +614,45 @@ class ElfFile:
     def _clash(self, table: SymbolTable, accepted: list[SymbolTable], loader: SymbolTable | None) -> str | None:
         """Why editing ``table``'s st_info bytes could damage what another view relies on, or None: it
         overlaps an accepted table out of step with its entries (its st_info bytes would be another field
-        there), or the loader's dynamic section or string table."""
+        there), or bytes the loader reads (headers, dynamic section, strings, hash and relocation tables)."""
         for other in accepted:
             if table.offset < other.end and other.offset < table.end and \
                     (table.offset - other.offset) % table.entsize:
                 return f"it overlaps {other.name} at {other.offset:#x} out of step with its entries"
         if loader is not None:
-            seg = self._dynamic_segment()
-            spans = [(loader.str_offset, loader.str_size, "the dynamic string table")]
-            if seg is not None:
-                spans.append((self.vaddr_to_offset(seg.p_vaddr, 1), len(self.dynamic()) * 2 * self.elfclass // 8,
-                              "the dynamic section"))
-            for start, size, what in spans:
+            for start, size, what in self._loader_spans(loader):
                 if table.offset < start + size and start < table.end:
-                    return f"it overlaps {what}"
+                    return f"it overlaps {what}, which the loader reads"
         return None
+
+    def _loader_spans(self, loader: SymbolTable) -> list[tuple[int, int, str]]:
+        """(file offset, size, what) of the structures the loader reads besides its symbol table."""
+        word = self.elfclass // 8
+        spans = [(0, max(self.e_ehsize, 1), "the ELF header"),
+                 (self.e_phoff, len(self.segments) * self.e_phentsize, "the program headers"),
+                 (loader.str_offset, loader.str_size, "the dynamic string table")]
+        seg = self._dynamic_segment()
+        if seg is not None:
+            spans.append((self.vaddr_to_offset(seg.p_vaddr, 1), (len(self.dynamic()) + 1) * 2 * word,
+                          "the dynamic section"))
+        sizes = {DT_HASH: None, DT_GNU_HASH: None, DT_RELA: DT_RELASZ, DT_REL: DT_RELSZ, DT_JMPREL: DT_PLTRELSZ}
+        for tag, size_tag in sizes.items():
+            addr = self.dynamic_value(tag)
+            if addr is None:
+                continue
+            try:
+                if size_tag is not None:
+                    size = self.dynamic_value(size_tag) or 0
+                elif tag == DT_HASH:
+                    nbucket, nchain = self.unpack("II", self.vaddr_to_offset(addr, 8))
+                    size = 8 + 4 * (nbucket + nchain)
+                else:  # DT_GNU_HASH: header, bloom words, buckets, then one chain word per hashed symbol
+                    nbuckets, symoffset, bloom, _ = self.unpack("IIII", self.vaddr_to_offset(addr, 16))
+                    size = 16 + bloom * word + 4 * nbuckets + 4 * max(loader.count - symoffset, 0)
+                spans.append((self.vaddr_to_offset(addr, 1), size, f"dynamic tag {tag:#x}'s table"))
+            except ParseError:
+                continue  # not loaded: nothing the loader reads there
+        return spans
 
     def dynamic_symbol_count(self) -> int:
         """How many dynamic symbols the loader's lookups can reach: DT_HASH's nchain (the table's size), a
