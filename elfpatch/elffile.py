@@ -473,6 +473,8 @@ class ElfFile:
                 if tag == DT_NULL:
                     return out
                 out.append((tag & mask, val))
+            if len(out) > MAX_HEADERS:
+                raise ParseError(f"no DT_NULL in the first {MAX_HEADERS} dynamic entries", self.path)
         return out
 
     def dynamic_value(self, tag: int) -> int | None:
