@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv fixtures demo test lint bench fuzz atheris clean
+.PHONY: all venv fixtures demo test test-fast lint bench fuzz atheris clean
 
 all: test
 
@@ -29,6 +29,10 @@ lint: venv
 
 test: venv fixtures lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The quick loop while editing: no slow campaigns, no cross toolchains (well under a minute).
+test-fast: venv fixtures lint
+	$(PY) -m pytest -m "not slow and not cross" $(PYTEST_ARGS)
 
 bench: venv fixtures
 	$(PY) bench/bench.py

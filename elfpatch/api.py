@@ -7,25 +7,31 @@ from typing import Iterable, Union
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import ERROR, FileReport
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job, process
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job
+from elfpatch.targets.dispatch import process
 
 Paths = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 
 
 def _paths(paths: Paths) -> list[str]:
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
-        return [str(paths)]
-    return [str(p) for p in paths]
+        return [os.fsdecode(paths)]
+    return [os.fsdecode(p) for p in paths]
 
 
 def run(paths: Paths, job: Job, raise_errors: bool = True) -> list[FileReport]:
     """Run ``job`` over ``paths``; with ``raise_errors`` the first failing file raises its ElfPatchError
     (after the files before it were done), otherwise failures are reports with status "error"."""
+    names = _paths(paths)
+    job.check_paths(names)
     reports: list[FileReport] = []
-    for path in _paths(paths):
+    for path in names:
         for r in process(path, job).reports:
             if r.status == ERROR and raise_errors:
-                raise ElfPatchError(r.error or "failed", f"{r.path}[{r.member}]" if r.member else r.path)
+                where = f"{r.path}[{r.member}]" if r.member else r.path
+                if r.exception is not None:
+                    raise type(r.exception)(r.exception.message, where) from r.exception
+                raise ElfPatchError(r.error or "failed", where)
             reports.append(r)
     return reports
 

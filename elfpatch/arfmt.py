@@ -74,7 +74,7 @@ def parse(data: bytes, path: str) -> tuple[bool, list[Member]]:
             data_off += n
             msize -= n
         elif raw_name.startswith("/") and not special:  # GNU: "/N" is an offset into the "//" table
-            off = _decimal(raw_name[1:].encode(), "long name offset", path)
+            off = _decimal(header[1:16], "long name offset", path)
             end = _long_name_end(longnames, off)
             if off >= len(longnames) or end < 0:
                 raise ParseError(f"ar member at {pos:#x}: long name offset {off} outside the name table", path)

@@ -7,19 +7,28 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from typing import Sequence
 
-from elfpatch.errors import ElfPatchError, one_line
+from elfpatch.errors import EXIT_ERROR, LOG, ElfPatchError, error_line
 
 SUBCOMMANDS = ("unique", "inits", "dlcheck")
-EXIT_ERROR = 2
 
 
-def error_line(path: str | None, reason: str) -> str:
-    """The one stderr line every failure gets: ``elfpatch: error: <path>: <reason>``."""
-    return one_line(f"elfpatch: error: {path}: {reason}" if path else f"elfpatch: error: {reason}")
+class _WarningLine(logging.Handler):
+    """Prints each warning the library logs as one ``elfpatch: warning: <path>: <message>`` line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"elfpatch: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_warnings() -> None:
+    if not any(isinstance(h, _WarningLine) for h in LOG.handlers):
+        LOG.addHandler(_WarningLine(logging.WARNING))
+    LOG.setLevel(logging.WARNING)
+    LOG.propagate = False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,16 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"elfpatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"elfpatch.main_{name}")
-        except ModuleNotFoundError as exc:  # a subcommand still being written is simply absent
-            if exc.name != f"elfpatch.main_{name}":
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(f"elfpatch.main_{name}").register(sub)
     return parser
-
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
+    _show_warnings()
     try:
         return int(args.func(args))
     except ElfPatchError as exc:
@@ -63,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # stdout closed early (e.g. piped into head): not an error of ours.
         try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+            sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
         return EXIT_ERROR

@@ -1,5 +1,14 @@
-"""One exception root; every failure the CLI reports is one of these, as one line."""
+"""One exception root; every failure the CLI reports is one of these, as one line.
+
+Also the other half of that contract: the exit statuses, the ``elfpatch: error:`` line, and warnings, which go
+to ``logging.getLogger("elfpatch")`` so that library code never prints and the CLI decides what to show.
+"""
 from __future__ import annotations
+
+import logging
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2  # 1: a gate tripped (--check found something, --max exceeded, ...)
+LOG = logging.getLogger("elfpatch")
 
 # C0 controls, DEL and the Unicode line breaks str.splitlines() splits on: a member or symbol name read from
 # a file may hold any of them, and every message and report line must stay one line. Bytes that are not
@@ -14,6 +23,16 @@ def one_line(text: str) -> str:
     return text.translate(_CONTROL)
 
 
+def error_line(path: str | None, reason: str) -> str:
+    """The one stderr line every failure gets: ``elfpatch: error: <path>: <reason>``."""
+    return one_line(f"elfpatch: error: {path}: {reason}" if path else f"elfpatch: error: {reason}")
+
+
+def warn(path: str, message: str) -> None:
+    """A warning about one file: logged (pre-formatted, so a record pickles across a process pool)."""
+    LOG.warning("%s", one_line(f"{path}: {message}"))
+
+
 class ElfPatchError(Exception):
     """Root of every error elfpatch raises on purpose. str() is a one-line message."""
 
@@ -24,6 +43,13 @@ class ElfPatchError(Exception):
 
     def __str__(self) -> str:
         return one_line(f"{self.path}: {self.message}" if self.path else self.message)
+
+    def __reduce__(self) -> tuple:  # keeps the path across a process pool
+        return (type(self), (self.message, self.path))
+
+    def within(self, what: str, path: str) -> ElfPatchError:
+        """The same kind of error about a part (``what``: a member) of the file at ``path``."""
+        return type(self)(f"{what}: {self.message}", path)
 
 
 class ParseError(ElfPatchError):

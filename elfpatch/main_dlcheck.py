@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from elfpatch.cli import error_line
+from elfpatch.errors import error_line
 
 HELP = """\
 Load the PATHs in order with RTLD_NOW|RTLD_LOCAL into one child process, close them in reverse order, then

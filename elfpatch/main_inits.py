@@ -6,8 +6,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from elfpatch.cli import EXIT_ERROR, error_line
-from elfpatch.errors import ElfPatchError, one_line
+from elfpatch.errors import EXIT_ERROR, ElfPatchError, error_line, one_line
 
 HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY

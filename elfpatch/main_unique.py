@@ -5,10 +5,11 @@ import argparse
 import io
 import sys
 
-from elfpatch.cli import EXIT_ERROR, error_line
+from elfpatch.errors import EXIT_ERROR, error_line
 from elfpatch.report import ERROR, FileReport, write_json, write_text
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job, process
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job
+from elfpatch.targets.dispatch import process
 
 HELP = """\
 Rewrite the binding of every STB_GNU_UNIQUE symbol (in .dynsym and .symtab) to GLOBAL, so that glibc
@@ -40,13 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.output and (len(args.paths) != 1 or args.check or args.dry_run or args.inplace):
-        print(error_line(None, "-o/--output takes exactly one PATH and no --check, --dry-run or --inplace"),
-              file=sys.stderr)
-        return EXIT_ERROR
     mode = CHECK if args.check else DRY_RUN if args.dry_run else PATCH
-    job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol), inplace=args.inplace,
-              output=args.output, fsync=args.fsync, progress=sys.stderr.isatty())
+    try:
+        job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol), inplace=args.inplace,
+                  output=args.output, fsync=args.fsync, progress=sys.stderr.isatty())
+        job.check_paths(args.paths)
+    except ValueError as exc:  # a usage error: nothing was opened
+        print(error_line(None, str(exc)), file=sys.stderr)
+        return EXIT_ERROR
     reports: list[FileReport] = []
     skipped = 0
     for path in args.paths:

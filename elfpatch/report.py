@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, NamedTuple, TextIO
 
-from elfpatch.errors import one_line
+from elfpatch.errors import ElfPatchError, one_line
 
 # File statuses, as the JSON contract spells them.
 PATCHED, UNCHANGED, WOULD_PATCH, FOUND, SKIPPED, ERROR = (
@@ -28,11 +28,11 @@ class SymbolRow(NamedTuple):
 class FileReport:
     """What happened to one file (or one archive/wheel member, named by ``member``)."""
 
-    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason", "warnings")
+    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason", "exception", "warnings")
 
     def __init__(self, path: str, status: str, symbols: list[SymbolRow] | None = None, kept: int = 0,
                  error: str | None = None, member: str | None = None, reason: str | None = None,
-                 warnings: list[str] | None = None) -> None:
+                 exception: ElfPatchError | None = None, warnings: list[str] | None = None) -> None:
         self.path = path
         self.status = status
         self.symbols = symbols if symbols is not None else []
@@ -40,6 +40,7 @@ class FileReport:
         self.error = error
         self.member = member
         self.reason = reason  # why a file was skipped
+        self.exception = exception  # what made status "error", for the API to raise as it was (not in JSON)
         self.warnings = warnings if warnings is not None else []  # e.g. section headers that lie
 
     def __repr__(self) -> str:

@@ -16,10 +16,9 @@ import mmap
 import os
 import re
 import stat
-import sys
 from typing import Callable, Iterable
 
-from elfpatch.errors import ElfPatchError, VerifyError, WriteError, one_line
+from elfpatch.errors import ElfPatchError, VerifyError, WriteError, warn
 from elfpatch.plan import Edit
 
 Verifier = Callable[[bytes], None]
@@ -327,7 +326,7 @@ def write_inplace(src: Source, edits: list[Edit], verify: Verifier, *, fsync: bo
             _apply(src.fd, [Edit(e.offset, e.new, e.old, e.why) for e in edits])
             _restore_privileges(src, cap)
         except OSError:
-            print(one_line(f"elfpatch: warning: {src.path}: could not restore the original bytes"), file=sys.stderr)
+            warn(src.path, "could not restore the original bytes")
         if isinstance(exc, OSError):
             raise _os_error(exc, "cannot write in place", src.path) from exc
         raise

@@ -5,9 +5,18 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+from hypothesis import settings
+
+# Under CI every hypothesis test draws the same cases, so a CI failure reproduces on any machine; elsewhere the
+# draws vary run to run (more ground covered), and a failure prints the blob that replays it.
+settings.register_profile("ci", derandomize=True, print_blob=True, database=None)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "native_tests"
@@ -20,6 +29,32 @@ CROSS_ARCHES = {
     "powerpc64": ("powerpc64-linux-gnu", "qemu-ppc64"),
     "s390x": ("s390x-linux-gnu", "qemu-s390x"),
 }
+
+
+# Markers (pyproject's [tool.pytest.ini_options]): `make test-fast` runs `-m "not slow and not cross"`.
+# - cross: needs a cross toolchain or qemu (the cross_build/init cross fixtures, or an architecture in the id);
+# - slow: hypothesis campaigns (test_fuzz*), kill campaigns, large files, whole system directories, pip installs;
+# - root: needs root (chown, setcap, mount, setpriv), marked where the module says so.
+SLOW_MODULES = {"test_kill_large.py"}
+SLOW_TESTS = {
+    "test_memory_stays_bounded_on_a_large_member", "test_spliced_stream_inflates_to_the_edited_bytes",
+    "test_system_libraries_match_pyelftools_and_readelf", "test_system_libraries_match_lief",
+    "test_a_users_test_file", "test_concurrent_runs_on_one_tree_patch_each_file_once",
+    "test_wheel_installs_with_pip_and_its_library_unloads", "test_large_member_reuses_deflate_blocks",
+    "test_two_runs_at_once_patch_exactly_once",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        ident = getattr(getattr(item, "callspec", None), "id", "")
+        if "cross_build" in fixtures or item.path.name == "test_cross.py" or any(a in ident for a in CROSS_ARCHES):
+            item.add_marker(pytest.mark.cross)
+        name = getattr(item, "originalname", item.name)
+        if (item.path.name in SLOW_MODULES or name in SLOW_TESTS or name.startswith("test_fuzz")
+                or getattr(getattr(item, "function", None), "is_hypothesis_test", False)):
+            item.add_marker(pytest.mark.slow)
 
 
 def require_tool(*tools: str, packages: str = "g++-<arch>-linux-gnu, qemu-user") -> None:
@@ -44,6 +79,50 @@ def unique_build() -> Path:
 def cross_build(unique_build: Path) -> Path:
     subprocess.run(["make", "-s", "-C", str(NATIVE / "unique"), "cross"], check=True, stdout=subprocess.DEVNULL)
     return unique_build
+
+
+NOBODY = 65534  # uid of nobody and gid of nogroup on Debian
+
+
+def _reachable_by_nobody(python: str) -> bool:
+    proc = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python, "-c",
+                           "import sys; assert sys.version_info >= (3, 9)"], capture_output=True, cwd="/")
+    return proc.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def nobody_python() -> Iterator[tuple[str, Path]]:
+    """(interpreter, directory): an interpreter that user nobody can run and a world-readable copy of the
+    elfpatch package for it. The checkout and its venv may sit in a directory nobody cannot enter (a 0700
+    home, `mktemp -d`), and so may the interpreter the venv points at (pyenv under /root)."""
+    if shutil.which("setpriv") is None:
+        require_tool("setpriv", packages="util-linux")
+    candidates = [sys.executable, os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3"]
+    python = next((c for c in candidates if os.path.exists(c) and _reachable_by_nobody(c)), None)
+    if python is None:
+        pytest.fail(f"no Python interpreter that user nobody can run among {candidates}")
+    home = Path(tempfile.mkdtemp(prefix="elfpatch-nobody-", dir="/tmp"))
+    try:
+        shutil.copytree(ROOT / "elfpatch", home / "elfpatch", ignore=shutil.ignore_patterns("__pycache__"))
+        for d in [home, *(p for p in home.rglob("*") if p.is_dir())]:
+            d.chmod(0o755)
+        for f in home.rglob("*.py"):
+            f.chmod(0o644)
+        yield python, home
+    finally:
+        shutil.rmtree(home)
+
+
+def run_as_nobody(nobody_python: tuple[str, Path], *args: str, cwd: str | None = None,
+                  timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m elfpatch ...` as uid/gid 65534 with no supplementary groups (no DAC override)."""
+    python, home = nobody_python
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(home), PYTHONNOUSERSITE="1")
+    proc = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                           python, "-m", "elfpatch", *args],
+                          capture_output=True, text=True, cwd=cwd or str(home), env=env, timeout=timeout)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
 
 
 def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess:

@@ -120,7 +120,7 @@ class Child:
             raise UsageError(f"not a C function signature: {signature!r}")
         try:
             fntype = ffi.typeof(f"{signature[:paren]}(*){signature[paren:]}")
-        except Exception as exc:  # cffi's parser raises its own CDefError, and others
+        except Exception as exc:  # noqa: BLE001 - cffi's parser raises its own CDefError, and others
             raise UsageError(f"bad signature {signature!r}: {exc}") from None
         args = req.get("args", [])
         if len(args) != len(fntype.args) and not fntype.ellipsis:
@@ -213,7 +213,7 @@ def main(argv: list[str]) -> int:
             answer = {"ok": False, "kind": "dlerror", "error": str(exc)}
         except UsageError as exc:
             answer = {"ok": False, "kind": "usage", "error": str(exc)}
-        except Exception as exc:  # a bad request must not end the session
+        except Exception as exc:  # noqa: BLE001 - a bad request must not end the session
             answer = {"ok": False, "kind": "usage", "error": f"{type(exc).__name__}: {exc}"}
         C.fflush(ffi.NULL)  # what the library printed reaches its file before the parent reads it
         out.write(json.dumps(answer) + "\n")

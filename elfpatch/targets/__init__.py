@@ -1,40 +1,61 @@
 """What a PATH can be. Each kind opens its bytes, finds the ELF images inside, plans their edits and commits
 them through elfpatch.write: an ELF file, an ar archive or a wheel (each its own module), or a directory
-tree of them (tree.py)."""
+tree of them (tree.py). dispatch.py sends a PATH to its kind.
+
+This module holds what every kind shares (the job, the outcome, how a file's kind is told) and imports none
+of them, so that no import cycle runs through the package."""
 from __future__ import annotations
 
 import os
 import stat
-import struct
-import sys
-from typing import Callable
+from typing import Callable, Sequence
 
-from elfpatch.errors import ElfPatchError, ParseError, one_line
+from elfpatch.errors import ElfPatchError, warn
 from elfpatch.report import ERROR, PATCHED, FileReport
-from elfpatch.symbols import STB_GLOBAL, NameFilter
+from elfpatch.symbols import STB_GLOBAL, STB_WEAK, NameFilter
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
 ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
 
 
-def _warn(path: str, message: str) -> None:
-    print(one_line(f"elfpatch: warning: {path}: {message}"), file=sys.stderr)
-
-
 class Job:
-    """What `elfpatch unique` was asked to do, shared by every target kind."""
+    """What `elfpatch unique` was asked to do, shared by every target kind.
+
+    Option combinations that could only harm the input are refused here, where the CLI and the API both pass,
+    with a ValueError before anything is opened (the CLI turns it into a usage error, exit 2)."""
 
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
-                 warn: Callable[[str, str], None] = _warn, progress: bool = False) -> None:
+                 progress: bool = False) -> None:
+        if mode not in (PATCH, CHECK, DRY_RUN):
+            raise ValueError(f"mode must be one of {PATCH!r}, {CHECK!r} or {DRY_RUN!r}, not {mode!r}")
+        if to not in (STB_GLOBAL, STB_WEAK):
+            raise ValueError(f"the new binding must be STB_GLOBAL or STB_WEAK, not {to!r}")
+        if output is not None:
+            if not os.fspath(output):
+                raise ValueError("-o/--output is empty (an unset variable?)")
+            if inplace or mode != PATCH:
+                raise ValueError("-o/--output goes with neither --check, --dry-run nor --inplace")
+        elif inplace and mode != PATCH:
+            raise ValueError("--inplace goes with neither --check nor --dry-run")
         self.mode = mode
         self.to = to
         self.names = names if names is not None else NameFilter()
         self.inplace = inplace
-        self.output = output
+        self.output = os.fspath(output) if output is not None else None
         self.fsync = fsync
-        self.warn = warn
         self.progress = progress  # a progress line on stderr for trees
+
+    def check_paths(self, paths: Sequence[str]) -> None:
+        """Refuse (ValueError) what this job cannot do with these PATHs, before any of them is opened."""
+        if not paths:
+            raise ValueError("no PATH given")
+        if self.output is not None and len(paths) != 1:
+            raise ValueError(f"-o/--output takes exactly one PATH, not {len(paths)}")
+
+    @staticmethod
+    def warn(path: str, message: str) -> None:
+        warn(path, message)
 
     @property
     def writes(self) -> bool:
@@ -50,7 +71,7 @@ class Outcome:
 
 
 def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> FileReport:
-    return FileReport(path, ERROR, error=exc.message, member=member)
+    return FileReport(path, ERROR, error=exc.message, member=member, exception=exc)
 
 
 def read_head(path: str) -> bytes:
@@ -87,52 +108,6 @@ def detect(path: str) -> str | None:
     except OSError:
         return None
     return kind_of(head, path)
-
-
-def process(path: str, job: Job) -> Outcome:
-    """Run ``job`` on one PATH; failures become error reports, never exceptions."""
-    try:
-        if os.path.isdir(path):
-            from elfpatch.targets.tree import process_tree
-
-            return process_tree(path, job)
-        return Outcome(process_file(path, job, detect(path)))
-    except ElfPatchError as exc:
-        return Outcome([error_report(path, exc)])
-
-
-def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
-                 root: str | None = None) -> list[FileReport]:
-    """One regular file of a known kind (None: treated as ELF, whose reader names what is wrong).
-
-    ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself;
-    ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's)."""
-    try:
-        links = os.stat(path).st_nlink
-    except OSError:
-        links = 1  # the kind's own open reports the error
-    try:
-        if kind == ARCHIVE:
-            from elfpatch.targets.archive import process_archive
-
-            reports = process_archive(path, job, root)
-        elif kind == WHEEL:
-            from elfpatch.targets.wheel import process_wheel
-
-            reports = process_wheel(path, job)
-        else:
-            from elfpatch.targets.elf import process_elf
-
-            reports = [process_elf(path, job)]
-    except ElfPatchError as exc:
-        return [error_report(path, exc)]
-    except (struct.error, ValueError, IndexError, OverflowError) as exc:
-        # A low-level parse failure the bounds checks did not phrase: still one line, still exit 2.
-        return [error_report(path, ParseError(f"malformed file ({exc})"))]
-    if links > in_tree_links and renamed(reports, job):
-        job.warn(path, f"had {links} hard links; the atomic rename gave this name a new inode, so "
-                 f"{links - in_tree_links} other name(s) keep the unpatched file (--inplace patches every name)")
-    return reports
 
 
 def renamed(reports: list[FileReport], job: Job) -> bool:

@@ -40,7 +40,7 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
                 reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
                 continue
             except ElfPatchError as exc:
-                raise ElfPatchError(f"member {m.name}: {exc.message}", path) from exc
+                raise exc.within(f"member {m.name}", path) from exc
             reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept,
                                       warnings=plan.warnings, member=m.name))
             plans.append((m, plan))
@@ -94,12 +94,12 @@ def _process_thin(path: str, members: list[arfmt.Member], job: Job, root: str | 
             try:
                 process_elf(target, probe)
             except ElfPatchError as exc:
-                raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
+                raise exc.within(f"thin member {name}", path) from exc
     for name, target in targets:
         try:
             report = process_elf(target, job)
         except ElfPatchError as exc:
-            raise ElfPatchError(f"thin member {name}: {exc.message}", path) from exc
+            raise exc.within(f"thin member {name}", path) from exc
         report.path, report.member = path, name
         reports.append(report)
     if not reports:

@@ -13,6 +13,7 @@ file, an ar archive or a wheel is processed, anything else is counted as skipped
 """
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import stat
@@ -20,9 +21,10 @@ import sys
 import time
 from typing import Iterable
 
-from elfpatch.errors import ElfPatchError, WriteError
+from elfpatch.errors import LOG, ElfPatchError, WriteError
 from elfpatch.report import FileReport
-from elfpatch.targets import Job, Outcome, _warn, error_report, kind_of, process_file, read_head, renamed
+from elfpatch.targets import Job, Outcome, error_report, kind_of, read_head, renamed
+from elfpatch.targets.files import process_file
 from elfpatch.write import temp_name
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
@@ -102,12 +104,32 @@ def process_group(paths: list[str], job: Job, root: str) -> tuple[list[FileRepor
     return reports, 0
 
 
-def _run(args: tuple[list[str], Job, str]) -> tuple[list[FileReport], int]:
+Result = tuple[list[FileReport], int, list[logging.LogRecord]]
+
+
+def _run(args: tuple[list[str], Job, str]) -> Result:
     paths, job, root = args
     try:
-        return process_group(paths, job, root)
+        return (*process_group(paths, job, root), [])
     except ElfPatchError as exc:
-        return [error_report(exc.path or paths[0], exc)], 0
+        return [error_report(exc.path or paths[0], exc)], 0, []
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _run_in_worker(args: tuple[list[str], Job, str]) -> Result:
+    """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers."""
+    capture = _Capture()
+    LOG.handlers, LOG.propagate = [capture], False
+    reports, skipped, _ = _run(args)
+    return reports, skipped, capture.records
 
 
 def workers() -> int:
@@ -123,8 +145,6 @@ def _parallel(groups: list[Group], job: Job) -> int:
     n = min(workers(), 8, len(groups))
     if n < 2 or (len(groups) < PARALLEL_MIN_FILES and sum(g.size for g in groups) < PARALLEL_MIN_BYTES):
         return 1
-    if job.warn is not _warn:
-        return 1  # a caller's warning hook would be called in another process, and its effects lost
     try:
         pickle.dumps(job)
     except Exception:  # noqa: BLE001 - whatever cannot cross to a worker process
@@ -146,7 +166,7 @@ def process_tree(root: str, job: Job) -> Outcome:
 
         try:
             with ProcessPoolExecutor(n) as pool:
-                _collect(pool.map(_run, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
+                _collect(pool.map(_run_in_worker, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
         except BrokenProcessPool as exc:
             raise WriteError("a worker process died (out of memory?); files done before it are patched, "
                              "run again to finish", root) from exc
@@ -155,9 +175,11 @@ def process_tree(root: str, job: Job) -> Outcome:
     return outcome
 
 
-def _collect(results: Iterable[tuple[list[FileReport], int]], outcome: Outcome, progress: Progress | None) -> None:
+def _collect(results: Iterable[Result], outcome: Outcome, progress: Progress | None) -> None:
     try:
-        for reports, skipped in results:
+        for reports, skipped, records in results:
+            for record in records:
+                LOG.handle(record)
             outcome.reports.extend(reports)
             outcome.skipped += skipped
             if progress is not None:

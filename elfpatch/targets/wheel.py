@@ -151,7 +151,7 @@ def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: li
             reports.append(FileReport(path, SKIPPED, reason=exc.message, member=e.name))
             return None
         except ElfPatchError as exc:
-            raise ElfPatchError(f"member {e.name}: {exc.message}", path) from exc
+            raise exc.within(f"member {e.name}", path) from exc
         reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, warnings=plan.warnings,
                                   member=e.name))
         if not (job.writes and plan.edits):

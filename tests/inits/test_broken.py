@@ -11,9 +11,10 @@ import pytest
 from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import assert_own_error
 
 from elfpatch.elffile import ElfFile
-from elfpatch.errors import ElfPatchError, ParseError
+from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError
 from elfpatch.inits import initializers, list_initializers
 from elfpatch.loadorder import LdCache, resolve
 from inits.helpers import run_trace, slot_map, variant_dir
@@ -31,17 +32,33 @@ def dynamic_entry_offset(data: bytes, tag: int) -> int:
     raise AssertionError(f"no tag {tag}")
 
 
-def listing_or_error(data: bytes) -> None:
+def listing_or_error(data: bytes) -> object:
+    """The listing of ``data``, or None when it was refused with a one-line ParseError or UnsupportedError."""
     try:
-        initializers(ElfFile(data, "mutant"))
+        return initializers(ElfFile(data, "mutant"))
     except ElfPatchError as exc:
-        assert "\n" not in exc.message
+        assert isinstance(exc, (ParseError, UnsupportedError)), repr(exc)
+        assert_own_error(exc)
+        return None
 
 
 def test_truncations(init_build: Path) -> None:
+    """A cut file is refused, or (cut only past everything the loader maps) listed exactly as the whole file:
+    a truncation never invents, drops or moves an entry."""
     data = (init_build / "gnu" / "libchain_base.so").read_bytes()
+    full = listing_or_error(data)
+    assert full is not None
+    elf = ElfFile(data)
+    mapped_end = max(s.p_offset + s.p_filesz for s in elf.segments if s.p_type == 1)  # PT_LOAD
+    refused = 0
     for size in list(range(0, 200, 7)) + list(range(200, len(data), 97)):
-        listing_or_error(data[:size])
+        listing = listing_or_error(data[:size])
+        if size < mapped_end:
+            assert listing is None, f"a file cut at {size} of {mapped_end} mapped bytes was listed"
+            refused += 1
+        else:
+            assert listing in (None, full), size
+    assert refused > 10
 
 
 def test_truncated_on_the_command_line(init_build: Path, tmp_path: Path) -> None:

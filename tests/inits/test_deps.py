@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,19 @@ CHAIN = {"chain_main", "libchain_mid.so", "libchain_base.so"}
 def loader_order(command: list[str],
                  env: dict[str, str] | None = None) -> tuple[list[str], list[str], list[str]]:
     """(preinit, init, fini) object paths as glibc reports them with LD_DEBUG=files; the main program's own
-    init is not reported (it runs from __libc_start_main), its fini is, with an empty name."""
-    run_env = dict(os.environ if env is None else env, LD_DEBUG="files")
-    proc = subprocess.run(command, capture_output=True, text=True, env=run_env, timeout=60)
+    init is not reported (it runs from __libc_start_main), its fini is, with an empty name. The loader writes
+    to LD_DEBUG_OUTPUT, a file of its own: a program may close stderr before its finalizers run (ls does)."""
+    with tempfile.TemporaryDirectory() as d:
+        run_env = dict(os.environ if env is None else env, LD_DEBUG="files",
+                       LD_DEBUG_OUTPUT=os.path.join(d, "ld"))
+        proc = subprocess.run(command, capture_output=True, text=True, env=run_env, timeout=60)
+        assert proc.returncode == 0, (command, proc.returncode, proc.stderr[-2000:])
+        logs = [os.path.join(d, n) for n in os.listdir(d)]
+        assert len(logs) == 1, f"one process, one LD_DEBUG_OUTPUT.PID file: {logs}"
+        with open(logs[0]) as f:
+            log = f.read()
     out: dict[str, list[str]] = {"preinit": [], "init": [], "fini": []}
-    for line in proc.stderr.splitlines():
+    for line in log.splitlines():
         m = re.search(r"calling (preinit|init|fini): (.*?)(?: \[\d+\])?$", line)
         if m:
             out[m.group(1)].append(m.group(2).strip())
@@ -66,8 +75,8 @@ def test_system_program_order_matches_glibc(program: str) -> None:
     _pre, init, fini = loader_order([program, *SYSTEM_ARGS[program]])
     paths = [o.info.path for o in load.objects]
     assert same_files([paths[i] for i in load.init_order[:-1]], init)
-    if fini:  # ls closes stderr at exit, before glibc's finalizers could report
-        assert same_files([paths[i] for i in load.fini_order[1:]], fini[1:])
+    assert fini and fini[0] == "", fini  # the program's own fini first, reported with an empty name
+    assert same_files([paths[i] for i in load.fini_order[1:]], fini[1:])
 
 
 def test_ld_library_path_loses_to_rpath(init_build: Path, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import pytest
 from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import assert_error_line, assert_own_error
 from unique.helpers import info_offsets
 
 import elfpatch
@@ -84,8 +85,6 @@ def assert_clean_dir(path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
-def assert_error_line(message: str) -> None:
-    assert message and "\n" not in message, f"error message is not one line: {message!r}"
 
 
 def patch_or_refused(path: Path, data: bytes, inplace: bool = False) -> list[elfpatch.FileReport] | None:
@@ -93,7 +92,7 @@ def patch_or_refused(path: Path, data: bytes, inplace: bool = False) -> list[elf
     try:
         return elfpatch.patch(path, inplace=inplace)
     except elfpatch.ElfPatchError as exc:
-        assert_error_line(str(exc))
+        assert_own_error(exc)
         assert path.read_bytes() == data, "a failed run leaves its input byte-identical"
         assert_clean_dir(path)
         return None
@@ -105,6 +104,7 @@ def check_cli(proc: subprocess.CompletedProcess, path: Path, data: bytes, check_
     if proc.returncode == 2:
         lines = proc.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"elfpatch: error: {path}"), proc.stderr
+        assert_error_line(lines[0])
         assert path.read_bytes() == data, "a failed run leaves its input byte-identical"
     if check_mode:
         assert path.read_bytes() == data, "--check writes nothing"

@@ -1,6 +1,8 @@
 """The pre-commit hook: what .pre-commit-hooks.yaml declares, and its entry run on a mix of staged files."""
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -8,8 +10,9 @@ from pathlib import Path
 
 from conftest import ROOT, run_cli
 
+import elfpatch
 from elfpatch.targets import Job
-from elfpatch.targets.tree import PARALLEL_MIN_FILES, Group, _parallel
+from elfpatch.targets.tree import PARALLEL_MIN_FILES, Group, _parallel, workers
 
 
 def hook(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -50,9 +53,34 @@ def test_pool_only_where_it_pays(tmp_path: Path) -> None:
     many = [Group([f"f{i}"], 1000) for i in range(PARALLEL_MIN_FILES)]
     big = [Group(["a"], 40 << 20), Group(["b"], 40 << 20)]
     assert _parallel(few, Job()) == 1
-    import elfpatch.targets.tree as tree
-
-    cores = tree.workers()
+    cores = workers()
     assert _parallel(many, Job()) == min(cores, 8) if cores > 1 else 1
     assert _parallel(big, Job()) == min(cores, 2) if cores > 1 else 1
-    assert _parallel(many, Job(warn=lambda path, message: None)) == 1, "a caller's hook stays in this process"
+
+
+def test_pool_warnings_reach_the_callers_handler(unique_build: Path, tmp_path: Path) -> None:
+    """A warning raised in a pool worker is handed to the handlers of the process that called the API."""
+    tree_dir, outside = tmp_path / "tree", tmp_path / "outside"
+    tree_dir.mkdir()
+    outside.mkdir()
+    n = PARALLEL_MIN_FILES
+    for i in range(n):
+        lib = tree_dir / f"lib{i:02d}.so"
+        shutil.copyfile(unique_build / "libholder_v1.so", lib)
+        os.link(lib, outside / lib.name)  # a name the tree cannot re-point: the run warns about it
+    assert _parallel([Group([str(p)], 1) for p in sorted(tree_dir.iterdir())], Job()) == min(workers(), 8)
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    log = logging.getLogger("elfpatch")
+    keep = Keep()
+    log.addHandler(keep)
+    try:
+        reports = elfpatch.patch(tree_dir)
+    finally:
+        log.removeHandler(keep)
+    assert sum(r.status == "patched" for r in reports) == n
+    assert len(seen) == n and all("other name(s) keep the unpatched file" in m for m in seen), seen

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -271,9 +270,7 @@ def test_broken_wheels_are_left_alone(unique_build: Path, tmp_path: Path, case: 
         raw[start + 100 : start + 140] = b"\xff" * 40
         whl.write_bytes(bytes(raw))
         data, msg = bytes(raw), f"zip member '{SO}'"
-    t = time.monotonic()
     proc = run_cli("unique", str(whl))
-    assert time.monotonic() - t < 20
     assert proc.returncode == 2 and msg in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert whl.read_bytes() == data
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -9,19 +9,18 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
-from conftest import ROOT, require_tool, run_cli
+from conftest import NOBODY, require_tool, run_as_nobody, run_cli
 
 from unique.helpers import temps
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown, setcap, mount, setpriv")
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown, setcap, mount, setpriv")]
 
-NOBODY = 65534  # uid of nobody and gid of nogroup on Debian
 CAP = "security.capability"
 UNIQUE_SRC = """\
 // Blocks on stdin. The static local of an inline function is an STB_GNU_UNIQUE object.
@@ -36,15 +35,12 @@ def need(*tools: str) -> None:
     require_tool(*tools, packages="libcap2-bin, e2fsprogs, util-linux, g++, binutils")
 
 
-def run_as_nobody(*args: str) -> subprocess.CompletedProcess:
-    """`python -m elfpatch ...` as uid/gid 65534 with no supplementary groups (no DAC override)."""
-    need("setpriv")
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    proc = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                           sys.executable, "-m", "elfpatch", *args],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+@pytest.fixture
+def as_nobody(nobody_python: tuple[str, Path]) -> Runner:
+    return lambda *args: run_as_nobody(nobody_python, *args)
 
 
 def assert_refused(proc: subprocess.CompletedProcess, path: Path, before: bytes, reason: str) -> None:
@@ -116,7 +112,8 @@ def test_file_capability_kept(lib: Path, patched_lib: bytes, tmp_path: Path, how
         assert meta(target) == (NOBODY, NOBODY, mode)
 
 
-def test_output_of_capability_file_as_non_root_is_refused(open_dir: Path, unique_build: Path) -> None:
+def test_output_of_capability_file_as_non_root_is_refused(open_dir: Path, unique_build: Path,
+                                                          as_nobody: Runner) -> None:
     """Setting security.capability needs CAP_SETFCAP: rather than drop it from OUT silently, -o refuses."""
     need("setcap")
     src = open_dir / "libholder_v1.so"
@@ -125,7 +122,7 @@ def test_output_of_capability_file_as_non_root_is_refused(open_dir: Path, unique
     out = open_dir / "out"
     out.mkdir()
     os.chown(out, NOBODY, NOBODY)
-    proc = run_as_nobody("unique", "-o", str(out / "patched.so"), str(src))
+    proc = as_nobody("unique", "-o", str(out / "patched.so"), str(src))
     assert_refused(proc, src, src.read_bytes(), f"cannot keep extended attribute {CAP}")
     assert list(out.iterdir()) == [], "no OUT and no temp file beside it"
 
@@ -151,19 +148,20 @@ def test_owner_group_mode_xattr_kept(lib: Path, patched_lib: bytes, mode: int, h
     assert temps(lib.parent) == []
 
 
-def test_inplace_as_owner_keeps_setuid(open_dir: Path, unique_build: Path, patched_lib: bytes) -> None:
+def test_inplace_as_owner_keeps_setuid(open_dir: Path, unique_build: Path, patched_lib: bytes,
+                                       as_nobody: Runner) -> None:
     """A write by a process without CAP_FSETID makes the kernel clear S_ISUID: the owner puts it back."""
     f = open_dir / "libholder_v1.so"
     shutil.copy(unique_build / "libholder_v1.so", f)
     os.chown(f, NOBODY, NOBODY)
     os.chmod(f, 0o4755)
-    proc = run_as_nobody("unique", "--inplace", str(f))
+    proc = as_nobody("unique", "--inplace", str(f))
     assert proc.returncode == 0, proc.stderr
     assert f.read_bytes() == patched_lib
     assert meta(f) == (NOBODY, NOBODY, 0o4755)
 
 
-def test_inplace_refuses_what_it_could_not_restore(open_dir: Path, unique_build: Path) -> None:
+def test_inplace_refuses_what_it_could_not_restore(open_dir: Path, unique_build: Path, as_nobody: Runner) -> None:
     """Without the privilege to put back what a write drops — a file capability (CAP_SETFCAP), a set-user-ID
     bit on another user's file — --inplace refuses before writing, rather than drop it silently."""
     need("setcap")
@@ -172,13 +170,13 @@ def test_inplace_refuses_what_it_could_not_restore(open_dir: Path, unique_build:
     os.chown(cap_file, NOBODY, NOBODY)
     subprocess.run(["setcap", "cap_net_raw+ep", str(cap_file)], check=True)
     raw = os.getxattr(cap_file, CAP)
-    assert_refused(run_as_nobody("unique", "--inplace", str(cap_file)), cap_file, cap_file.read_bytes(),
+    assert_refused(as_nobody("unique", "--inplace", str(cap_file)), cap_file, cap_file.read_bytes(),
                    f"would drop its file capability ({CAP})")
     assert os.getxattr(cap_file, CAP) == raw
     suid = open_dir / "libsuid.so"
     shutil.copy(unique_build / "libholder_v1.so", suid)
     suid.chmod(0o4777)  # root's, yet writable by anyone: nobody may write it but not chmod it back
-    assert_refused(run_as_nobody("unique", "--inplace", str(suid)), suid, suid.read_bytes(),
+    assert_refused(as_nobody("unique", "--inplace", str(suid)), suid, suid.read_bytes(),
                    "would drop its set-user-ID or set-group-ID bit")
     assert meta(suid) == (0, 0, 0o4777)
 
@@ -195,7 +193,8 @@ def test_read_only_file_as_root(lib: Path, patched_lib: bytes, how: list[str]) -
     assert temps(lib.parent) == []
 
 
-def test_read_only_file_of_nobody_in_writable_dir(open_dir: Path, unique_build: Path, patched_lib: bytes) -> None:
+def test_read_only_file_of_nobody_in_writable_dir(open_dir: Path, unique_build: Path, patched_lib: bytes,
+                                                  as_nobody: Runner) -> None:
     d = open_dir / "shared"
     d.mkdir()
     d.chmod(0o777)
@@ -205,16 +204,16 @@ def test_read_only_file_of_nobody_in_writable_dir(open_dir: Path, unique_build: 
     f.chmod(0o444)
     before = f.read_bytes()
     # --inplace opens the file itself for writing: refused.
-    assert_refused(run_as_nobody("unique", "--inplace", str(f)), f, before, "permission denied")
+    assert_refused(as_nobody("unique", "--inplace", str(f)), f, before, "permission denied")
     # The default mode needs only the directory: like `sed -i`, the rename replaces the read-only file.
-    proc = run_as_nobody("unique", str(f))
+    proc = as_nobody("unique", str(f))
     assert proc.returncode == 0, proc.stderr
     assert f.read_bytes() == patched_lib
     assert meta(f) == (NOBODY, NOBODY, 0o444)
     assert temps(d) == []
 
 
-def test_file_of_another_user_in_writable_dir(open_dir: Path, unique_build: Path) -> None:
+def test_file_of_another_user_in_writable_dir(open_dir: Path, unique_build: Path, as_nobody: Runner) -> None:
     """The directory would let nobody rename over root's file; elfpatch refuses, as it cannot keep the owner."""
     d = open_dir / "shared"
     d.mkdir()
@@ -223,12 +222,13 @@ def test_file_of_another_user_in_writable_dir(open_dir: Path, unique_build: Path
     shutil.copy(unique_build / "libholder_v1.so", f)
     f.chmod(0o644)
     before = f.read_bytes()
-    assert_refused(run_as_nobody("unique", str(f)), f, before, "cannot keep its owner and group")
-    assert_refused(run_as_nobody("unique", "--inplace", str(f)), f, before, "permission denied")
+    assert_refused(as_nobody("unique", str(f)), f, before, "cannot keep its owner and group")
+    assert_refused(as_nobody("unique", "--inplace", str(f)), f, before, "permission denied")
     assert meta(f) == (0, 0, 0o644)
 
 
-def test_directory_without_write_permission(open_dir: Path, unique_build: Path, patched_lib: bytes) -> None:
+def test_directory_without_write_permission(open_dir: Path, unique_build: Path, patched_lib: bytes,
+                                            as_nobody: Runner) -> None:
     d = open_dir / "ro"
     d.mkdir()
     f = d / "libholder_v1.so"
@@ -238,13 +238,13 @@ def test_directory_without_write_permission(open_dir: Path, unique_build: Path, 
     d.chmod(0o555)
     before = f.read_bytes()
     # No temp file can be created beside it.
-    assert_refused(run_as_nobody("unique", str(f)), f, before, "permission denied")
-    proc = run_as_nobody("unique", "--check", str(f))
+    assert_refused(as_nobody("unique", str(f)), f, before, "permission denied")
+    proc = as_nobody("unique", "--check", str(f))
     assert proc.returncode == 1 and proc.stderr == "", proc.stderr
     assert f.read_bytes() == before
     # The file itself is writable by its owner: --inplace patches it, same inode.
     ino = os.stat(f).st_ino
-    proc = run_as_nobody("unique", "--inplace", str(f))
+    proc = as_nobody("unique", "--inplace", str(f))
     assert proc.returncode == 0, proc.stderr
     assert f.read_bytes() == patched_lib and os.stat(f).st_ino == ino
     assert temps(d) == []

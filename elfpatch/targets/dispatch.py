@@ -1,0 +1,20 @@
+"""Sending a PATH to its kind: a directory tree (tree.py), or one file (files.py)."""
+from __future__ import annotations
+
+import os
+
+from elfpatch.errors import ElfPatchError
+from elfpatch.targets import Job, Outcome, detect, error_report
+from elfpatch.targets.files import process_file
+
+
+def process(path: str, job: Job) -> Outcome:
+    """Run ``job`` on one PATH; failures become error reports, never exceptions."""
+    try:
+        if os.path.isdir(path):
+            from elfpatch.targets.tree import process_tree
+
+            return process_tree(path, job)
+        return Outcome(process_file(path, job, detect(path)))
+    except ElfPatchError as exc:
+        return Outcome([error_report(path, exc)])

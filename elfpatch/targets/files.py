@@ -1,0 +1,42 @@
+"""One regular file, sent to its kind: an ar archive, a wheel or an ELF file.
+
+The kinds' modules are imported only when a file of that kind comes up, so `elfpatch unique` on ELF files
+loads no zip code."""
+from __future__ import annotations
+
+import os
+
+from elfpatch.errors import ElfPatchError
+from elfpatch.report import FileReport
+from elfpatch.targets import ARCHIVE, WHEEL, Job, error_report, renamed
+
+
+def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
+                 root: str | None = None) -> list[FileReport]:
+    """One regular file of a known kind (None: treated as ELF, whose reader names what is wrong).
+
+    ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself;
+    ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's)."""
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        links = 1  # the kind's own open reports the error
+    try:
+        if kind == ARCHIVE:
+            from elfpatch.targets.archive import process_archive
+
+            reports = process_archive(path, job, root)
+        elif kind == WHEEL:
+            from elfpatch.targets.wheel import process_wheel
+
+            reports = process_wheel(path, job)
+        else:
+            from elfpatch.targets.elf import process_elf
+
+            reports = [process_elf(path, job)]
+    except ElfPatchError as exc:
+        return [error_report(path, exc)]
+    if links > in_tree_links and renamed(reports, job):
+        job.warn(path, f"had {links} hard links; the atomic rename gave this name a new inode, so "
+                 f"{links - in_tree_links} other name(s) keep the unpatched file (--inplace patches every name)")
+    return reports

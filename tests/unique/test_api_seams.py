@@ -1,0 +1,100 @@
+"""Where the CLI and the API meet: option combinations refused before anything is opened, the exception a
+caller gets keeps its kind, and a member's error keeps its kind through an archive."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+import elfpatch
+
+
+def snapshot(*paths: Path) -> dict[Path, bytes | None]:
+    return {p: p.read_bytes() if p.exists() else None for p in paths}
+
+
+def unchanged_since(before: dict[Path, bytes | None]) -> None:
+    for path, data in before.items():
+        assert (path.read_bytes() if path.exists() else None) == data, f"{path} changed"
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda a, b, out: elfpatch.patch(a, inplace=True, output=out), id="inplace+output"),
+    pytest.param(lambda a, b, out: elfpatch.patch([a, b], output=out), id="two-paths+output"),
+    pytest.param(lambda a, b, out: elfpatch.patch(a, output=""), id="empty-output"),
+    pytest.param(lambda a, b, out: elfpatch.patch([]), id="no-path"),
+])
+def test_api_refuses_harmful_combinations_before_opening(lib: Path, tmp_path: Path, call) -> None:
+    other = tmp_path / "other.so"
+    shutil.copyfile(lib, other)
+    out = tmp_path / "out.so"
+    before = snapshot(lib, other, out)
+    with pytest.raises(ValueError):
+        call(lib, other, out)
+    unchanged_since(before)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in before if p.exists())
+
+
+@pytest.mark.parametrize("args", [
+    ["-o", ""],
+    ["--inplace", "-o", "OUT"],
+    ["--check", "-o", "OUT"],
+    ["-n", "-o", "OUT"],
+])
+def test_cli_usage_errors_write_nothing(lib: Path, tmp_path: Path, args: list[str]) -> None:
+    out = tmp_path / "OUT"
+    before = snapshot(lib, out)
+    proc = run_cli("unique", *[str(out) if a == "OUT" else a for a in args], str(lib))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("elfpatch: error: "), proc.stderr
+    unchanged_since(before)
+
+
+def test_cli_two_paths_with_output(lib: Path, tmp_path: Path) -> None:
+    other, out = tmp_path / "other.so", tmp_path / "out.so"
+    shutil.copyfile(lib, other)
+    before = snapshot(lib, other, out)
+    proc = run_cli("unique", "-o", str(out), str(lib), str(other))
+    assert proc.returncode == 2 and "exactly one PATH" in proc.stderr
+    unchanged_since(before)
+
+
+def test_parse_error_reaches_the_caller_as_parse_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.so"
+    bad.write_bytes(b"\x7fELF" + b"\x09" * 60)  # EI_CLASS 9: no such class
+    with pytest.raises(elfpatch.ParseError) as info:
+        elfpatch.patch(bad)
+    assert info.value.path == str(bad)
+    assert bad.read_bytes() == b"\x7fELF" + b"\x09" * 60
+
+
+def test_member_error_keeps_its_kind(lib: Path, tmp_path: Path) -> None:
+    """A malformed ELF member of an archive is a ParseError about the archive, naming the member."""
+    member = bytearray(lib.read_bytes())
+    member[4] = 9  # EI_CLASS
+    body = bytes(member)
+    archive = tmp_path / "libx.a"
+    header = f"{'bad.o/':<16}{0:<12}{0:<6}{0:<6}{'644':<8}{len(body):<10}`\n".encode()
+    archive.write_bytes(b"!<arch>\n" + header + body + b"\n" * (len(body) & 1))
+    before = archive.read_bytes()
+    with pytest.raises(elfpatch.ParseError, match="member bad.o"):
+        elfpatch.patch(archive)
+    assert archive.read_bytes() == before
+
+
+def test_gnu_long_name_offset_with_a_non_utf8_byte(tmp_path: Path) -> None:
+    """A "/N" name field holding a byte that is not UTF-8 is a bad offset (ParseError), not an escaped
+    UnicodeEncodeError."""
+    table = b"a_long_member_name_of_an_object_file.o/\n"  # even: no padding after it
+    archive = tmp_path / "liby.a"
+    names = f"{'//':<16}{'':<12}{'':<6}{'':<6}{'':<8}{len(table):<10}`\n".encode() + table
+    member = b"/1\xff" + b" " * 13 + f"{0:<12}{0:<6}{0:<6}{'644':<8}{4:<10}`\n".encode() + b"text"
+    archive.write_bytes(b"!<arch>\n" + names + member)
+    before = archive.read_bytes()
+    with pytest.raises(elfpatch.ParseError, match="long name offset"):
+        elfpatch.patch(archive)
+    proc = run_cli("unique", str(archive))
+    assert proc.returncode == 2 and "internal error" not in proc.stderr and "long name offset" in proc.stderr
+    assert archive.read_bytes() == before
