@@ -341,12 +341,17 @@ class ElfFile:
             try:
                 self._sections = self._read_sections()
             except ParseError as exc:
-                if self._hashed_table() is None:
+                if self._hashed_table() is None or not self._loads_in_file():
                     raise
                 self._sections = []
                 self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; the loader's "
                           "dynamic symbol table (PT_DYNAMIC) was read")
         return self._sections
+
+    def _loads_in_file(self) -> bool:
+        """Whether every PT_LOAD's file bytes are in the file: a cut file maps, but touching the missing pages
+        kills the process (SIGBUS), so its loader view is not complete."""
+        return all(seg.p_offset + seg.p_filesz <= self.size for seg in self.segments if seg.p_type == PT_LOAD)
 
     def _read_sections(self) -> list[Section]:
         if self.e_shoff == 0:
