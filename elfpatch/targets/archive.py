@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 from elfpatch import arfmt
-from elfpatch.elffile import ELFMAG, ElfFile
+from elfpatch.elfconst import ELFMAG
+from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, UnsupportedError
 from elfpatch.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport

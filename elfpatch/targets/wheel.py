@@ -24,7 +24,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, NamedTuple
 
 from elfpatch import zipfmt, zsplice
-from elfpatch.elffile import ELFMAG, ElfFile
+from elfpatch.elfconst import ELFMAG
+from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
 from elfpatch.plan import check_old_bytes, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport

@@ -13,13 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import assert_own_error
 
+from elfpatch.elfconst import DT_INIT_ARRAYSZ, DT_RELA, DT_RELASZ
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError
 from elfpatch.inits import initializers, list_initializers
 from elfpatch.loadorder import LdCache, resolve
 from inits.helpers import run_trace, slot_map, variant_dir
-
-DT_RELA, DT_RELASZ, DT_INIT_ARRAYSZ = 7, 8, 27
 
 
 def dynamic_entry_offset(data: bytes, tag: int) -> int:
