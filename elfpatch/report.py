@@ -91,6 +91,7 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None
         label = one_line(f"{r.path}[{r.member}]" if r.member is not None else r.path)
         if r.status == SKIPPED:
             out.write(f"{label}: skipped: {one_line(r.reason)}\n")
+            out.writelines(f"  warning: {one_line(w)}\n" for w in r.warnings)
             continue
         n = len(r.symbols)
         if r.status == UNCHANGED:
