@@ -240,7 +240,7 @@ class ElfFile:
         self._segments: list[Segment] | None = None
         self._sections: list[Section] | None = None
         self._dynamic: list[tuple[int, int]] | None = None
-        self._first_values: dict[int, int] | None = None
+        self._values: dict[int, int] | None = None
         self._tables: list[SymbolTable] | None = None
         self._loader: tuple[SymbolTable | None] | None = None
         self._hashed: tuple[SymbolTable | None] | None = None
@@ -484,12 +484,11 @@ class ElfFile:
         return out
 
     def dynamic_value(self, tag: int) -> int | None:
-        """The first ``tag`` entry's value (the one glibc keeps), or None."""
-        if self._first_values is None:
-            self._first_values = {}
-            for t, v in self.dynamic():
-                self._first_values.setdefault(t, v)
-        return self._first_values.get(tag)
+        """The value of the last ``tag`` entry, or None: glibc's elf_get_dynamic_info overwrites its slot for
+        each entry, so a repeated tag means its last value to the loader."""
+        if self._values is None:
+            self._values = dict(self.dynamic())
+        return self._values.get(tag)
 
     def dynstr(self) -> tuple[int, int] | None:
         """(file offset, size) of the dynamic string table (DT_STRTAB, DT_STRSZ), or None without one."""
