@@ -33,7 +33,7 @@ from elfpatch.elfconst import (
     STT_NOTYPE,
 )
 from elfpatch.elffile import ElfFile
-from elfpatch.errors import UnsupportedError
+from elfpatch.errors import UnsupportedError, warn
 from elfpatch.relocs import Relocator, Target
 
 INIT_KINDS = ("preinit_array", "init", "ctors", "init_array")
@@ -233,4 +233,6 @@ def list_initializers(path: str) -> dict[str, Any]:
     with Source(path) as src:
         elf = ElfFile(src.data, path)
         listing = initializers(elf)
+    for message in elf.warnings:  # e.g. unusable section headers: listed from PT_DYNAMIC, names from .dynsym
+        warn(path, message)
     return {"path": path, **listing}

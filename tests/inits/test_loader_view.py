@@ -44,6 +44,7 @@ def test_listing_matches_what_the_loader_runs(init_build: Path, tmp_path: Path, 
     proc = run_cli("inits", "--json", str(path))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["files"][0]["init"]
+    assert proc.stderr.startswith(f"elfpatch: warning: {path}: "), "what could not be read is said"
 
 
 def test_no_usable_view_is_still_an_error(init_build: Path, tmp_path: Path) -> None:
