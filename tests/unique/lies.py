@@ -90,6 +90,15 @@ def decoy_dynsym(data: bytearray, elf: ElfFile) -> None:
 
 
 @_lie
+def copied_dynsym(data: bytearray, elf: ElfFile) -> None:
+    """.dynsym points at a copy of itself elsewhere in the file (tools read the copy, the loader the original)."""
+    i = _dynsym_section(elf)
+    sec = elf.sections[i]
+    at = _append(data, bytes(data[sec.sh_offset : sec.sh_offset + sec.sh_size]))
+    set_shdr(data, elf, i, "sh_offset", at)
+
+
+@_lie
 def single_null_shdr(data: bytearray, elf: ElfFile) -> None:
     """One section header, the NULL one."""
     set_ehdr(data, elf, "e_shnum", 1)
@@ -165,6 +174,7 @@ LOADER_LIES: dict[str, Lie] = {
     "retype-dynsym": retype_dynsym,
     "shrink-dynsym": shrink_dynsym,
     "decoy-dynsym": decoy_dynsym,
+    "copied-dynsym": copied_dynsym,
     "single-null-shdr": single_null_shdr,
     "dynamic-offset": dynamic_offset,
     "shdrs-past-eof": shdrs_past_eof,

@@ -74,3 +74,19 @@ def test_output_of_a_skipped_file_holds_the_input(unique_build: Path, tmp_path: 
     assert [f["status"] for f in json.loads(proc.stdout)["files"]] == ["skipped"]
     assert out.read_bytes() == bytes(data) == src.read_bytes()
     assert out.stat().st_mode == src.stat().st_mode
+
+
+def test_wheel_member_with_lying_headers(unique_build: Path, tmp_path: Path) -> None:
+    """A wheel's ELF member is read like a file: its loader view is patched, and its entry carries the warning."""
+    from targets.helpers import build_wheel, wheel_files
+
+    from unique.lies import shdrs_past_eof
+
+    lib = tmp_path / "libholder.so"
+    lib.write_bytes(shdrs_past_eof((unique_build / "libholder_v1.so").read_bytes()))
+    whl = build_wheel(tmp_path, wheel_files(lib))
+    proc = run_cli("unique", "--json", str(whl), check=True)
+    (entry,) = json.loads(proc.stdout)["files"]
+    assert entry["member"] == "holderpkg/libholder.so" and entry["status"] == "patched"
+    assert {s["table"] for s in entry["symbols"]} == {".dynsym"} and entry["warnings"]
+    assert run_cli("unique", "--check", str(whl)).returncode == 0

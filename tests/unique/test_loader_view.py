@@ -100,6 +100,21 @@ def test_symtab_is_still_patched_where_the_headers_allow(unique_build: Path, tmp
         assert symtab == UNIQUE_NAMES
 
 
+def test_both_views_are_patched_where_they_part(unique_build: Path, tmp_path: Path) -> None:
+    """.dynsym's section header points at a copy: the loader's table and the copy are both patched, each row
+    saying which, and the warning says where each is."""
+    a, _ = lied_pair(unique_build, tmp_path, "copied-dynsym", stripped=True)
+    before = a.read_bytes()
+    proc = run_cli("unique", "--json", str(a), check=True)
+    entry = json.loads(proc.stdout)["files"][0]
+    tables = {s["table"] for s in entry["symbols"]}
+    assert ".dynsym" in tables and len(tables) == 2, tables
+    (section_label,) = tables - {".dynsym"}
+    assert re.fullmatch(r"\.dynsym\(section \d+\)", section_label)
+    assert len(entry["symbols"]) == 4 and any("SHT_DYNSYM" in w for w in entry["warnings"])
+    assert len(changed_offsets(before, a.read_bytes())) == 4
+
+
 @pytest.mark.parametrize("arch", sorted(CROSS_ARCHES))
 def test_loader_judges_lies_under_qemu(cross_build: Path, tmp_path: Path, arch: str) -> None:
     prefix, qemu = CROSS_ARCHES[arch]
@@ -127,7 +142,7 @@ def test_honest_files_have_no_warnings(unique_build: Path) -> None:
 CLANG_TARGETS = ("i386-linux-gnu", "x86_64-linux-gnu", "powerpc-linux-gnu", "powerpc64-linux-gnu")
 # readelf -D takes the symbol table's file offset and size from the section whose sh_addr is DT_SYMTAB, and the
 # dynamic section at p_offset: these lies fool it (LIEF reads what the loader reads).
-READELF_D_FOOLED = {"decoy-dynsym", "shrink-dynsym"} | P_OFFSET_READERS_FOOLED
+READELF_D_FOOLED = {"decoy-dynsym", "copied-dynsym", "shrink-dynsym"} | P_OFFSET_READERS_FOOLED
 # LIEF 1.0 finds no dynamic symbol in an i386 file with PN_XNUM (readelf reads it; so does elfpatch).
 LIEF_FOOLED = {("i386-linux-gnu", "pn-xnum")}
 
