@@ -213,9 +213,8 @@ class SymbolTable:
             yield _entry(self.elf.elfclass, fields)
 
     def symbol(self, index: int) -> Symbol:
-        e = self.entry(index)
-        return Symbol(index, self.string(e.st_name), e.st_value, e.st_size, e.st_info, e.st_other, e.st_shndx,
-                      self.info_offset(index))
+        st_name, value, size, info, other, shndx = self.entry(index)
+        return Symbol(index, self.string(st_name), value, size, info, other, shndx, self.info_offset(index))
 
     def __iter__(self) -> Iterator[Symbol]:
         for i in range(self.count):

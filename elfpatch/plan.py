@@ -67,9 +67,10 @@ def plan_image(elf: ElfFile, to: int, names: NameFilter, base: int = 0) -> Image
             raise UnsupportedError(f"EI_OSABI {elf.osabi} ({osabi_name(elf.osabi)}) gives binding 10 another "
                                    "meaning than STB_GNU_UNIQUE; left alone", elf.path)
         for index in hits:
-            if table.info_offset(index) in seen:
+            offset = table.info_offset(index)
+            if offset in seen:
                 continue
-            seen.add(table.info_offset(index))
+            seen.add(offset)
             sym = table.symbol(index)
             pretty = demangle(sym.name)
             if not names.selects(sym.name, pretty):
