@@ -239,3 +239,14 @@ def test_extended_numbering_is_read(unique_build: Path, tmp_path: Path, lie: str
     if lie == "shnum-extended":
         values, pinned = run_loader(unique_build / "unique_driver", a, b)
         assert not pinned and (values["shared"], values["a.resident"]) == ("no", "no")
+
+
+@pytest.mark.parametrize("lie", sorted(LOADER_LIES))
+def test_dlcheck_facts_read_the_loaders_table(unique_build: Path, tmp_path: Path, lie: str) -> None:
+    """dlcheck explains a NODELETE mark from the file: the unique symbols it names are the loader's."""
+    from elfpatch.harness.elffacts import object_facts
+
+    a, _ = lied_pair(unique_build, tmp_path, lie, stripped=True)
+    facts = object_facts(str(a))
+    assert facts is not None and set(facts.unique) == UNIQUE_NAMES
+    assert facts.soname == "libholder_v1.so"
