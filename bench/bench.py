@@ -10,6 +10,8 @@ to disk before the clock starts; repetitions are interleaved and rotated so that
    the floor of any replace-by-rename, and `elfpatch unique -o NEW`, which writes a new file as cp does).
 3. `elfpatch unique --check --json` over ~1,500 system ELF files against a shell loop of `readelf -sW`.
 4. The torch wheel: `elfpatch unique -o OUT X.whl` against `wheel unpack` + `elfpatch unique DIR` + `wheel pack`.
+5. `elfpatch audit --json` against `elfpatch unique --check --json` on the same site-packages tree (the torch
+   wheel installed, unzipped, into bench/out/site-packages): audit must be no slower than the check it builds on.
 
 Prints a table (median wall seconds, peak RSS, ratio against the baseline), one PASS/MISS line per target, and
 writes the same to bench/out/results.json. `--quick` runs fewer repetitions.
@@ -426,6 +428,38 @@ def bench_check(files: list[str], reps: int, readelf_reps: int, results: dict) -
     return readelf, elfpatch
 
 
+def site_packages() -> Path:
+    """The torch wheel unzipped as pip installs it (package files and torch-*.dist-info/RECORD), made once."""
+    site = OUT / "site-packages"
+    stamp = OUT / "site-packages.from"  # beside the tree, not in it
+    want = f"{TORCH_WHEEL.name} {TORCH_WHEEL.stat().st_size}"
+    if stamp.exists() and stamp.read_text() == want:
+        return site
+    shutil.rmtree(site, ignore_errors=True)
+    with zipfile.ZipFile(TORCH_WHEEL) as z:
+        z.extractall(site)
+    stamp.write_text(want)
+    return site
+
+
+def bench_audit(reps: int, results: dict) -> tuple[Variant, Variant]:
+    site = site_packages()
+    tree = os.listdir(site)
+    check_cmd = [*ELFPATCH, "unique", "--check", "--json", str(site)]
+    audit_cmd = [*ELFPATCH, "audit", "--json", str(site)]
+    doc = json.loads(subprocess.run(audit_cmd, capture_output=True, text=True).stdout)  # untimed warm-up
+    results.update(tree=sorted(tree), summary=doc["summary"])
+
+    def audit_same(r: Run) -> str | None:
+        got = json.loads(r.out)["summary"]
+        return None if got == doc["summary"] else f"audit answered {got}, the warm-up pass {doc['summary']}"
+
+    check = Variant("elfpatch unique --check --json SITE", lambda: check_cmd, ok_rc=(0, 1))
+    audit = Variant("elfpatch audit --json SITE", lambda: audit_cmd, audit_same, ok_rc=(0, 1))
+    interleave([check, audit], reps, "audit")
+    return check, audit
+
+
 NOT_SUPPORTED = re.compile(r"not supported|unsupported|unknown (kind|file)|not an ELF", re.I)
 
 
@@ -639,6 +673,19 @@ def main() -> int:
               f"unique symbols ({check_results['unique_symbols']} symbols), {check_results['errors']} errors, "
               f"{check_results['skipped']} skipped: "
               + ", ".join(os.path.basename(p) for p in check_results["files_with_unique"]))
+
+        audit_results: dict = {}
+        base_check, audit = bench_audit(max(3, reps), audit_results)
+        s_ = audit_results["summary"]
+        g5 = (f"audit vs --check on a site-packages ({s_['files']} ELF files, {s_['other']} other files)")
+        table.add(g5, base_check, "1.00 (baseline)")
+        ratio = audit.median / base_check.median if audit.ok and base_check.ok else None
+        table.add(g5, audit, f"{ratio:.2f}x the check" if ratio is not None else "")
+        verdicts.append("MISS: audit: not measured (failed)" if ratio is None else
+                        f"{'PASS' if ratio <= 1.0 else 'MISS'}: audit {ratio:.2f}x `unique --check` on the same tree "
+                        "(target <= 1.0x)")
+        audit_results["variants"] = [base_check.to_json(), audit.to_json()]
+        results["audit"] = audit_results
 
         wheel_results: dict = {}
         if not args.no_wheel:

@@ -5,6 +5,7 @@ The public API, imported lazily so that ``import elfpatch`` stays cheap:
 - ``scan(paths, symbols=())``: what ``elfpatch unique --dry-run`` reports, as records.
 - ``patch(paths, to="global", symbols=(), inplace=False, output=None)``: rewrite unique symbols.
 - ``check(paths, symbols=())``: True when any selected unique symbol exists (``--check``).
+- ``audit(paths, exclude=())``: unique names that several files and packages define (``elfpatch audit``).
 - ``list_initializers(path)``: what runs at load and unload, in the loader's order.
 - ``dlcheck(paths)``: load and unload in a child process and report what kept each resident.
 """
@@ -19,6 +20,7 @@ _EXPORTS = {
     "scan": "elfpatch.api",
     "patch": "elfpatch.api",
     "check": "elfpatch.api",
+    "audit": "elfpatch.api",
     "FileReport": "elfpatch.report",
     "SymbolRow": "elfpatch.report",
     "list_initializers": "elfpatch.inits",

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable, Union
+from typing import TYPE_CHECKING, Iterable, Union
 
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import ERROR, FileReport
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
 from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job
 from elfpatch.targets.dispatch import process
+
+if TYPE_CHECKING:
+    from elfpatch.collisions import Audit
 
 Paths = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 
@@ -57,3 +60,20 @@ def patch(paths: Paths, to: str = "global", symbols: Iterable[str] = (), inplace
           output: str | None = None, fsync: bool = False, raise_errors: bool = True) -> list[FileReport]:
     """Rewrite the selected unique symbols to GLOBAL or WEAK; atomically unless ``inplace``."""
     return run(paths, _job(PATCH, to, symbols, inplace=inplace, output=output, fsync=fsync), raise_errors)
+
+
+def audit(paths: Paths, exclude: Iterable[str] = (), raise_errors: bool = True) -> Audit:
+    """What `elfpatch audit` reports: unique names that several files (and packages) define; nothing written.
+    ``result.to_json()`` is the ``--json`` document; ``result.exit_status()`` the CLI's status."""
+    from elfpatch.collisions import audit_job, run_audit
+
+    names = _paths(paths)
+    job = audit_job(exclude)
+    job.check_paths(names)
+    result = run_audit(names, job)
+    if raise_errors and result.errors:
+        r = result.errors[0]
+        if r.exception is not None:
+            raise type(r.exception)(r.exception.message, r.label) from r.exception
+        raise ElfPatchError(r.error or "failed", r.label)
+    return result

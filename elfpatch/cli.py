@@ -14,7 +14,7 @@ from typing import Sequence
 
 from elfpatch.errors import EXIT_ERROR, LOG, ElfPatchError, error_line
 
-SUBCOMMANDS = ("unique", "inits", "dlcheck")
+SUBCOMMANDS = ("unique", "inits", "dlcheck", "audit")
 
 
 class _WarningLine(logging.Handler):

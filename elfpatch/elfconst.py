@@ -53,3 +53,4 @@ STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 0, 1, 2, 10
 # Symbol-table entry sizes, and where st_info sits inside one (by ELF class in bits).
 SYM_ENTSIZE = {32: 16, 64: 24}
 ST_INFO_OFFSET = {32: 12, 64: 4}
+ST_SHNDX_OFFSET = {32: 14, 64: 6}  # the 2-byte st_shndx (SHN_UNDEF, 0, reads the same in both byte orders)

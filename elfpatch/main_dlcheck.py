@@ -5,23 +5,29 @@ import argparse
 import json
 import sys
 
-from elfpatch.errors import error_line
+from elfpatch.errors import EXIT_ERROR, error_line
 
 HELP = """\
 Load the PATHs in order with RTLD_NOW|RTLD_LOCAL into one child process, close them in reverse order, then
 probe each with RTLD_NOLOAD. Reports every object that stayed loaded with the reason (a unique symbol,
--z nodelete, another object that still needs it) and every binding from one PATH into another (shared
-statics). Nothing is loaded into the elfpatch process itself.
-Exit status: 0 all unloaded and no cross binding, 1 something stayed loaded or a cross binding was seen,
-2 an error (a PATH that fails to load, or a crash while loading or unloading)."""
+-z nodelete, another object that still needs it, followed to the root) and every binding from one object
+to another's STB_GNU_UNIQUE definition outside its lookup scope (shared statics). --import and --preload
+set the process up first, as the program that will load the PATHs would (e.g. --import torch before a
+torchvision extension). Nothing is loaded into the elfpatch process itself.
+Exit status: 0 all PATHs unloaded and no cross binding, 1 a PATH stayed loaded or a cross binding was seen,
+2 an error (a PATH, --import or --preload that fails, or a crash while loading or unloading)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dlcheck", help="check that shared objects unload and do not share statics",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="give up on a step after this long (default: 60)")
+    p.add_argument("--timeout", default="60", metavar="SECONDS",
+                   help="give up on a step after this long (above 0, at most a day; default: 60)")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import this Python module in the child first (repeatable; not judged)")
+    p.add_argument("--preload", dest="preloads", action="append", default=[], metavar="LIB",
+                   help="dlopen this library with RTLD_NOW|RTLD_GLOBAL first (repeatable; not judged)")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
 
@@ -29,8 +35,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from elfpatch.harness.dlcheck import dlcheck, exit_status
     from elfpatch.harness.explain import short_error, write_text
+    from elfpatch.harness.session import MAX_TIMEOUT, BadTimeout, check_timeout
 
-    report = dlcheck(args.paths, timeout=args.timeout)
+    try:
+        timeout = check_timeout(args.timeout)
+    except BadTimeout:
+        reason = f"--timeout: expected seconds above 0 and at most {MAX_TIMEOUT:g}, not {args.timeout!r}"
+        print(error_line(None, reason), file=sys.stderr)
+        return EXIT_ERROR
+    report = dlcheck(args.paths, timeout=timeout, imports=args.imports, preloads=args.preloads)
+    for entry in report["imports"]:
+        if entry["error"] is not None:
+            print(error_line(f"--import {entry['module']}", entry["error"]), file=sys.stderr)
+    for entry in report["preloads"]:
+        if entry["error"] is not None:
+            print(error_line(entry["path"], short_error(entry["path"], entry["error"])), file=sys.stderr)
     for f in report["files"]:
         if f["error"] is not None:
             print(error_line(f["path"], short_error(f["path"], f["error"])), file=sys.stderr)

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import io
+import os
 import sys
 
-from elfpatch.errors import EXIT_ERROR, error_line
-from elfpatch.report import ERROR, FileReport, write_json, write_text
+from elfpatch.errors import EXIT_ERROR, ElfPatchError, error_line
+from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome, error_report
 from elfpatch.targets.dispatch import process
 
 HELP = """\
@@ -32,36 +34,104 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--symbol", metavar="GLOB", action="append", default=[],
                    help="only symbols whose mangled or demangled name matches GLOB (repeatable); "
                         "the others stay unique")
+    p.add_argument("--keep", metavar="GLOB", action="append", default=[],
+                   help="keep symbols whose mangled or demangled name matches GLOB unique (repeatable; the "
+                        "complement of --symbol, for code that relies on one shared singleton)")
+    p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                   help="pass over files whose path relative to a tree's root, or archive/wheel member name, "
+                        "matches GLOB (repeatable; a GLOB without / also matches the file name alone)")
     p.add_argument("-o", "--output", metavar="OUT", help="write the result to OUT, leave PATH untouched")
+    p.add_argument("-w", "--output-dir", metavar="DIR",
+                   help="write each result (file, archive or wheel) into DIR under its own name, leave every "
+                        "PATH untouched")
     p.add_argument("--fsync", action="store_true",
                    help="fsync the new file and its directory before returning (durable against power loss)")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout (always every file)")
+    verbosity = p.add_mutually_exclusive_group()
+    verbosity.add_argument("-v", "--verbose", action="store_true",
+                           help="list every file of a tree, also those without unique symbols")
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="print the summary line only")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
 
 
+def _usage_error(message: str) -> int:
+    print(error_line(None, message), file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _outputs(paths: list[str], directory: str) -> dict[str, str] | str:
+    """-w DIR: the output of each PATH (DIR/its own name), or why that cannot be. DIR is created if need be,
+    as auditwheel's -w does."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        return f"-w/--output-dir {directory}: {exc.strerror or exc}"
+    outputs: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    for path in paths:
+        out = os.path.join(directory, os.path.basename(os.path.normpath(path)))
+        if out in taken and taken[out] != path:
+            return f"-w/--output-dir: {taken[out]} and {path} would both be written to {out}"
+        taken[out] = path
+        if os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path):
+            return f"-w/--output-dir: {path} is already in {directory}; inputs stay untouched"
+        outputs[path] = out
+    return outputs
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.output_dir and (args.output or args.check or args.dry_run or args.inplace):
+        return _usage_error("-w/--output-dir goes with neither -o, --check, --dry-run nor --inplace")
     mode = CHECK if args.check else DRY_RUN if args.dry_run else PATCH
     try:
-        job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol), inplace=args.inplace,
-                  output=args.output, fsync=args.fsync, progress=sys.stderr.isatty())
+        job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol, args.keep),
+                  inplace=args.inplace, output=args.output, fsync=args.fsync, progress=sys.stderr.isatty(),
+                  exclude=Exclude(args.exclude))
         job.check_paths(args.paths)
     except ValueError as exc:  # a usage error: nothing was opened
-        print(error_line(None, str(exc)), file=sys.stderr)
-        return EXIT_ERROR
+        return _usage_error(str(exc))
+    outputs: dict[str, str] = {}
+    if args.output_dir:
+        found = _outputs(args.paths, args.output_dir)
+        if isinstance(found, str):
+            return _usage_error(found)
+        outputs = found
     reports: list[FileReport] = []
-    skipped = 0
+    in_trees: set[int] = set()  # reports that come from a tree walk (listed only with findings, unless -v)
+    skipped = other = 0
     for path in args.paths:
-        outcome = process(path, job)
+        if path in outputs:
+            if os.path.isdir(path):
+                error = ElfPatchError("-w/--output-dir takes files, archives and wheels, not a directory", path)
+                outcome = Outcome([error_report(path, error)])
+            else:
+                path_job = copy.copy(job)
+                path_job.output = outputs[path]
+                outcome = process(path, path_job)
+        else:
+            outcome = process(path, job)
         for r in outcome.reports:
             if r.status == ERROR:
-                label = f"{r.path}[{r.member}]" if r.member is not None else r.path
-                print(error_line(label, r.error or "failed"), file=sys.stderr)
+                print(error_line(r.label, r.error or "failed"), file=sys.stderr)
+        if os.path.isdir(path):
+            in_trees.update(id(r) for r in outcome.reports)
         reports.extend(outcome.reports)
         skipped += outcome.skipped
+        other += outcome.other
     # One write, not one per line: with PYTHONUNBUFFERED set, thousands of symbol lines cost a syscall each.
     text = io.StringIO()
-    (write_json if args.json else write_text)(reports, text, skipped)
+    if args.json:
+        from elfpatch.packages import annotate
+
+        annotate(reports)
+        write_json(reports, text, skipped, other)
+    else:
+
+        def show(r: FileReport) -> bool:
+            return args.verbose or id(r) not in in_trees or _has_findings(r)
+
+        write_text(reports, text, skipped, other, show=show, quiet=args.quiet, kept_by=_kept_by(args))
     sys.stdout.write(text.getvalue())
     sys.stdout.flush()
     if any(r.status == ERROR for r in reports):
@@ -69,3 +139,13 @@ def run(args: argparse.Namespace) -> int:
     if mode == CHECK and any(r.symbols for r in reports):
         return 1
     return 0
+
+
+def _has_findings(r: FileReport) -> bool:
+    """Whether a tree's file is worth a line: unique symbols (kept ones too), a reason it was skipped, or
+    warnings."""
+    return r.status != UNCHANGED or bool(r.symbols or r.kept or getattr(r, "warnings", None))
+
+
+def _kept_by(args: argparse.Namespace) -> str:
+    return "/".join(opt for opt, used in (("--symbol", args.symbol), ("--keep", args.keep)) if used)

@@ -1,7 +1,7 @@
 """The records `elfpatch unique` reports, their JSON document and their text rendering."""
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple, TextIO
+from typing import Any, Callable, Iterable, NamedTuple, TextIO
 
 from elfpatch.errors import ElfPatchError, one_line
 
@@ -28,7 +28,8 @@ class SymbolRow(NamedTuple):
 class FileReport:
     """What happened to one file (or one archive/wheel member, named by ``member``)."""
 
-    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason", "exception", "warnings")
+    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason", "exception", "package", "facts",
+                 "warnings")
 
     def __init__(self, path: str, status: str, symbols: list[SymbolRow] | None = None, kept: int = 0,
                  error: str | None = None, member: str | None = None, reason: str | None = None,
@@ -41,6 +42,8 @@ class FileReport:
         self.member = member
         self.reason = reason  # why a file was skipped
         self.exception = exception  # what made status "error", for the API to raise as it was (not in JSON)
+        self.package: Any = None  # the owning package (elfpatch.packages.Package), where known
+        self.facts: Any = None  # what Job.inspect found in the image (elfpatch audit)
         self.warnings = warnings if warnings is not None else []  # e.g. section headers that lie
 
     def __repr__(self) -> str:
@@ -58,10 +61,18 @@ class FileReport:
                    symbols=[s.to_json() for s in self.symbols], warnings=list(self.warnings))
         if self.reason is not None:
             doc["reason"] = self.reason
+        doc["package"] = self.package.to_json() if self.package is not None else None
         return doc
 
+    @property
+    def label(self) -> str:
+        """The file, or ``archive[member]``, as every message names it."""
+        return f"{self.path}[{self.member}]" if self.member is not None else self.path
 
-def summary(reports: Iterable[FileReport], skipped: int = 0) -> dict[str, int]:
+
+def summary(reports: Iterable[FileReport], skipped: int = 0, other: int = 0) -> dict[str, int]:
+    """``skipped``: entries passed over for a reason (symlinks, devices, --exclude); ``other``: regular files
+    that are no ELF file, archive or wheel (a site-packages' .py files)."""
     reports = list(reports)
     doc = {
         "files": len(reports),
@@ -70,13 +81,14 @@ def summary(reports: Iterable[FileReport], skipped: int = 0) -> dict[str, int]:
         "errors": sum(r.status == ERROR for r in reports),
     }
     doc["skipped"] = skipped + sum(r.status == SKIPPED for r in reports)
+    doc["other"] = other
     return doc
 
 
-def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None:
+def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0, other: int = 0) -> None:
     import json
 
-    doc = {"files": [r.to_json() for r in reports], "summary": summary(reports, skipped)}
+    doc = {"files": [r.to_json() for r in reports], "summary": summary(reports, skipped, other)}
     json.dump(doc, out)  # no indent: the C encoder, ~10x faster on a large tree
     out.write("\n")
 
@@ -84,10 +96,14 @@ def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None
 _VERBS = {PATCHED: "patched", WOULD_PATCH: "would patch", FOUND: "found", UNCHANGED: "no unique symbols"}
 
 
-def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None:
+def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0, other: int = 0,
+               show: Callable[[FileReport], bool] | None = None, quiet: bool = False,
+               kept_by: str = "--symbol") -> None:
+    """One block per report that ``show`` accepts (every one without it), then the summary line; ``quiet``:
+    the summary line only."""
     for r in reports:
-        if r.status == ERROR:
-            continue  # already on stderr, one line each
+        if r.status == ERROR or quiet or (show is not None and not show(r)):
+            continue  # errors are already on stderr, one line each
         label = one_line(f"{r.path}[{r.member}]" if r.member is not None else r.path)
         if r.status == SKIPPED:
             out.write(f"{label}: skipped: {one_line(r.reason)}\n")
@@ -99,16 +115,18 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0) -> None
         else:
             head = f"{label}: {_VERBS[r.status]} {n} unique symbol{'s' if n != 1 else ''}"
         if r.kept:
-            head += f" ({r.kept} kept unique by --symbol)"
+            head += f" ({r.kept} kept unique by {kept_by})"
         out.write(head + "\n")
         for w in r.warnings:
             out.write(f"  warning: {one_line(w)}\n")
         for s in r.symbols:
             arrow = f"{s.from_} -> {s.to}" if r.status in (PATCHED, WOULD_PATCH) else s.from_
             out.write(f"  {s.table}[{s.index}]  {one_line(s.demangled or s.name)}  {arrow}\n")
-    doc = summary(reports, skipped)
+    doc = summary(reports, skipped, other)
     line = (f"{doc['files']} file{'s' if doc['files'] != 1 else ''}, {doc['unique']} unique, "
             f"{doc['patched']} patched, {doc['errors']} error{'s' if doc['errors'] != 1 else ''}")
     if doc["skipped"]:
         line += f", {doc['skipped']} skipped"
+    if doc["other"]:
+        line += f", {doc['other']} other"
     out.write(line + "\n")

@@ -47,24 +47,35 @@ def rebind(st_info: int, bind: int) -> int:
     return (bind << 4) | (st_info & 0xF)
 
 
+def _globs(globs: tuple[str, ...]):  # a compiled pattern, or None for no globs
+    import fnmatch
+    import re
+
+    return re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
+
+
 class NameFilter:
-    """``--symbol GLOB`` filters: a symbol is selected when its mangled or demangled name matches any glob.
-    No globs selects everything."""
+    """``--symbol GLOB`` and ``--keep GLOB`` filters: a symbol is selected when its mangled or demangled name
+    matches any ``--symbol`` glob (no globs: every symbol) and no ``--keep`` glob (kept symbols stay unique,
+    for code that relies on one shared singleton)."""
 
-    def __init__(self, globs: Iterable[str] = ()) -> None:
-        import fnmatch
-        import re
-
+    def __init__(self, globs: Iterable[str] = (), keep: Iterable[str] = ()) -> None:
         self.globs = tuple(globs)
-        self._regex = re.compile("|".join(fnmatch.translate(g) for g in self.globs)) if self.globs else None
+        self.keep = tuple(keep)
+        self._regex = _globs(self.globs)
+        self._keep = _globs(self.keep)
 
     def __bool__(self) -> bool:
-        return self._regex is not None
+        return self._regex is not None or self._keep is not None
 
     def selects(self, name: str, demangled: str | None) -> bool:
-        if self._regex is None:
-            return True
-        return bool(self._regex.match(name) or (demangled is not None and self._regex.match(demangled)))
+        if self._keep is not None and _matches(self._keep, name, demangled):
+            return False
+        return self._regex is None or _matches(self._regex, name, demangled)
+
+
+def _matches(regex, name: str, demangled: str | None) -> bool:
+    return bool(regex.match(name) or (demangled is not None and regex.match(demangled)))
 
 
 @lru_cache(maxsize=1)

@@ -8,9 +8,11 @@
         s.resident("build/libplugin.so")          # dlopen(RTLD_NOLOAD) probe
         s.why_resident("build/libplugin.so")      # the blockers, as dlcheck reports them
         s.debug().marks                           # LD_DEBUG: NODELETE marks, bindings, scopes
+        s.import_module("numpy")                  # import a Python module in the child (as --import does)
 
-``dlcheck(paths)`` is the ``elfpatch dlcheck`` report; ``DlHarness`` is what the pytest fixture
-``dlharness`` hands a test. Names are imported on first use, so importing this package costs nothing.
+``dlcheck(paths, imports=..., preloads=...)`` is the ``elfpatch dlcheck`` report; ``DlHarness`` is what the
+pytest fixture ``dlharness`` hands a test. Names are imported on first use, so importing this package costs
+nothing.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ _EXPORTS = {
     "DlError": "elfpatch.harness.session",
     "ChildCrashed": "elfpatch.harness.session",
     "HarnessTimeout": "elfpatch.harness.session",
+    "ImportFailed": "elfpatch.harness.session",
+    "BadTimeout": "elfpatch.harness.session",
     "run": "elfpatch.harness.session",
     "LdDebug": "elfpatch.harness.lddebug",
     "Binding": "elfpatch.harness.lddebug",

@@ -1,17 +1,20 @@
 """The harness child: the only process in which elfpatch calls dlopen, dlsym and dlclose.
 
-Started by ``elfpatch.harness.session.Session`` as ``python child.py RESPONSE_FD``. Reads one JSON request
-per line on stdin and writes one JSON answer per line on RESPONSE_FD; the process's own stdout and stderr
-belong to the libraries it loads (the parent points them at files). Uses cffi in ABI mode on the running
-process's libc, so no compiler is needed, and imports nothing from elfpatch, so a broken library can only
-take this process down.
+Started by ``elfpatch.harness.session.Session`` as ``python child.py REQUEST_FD RESPONSE_FD``. Reads one
+JSON request per line on REQUEST_FD and writes one JSON answer per line on RESPONSE_FD; both are private
+(not inherited by programs the libraries exec). The process's own stdin is /dev/null, its stdout and stderr
+belong to the libraries it loads. Uses cffi in ABI mode on the running process's libc, so no compiler is
+needed, and imports nothing from elfpatch, so a broken library can only take this process down.
 
-Every request is ``{"op": NAME, ...}``; every answer is ``{"ok": true, ...}`` or ``{"ok": false, "error":
-TEXT, "kind": "dlerror" | "usage"}``. Before running a request the child appends a marker line to the
-``LD_DEBUG_OUTPUT`` file, so the parent can tell which request made the loader print what.
+Every request is ``{"op": NAME, "id": N, ...}``; every answer is ``{"ok": true, "pid": PID, "id": N, ...}``
+or ``{"ok": false, "error": TEXT, "kind": "dlerror" | "import" | "usage", "pid": PID, "id": N}``. A copy of
+this process made by a library's fork() that returns here exits at once, without a word. Before running a
+request the child appends a marker line to the ``LD_DEBUG_OUTPUT`` file, so the parent can tell which
+request made the loader print what.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -56,6 +59,7 @@ def dlerror() -> str:
 
 class Child:
     def __init__(self) -> None:
+        self.pid = os.getpid()
         self.handles: dict[int, object] = {}
         self.next_id = 1
         self.op_count = 0
@@ -152,8 +156,23 @@ class Child:
             node = node.l_next
         return {"objects": names}
 
-    def op_ping(self, req: dict) -> dict:
-        return {"pid": os.getpid()}
+    def op_import(self, req: dict) -> dict:
+        name = req.get("module")
+        if not isinstance(name, str) or not name:
+            raise UsageError("import needs a module name")
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and the rest: the module's failure, reported
+            raise ImportError_(f"cannot import {name}: {type(exc).__name__}: {exc}") from None
+        return {}
+
+    def forked(self) -> bool:
+        """True in a copy of this process that a library's fork() made: it must not answer."""
+        return os.getpid() != self.pid
+
+
+class ImportError_(Exception):
+    """A module given to the import request raised."""
 
 
 def convert_arg(ctype: object, value: object) -> object:
@@ -184,22 +203,33 @@ def convert_result(ctype: object, value: object) -> object:
 
 
 def main(argv: list[str]) -> int:
-    out = os.fdopen(int(argv[1]), "w", buffering=1)
+    requests_fd, answers_fd = int(argv[1]), int(argv[2])
+    for fd in (requests_fd, answers_fd):
+        os.set_inheritable(fd, False)  # pass_fds made them inheritable: no helper a library execs keeps them
+    requests = os.fdopen(requests_fd, "r")
+    out = os.fdopen(answers_fd, "w", buffering=1)
+    sys.path[0] = ""  # imports resolve as in ``python -c``: the working directory, not this file's folder
     child = Child()
-    out.write(json.dumps({"ok": True, "pid": os.getpid()}) + "\n")
-    for line in sys.stdin:
+
+    def answer(payload: dict, rid: object) -> None:
+        # The leading newline ends whatever partial line a library may have written to this pipe.
+        out.write("\n" + json.dumps({**payload, "pid": child.pid, "id": rid}) + "\n")
+        out.flush()
+
+    answer({"ok": True}, 0)
+    for line in requests:
         if not line.strip():
             continue
         try:
             req = json.loads(line)
             op = req["op"]
-        except (ValueError, KeyError, TypeError) as exc:
-            out.write(json.dumps({"ok": False, "kind": "usage", "error": f"bad request: {exc}"}) + "\n")
+            rid = req.get("id")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            answer({"ok": False, "kind": "usage", "error": f"bad request: {exc}"}, None)
             continue
         child.mark(op)
         if op in ("exit", "_exit"):
-            out.write(json.dumps({"ok": True}) + "\n")
-            out.flush()
+            answer({"ok": True}, rid)
             C.fflush(ffi.NULL)
             # exit() runs atexit handlers and static destructors, as a C program's end would;
             # _exit() does not.
@@ -208,15 +238,24 @@ def main(argv: list[str]) -> int:
         try:
             if handler is None:
                 raise UsageError(f"unknown op {op!r}")
-            answer = {"ok": True, **handler(req)}
+            result = {"ok": True, **handler(req)}
         except DlError as exc:
-            answer = {"ok": False, "kind": "dlerror", "error": str(exc)}
+            result = {"ok": False, "kind": "dlerror", "error": str(exc)}
+        except ImportError_ as exc:
+            result = {"ok": False, "kind": "import", "error": str(exc)}
         except UsageError as exc:
-            answer = {"ok": False, "kind": "usage", "error": str(exc)}
+            result = {"ok": False, "kind": "usage", "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - a bad request must not end the session
-            answer = {"ok": False, "kind": "usage", "error": f"{type(exc).__name__}: {exc}"}
-        C.fflush(ffi.NULL)  # what the library printed reaches its file before the parent reads it
-        out.write(json.dumps(answer) + "\n")
+            result = {"ok": False, "kind": "usage", "error": f"{type(exc).__name__}: {exc}"}
+        if child.forked():
+            os._exit(0)  # a library forked inside this request and its copy came back here: vanish
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()  # what Python code printed (an imported module) reaches the pipe first
+            except (OSError, ValueError):
+                pass
+        C.fflush(ffi.NULL)  # what the library printed reaches its pipe before the parent reads the answer
+        answer(result, rid)
     return 0
 
 

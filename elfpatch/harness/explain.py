@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import os
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
-from elfpatch.harness.dlcheck import (
+from elfpatch.harness.blockers import (
     NODELETE_FLAG,
     NODELETE_REFERENCE,
     OPEN_HANDLE,
@@ -12,11 +12,11 @@ from elfpatch.harness.dlcheck import (
     STILL_REFERENCED,
     THREAD_LOCAL,
     UNIQUE_SYMBOL,
+    is_system,
 )
 from elfpatch.symbols import demangle
 
 MAX_SYMBOLS = 4
-SYSTEM_DIRS = ("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/local/lib/")
 
 
 def symbol_label(name: str) -> str:
@@ -32,19 +32,25 @@ def _symbol_list(symbols: list[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def explain(blocker: dict[str, Any], path: str, dependency: bool = False) -> tuple[str, str]:
-    """(why it stays, what to do) for one blocker of ``path``."""
+def explain(blocker: dict[str, Any], path: str, dependency: bool = False,
+            siblings: Sequence[dict[str, Any]] = ()) -> tuple[str, str]:
+    """(why it stays, what to do) for one blocker of ``path``; ``siblings`` are its other blockers (a fix
+    that they would defeat is not offered)."""
     kind, objects = blocker["kind"], blocker.get("objects", [])
-    system = dependency and path.startswith(SYSTEM_DIRS)
+    system = dependency and is_system(path)
     if kind == UNIQUE_SYMBOL:
         symbols = blocker.get("symbols", [])
         why = ("glibc marked it NODELETE because it defines STB_GNU_UNIQUE symbols"
                + (f" ({_symbol_list(symbols)})" if symbols else "")
                + ": dlclose never unmaps it, its statics keep their values, and a rebuilt copy reloads as "
                "the old code.")
+        held = _never_roots(siblings)
         if system:
             fix = ("it is a system library the process shares: leave it loaded (patching it is the "
                    "distribution's business).")
+        elif held:
+            fix = (f"`elfpatch unique` alone would not make it unload: {held[0]['path']} holds it and can never "
+                   "unload (see below); fix that first.")
         else:
             fix = (f"run `elfpatch unique {path}` or rebuild it with -fno-gnu-unique; if other modules "
                    "rely on sharing one of these symbols, keep that one unique "
@@ -56,10 +62,17 @@ def explain(blocker: dict[str, Any], path: str, dependency: bool = False) -> tup
     elif kind == NODELETE_REFERENCE:
         why = (f"glibc marked it NODELETE because {', '.join(objects) or 'an object'}, which can never be "
                "unloaded, binds to its symbols.")
-        fix = "make that object unloadable, or keep it from binding to this one."
+        fix = _holder_fix(blocker, "make that object unloadable, or keep it from binding to this one.")
     elif kind == STILL_REFERENCED:
-        why = f"it is still needed by {', '.join(objects)}, which stayed loaded."
-        fix = "it goes when they go: fix their blockers first."
+        links = blocker.get("links") or [{"object": o, "reasons": []} for o in objects]
+        why = "it is still needed by " + ", ".join(
+            link["object"] + (f" ({', '.join(link['reasons'])})" if link["reasons"] else "") for link in links
+        ) + ", which stayed loaded."
+        own = [b["kind"] for b in siblings if b["kind"] in (UNIQUE_SYMBOL, NODELETE_FLAG, PRELOADED)]
+        if own and (system or own[0] != UNIQUE_SYMBOL):
+            fix = f"it stays for a reason of its own as well ({own[0]}, above)."
+        else:
+            fix = _holder_fix(blocker, "it goes when they go: fix their blockers first.")
     elif kind == THREAD_LOCAL:
         why = ("it registers thread_local destructors, and glibc keeps it loaded until every thread that "
                "touched one of them has exited.")
@@ -79,6 +92,63 @@ def explain(blocker: dict[str, Any], path: str, dependency: bool = False) -> tup
     return why, fix
 
 
+def _never_roots(blockers: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The roots holding an object that can never unload, from its still-referenced/nodelete-reference
+    blockers."""
+    seen, out = set(), []
+    for b in blockers:
+        for root in b.get("roots", []):
+            if root.get("never_unloads") and root["path"] not in seen:
+                seen.add(root["path"])
+                out.append(root)
+    return out
+
+
+def _holder_fix(blocker: dict[str, Any], default: str) -> str:
+    """What would let the object go, judged from the roots of the chains that hold it."""
+    roots = blocker.get("roots", [])
+    never = _never_roots([blocker])
+    if never:
+        root = never[0]
+        last = root["chain"][-1]
+        exported = last["holds"]
+        if root["system"] and last.get("own_symbols") and last.get("symbol_count"):
+            return (f"{root['path']} can never unload ({root['never_unloads']}), and it binds "
+                    f"{last['symbol_count']} of its own symbols to the copies {exported} exports "
+                    f"({_symbol_list(last['symbols'])}): stop exporting them (link {exported} with "
+                    "-Wl,--exclude-libs,ALL or a version script that exports only its own API), or load "
+                    f"{os.path.basename(root['path'])} before it so that it binds to itself (`elfpatch dlcheck "
+                    f"--preload {os.path.basename(root['path'])}` shows the effect); `elfpatch unique` cannot "
+                    "help.")
+        return (f"{root['path']} can never unload ({root['never_unloads']}) and holds it; it goes only if "
+                f"{root['path']} stops needing it; `elfpatch unique` cannot help.")
+    fixable = [r for r in roots if r["kinds"] == [UNIQUE_SYMBOL] and not r["system"]]
+    if roots and len(fixable) == len(roots):
+        return (f"it goes when {', '.join(r['path'] for r in roots)} go"
+                f"{'es' if len(roots) == 1 else ''}: run `elfpatch unique` on "
+                f"{'it' if len(roots) == 1 else 'them'} (see its unique-symbol blocker).")
+    if roots:
+        return ("it goes when " + ", ".join(f"{r['path']} ({', '.join(r['kinds'])})" for r in roots)
+                + " go: fix those blockers first.")
+    return default
+
+
+def chain_lines(blocker: dict[str, Any], path: str) -> list[str]:
+    """One line per root: the chain of holders from ``path`` out to the root, each link with its reason."""
+    out = []
+    for root in blocker.get("roots", []):
+        parts = [path]
+        for link in root["chain"]:
+            reason = ", ".join(link["reasons"])
+            if link.get("symbol_count"):
+                reason += f": {link['symbol_count']} symbol{'s' if link['symbol_count'] != 1 else ''}, e.g. " \
+                          + _symbol_list(link["symbols"][:2])
+            parts.append(f"{link['object']} ({reason})")
+        why = root["never_unloads"] or ", ".join(root["kinds"])
+        out.append(f"root {root['path']}: {why}; held by " + " <- ".join(parts))
+    return out
+
+
 def short_error(path: str, error: str) -> str:
     """dlerror's text without the leading ``PATH: `` it usually starts with (the report names the path)."""
     for prefix in (path, os.path.abspath(path)):
@@ -88,6 +158,13 @@ def short_error(path: str, error: str) -> str:
 
 
 def write_text(report: dict[str, Any], out: TextIO) -> None:
+    for entry in report.get("imports", []):
+        state = f"error: {entry['error']}" if entry["error"] else "imported first (not judged)"
+        out.write(f"--import {entry['module']}: {state}\n")
+    for entry in report.get("preloads", []):
+        state = (f"error: {short_error(entry['path'], entry['error'])}" if entry["error"]
+                 else "opened first with RTLD_GLOBAL (not judged)")
+        out.write(f"--preload {entry['path']}: {state}\n")
     files = report["files"]
     for f in files:
         if f["error"] is not None:
@@ -100,11 +177,18 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
         _write_blockers(f["blockers"], f["path"], out)
     cross = report["cross_bindings"]
     if cross:
-        out.write("cross bindings (objects loaded with RTLD_LOCAL that share one definition):\n")
+        out.write("cross bindings (a reference bound to another object's STB_GNU_UNIQUE definition outside its "
+                  "own lookup scope: the two share one copy):\n")
         for b in cross:
             out.write(f"  {b['file']} uses {b['bound_to']}'s {symbol_label(b['symbol'])}\n")
         out.write("    fix: `elfpatch unique` on these files gives each its own copy (or rebuild them with "
                   "-fno-gnu-unique).\n")
+    other = report.get("out_of_scope_bindings", [])
+    if other:
+        out.write("out-of-scope bindings (not unique symbols: the global scope changed under them, e.g. an "
+                  "RTLD_GLOBAL object or LD_PRELOAD; not counted in the exit status):\n")
+        for b in other:
+            out.write(f"  {b['file']} uses {b['bound_to']}'s {symbol_label(b['symbol'])}\n")
     for d in report.get("dependencies", []):
         if not d["unloads"]:
             out.write(f"dependency {d['path']}: stays loaded (does not change the exit status)\n")
@@ -119,5 +203,8 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
 
 def _write_blockers(blockers: list[dict[str, Any]], path: str, out: TextIO, dependency: bool = False) -> None:
     for b in blockers:
-        why, fix = explain(b, path, dependency)
-        out.write(f"  {b['kind']}: {why}\n    fix: {fix}\n")
+        why, fix = explain(b, path, dependency, blockers)
+        out.write(f"  {b['kind']}: {why}\n")
+        for line in chain_lines(b, path):
+            out.write(f"    {line}\n")
+        out.write(f"    fix: {fix}\n")

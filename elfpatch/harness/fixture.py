@@ -34,8 +34,9 @@ class DlHarness:
             return not s.resident(path)
 
     def cross_bindings(self, *paths: PathLike, **kwargs: Any) -> list[dict]:
-        """References from one of ``paths`` (or their dependencies) bound into another, all loaded RTLD_LOCAL
-        into one process: an empty list means the loader made them share nothing."""
+        """References from one of ``paths`` (or their dependencies) bound to another's STB_GNU_UNIQUE
+        definition outside their own lookup scope, all loaded RTLD_LOCAL into one process: an empty list means
+        the loader made them share no static."""
         return self.dlcheck(*paths, **kwargs)["cross_bindings"]
 
     def dlcheck(self, *paths: PathLike, **kwargs: Any) -> dict:

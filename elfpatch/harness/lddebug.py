@@ -8,16 +8,25 @@ The lines that matter, as elf/dl-lookup.c, dl-open.c and dl-close.c print them (
     object=A [0]
      scope 0: PROG /lib/x86_64-linux-gnu/libc.so.6 ...
      scope 1: A DEP ...
+    add A [0] to global scope
     file=A [0];  needed by B [0] (relocation dependency)
     file=A [0];  destroying link map
 
 plus the ``elfpatch-harness op N NAME`` markers the child writes before each request, which give every event
 the number of the request during which the loader printed it (0: during start-up).
+
+Scopes accumulate: dl-open.c prints an object's scopes after mapping it (the new object before relocation, its
+new dependencies after), and when a later dlopen brings in an already-loaded object it prints only the scope it
+added (``scope 2: ...``). So a binding is judged against every scope printed for the referrer in its current
+life (until ``destroying link map``) during its own request or an earlier one, plus the global scope as it
+stood then (every ``scope 0`` line and ``add ... to global scope`` so far: it only grows).
 """
 from __future__ import annotations
 
 import re
 from typing import NamedTuple
+
+from elfpatch.harness.elffacts import defines_unique
 
 _LINE = re.compile(r"^\s*(\d+):\t?(.*)$")
 _BINDING = re.compile(r"^binding file (.*?) \[(\d+)\] to (.*) \[(\d+)\]: (\w+) symbol `(.*)'(?: \[(.*)\])?$")
@@ -28,6 +37,7 @@ _SCOPE = re.compile(r"^ scope (\d+):(.*)$")
 _FILE = re.compile(r"^file=(.*?) \[(\d+)\];  (.*)$")
 _NEEDED = re.compile(r"^needed by (.*) \[(\d+)\]( \(relocation dependency\))?$")
 _MARKER = re.compile(r"^elfpatch-harness op (\d+) (\S+)$")
+_GLOBAL = re.compile(r"^add (.*) \[(\d+)\] to global scope$")
 
 
 class Binding(NamedTuple):
@@ -38,6 +48,9 @@ class Binding(NamedTuple):
     symbol: str
     version: str | None
     op: int
+    # Whether ``bound_to`` was in a scope the loader had printed for ``file`` by then; None when it printed
+    # none for ``file`` (start-up objects, ld.so): never called out of scope without the loader's evidence.
+    in_scope: bool | None = None
 
 
 class NodeleteMark(NamedTuple):
@@ -65,7 +78,8 @@ class LdDebug:
         self.bindings: list[Binding] = []
         self.marks: list[NodeleteMark] = []
         self.dependencies: list[Dependency] = []
-        self.scopes: dict[str, list[str]] = {}  # object -> its scope lines (``scope 1:`` is the local one)
+        self.scopes: dict[str, list[str]] = {}  # object -> the scope lines of its latest life
+        self.global_scope: list[str] = []  # objects added to the global scope by dlopen(RTLD_GLOBAL)
         self.unmapped: list[str] = []  # ``destroying link map``, in order
         self.lines = 0
 
@@ -73,34 +87,87 @@ class LdDebug:
         return [m for m in self.marks if m.path == path and m.reason.startswith(reason_prefix)]
 
     def in_scope(self, obj: str, other: str) -> bool:
-        """Whether the loader searches ``other`` when resolving ``obj``'s references (``other`` is in one of
-        the scopes it printed for ``obj``). An object without printed scopes counts as searching everything,
-        so that no binding is called cross without the loader's own evidence."""
+        """Whether ``other`` is in a scope the loader printed for ``obj`` (in its latest life). An object
+        without printed scopes counts as searching everything."""
         lines = self.scopes.get(obj)
         if not lines:
             return True
-        needle = f" {other} "
-        return any(needle in f" {line} " for line in lines)
+        return any(_member(other, line) for line in lines) or other in self.global_scope
 
-    def cross_bindings(self, objects: set[str]) -> list[Binding]:
-        """Bindings between two different ``objects`` where the definition lies outside the referring
-        object's own scope: isolation broken (with RTLD_LOCAL, only the unique-symbol table does that).
-        Deduplicated, in the order the loader printed them."""
+    def out_of_scope(self, objects: set[str]) -> list[Binding]:
+        """Bindings between two different ``objects`` to a definition outside the scopes in force for the
+        referrer when the loader made them. Deduplicated, in the order the loader printed them."""
         seen: set[tuple[str, str, str]] = set()
         out = []
         for b in self.bindings:
             key = (b.file, b.bound_to, b.symbol)
-            if b.file == b.bound_to or key in seen or b.file not in objects or b.bound_to not in objects:
+            if b.in_scope is not False or key in seen or b.file == b.bound_to:
                 continue
-            if not self.in_scope(b.file, b.bound_to):
+            if b.file in objects and b.bound_to in objects:
                 seen.add(key)
                 out.append(b)
         return out
+
+    def cross_bindings(self, objects: set[str]) -> list[Binding]:
+        """The out-of-scope bindings to STB_GNU_UNIQUE definitions (as the defining file's ``.dynsym`` says):
+        isolation broken by the namespace's unique-symbol table."""
+        return [b for b in self.out_of_scope(objects) if defines_unique(b.bound_to, b.symbol)]
+
+
+def _member(name: str, line: str) -> bool:
+    return f" {name} " in f" {line} "
+
+
+class _Scopes:
+    """The scope lines printed for each object, with the request that printed them, life by life. Lines are
+    kept padded with a space at each end, so that membership is one substring test (paths may hold spaces,
+    so the lines are not split)."""
+
+    def __init__(self) -> None:
+        self.lives: dict[str, list[list[tuple[int, str]]]] = {}  # object -> its lives' (op, " scope line ")s
+        self.global_lines: list[tuple[int, str]] = []  # every ``scope 0`` line and global-scope addition
+        self.global_since: dict[str, int] = {}  # each global-scope member -> the first request it was seen in
+        self._verdicts: dict[tuple[str, int, str, int], bool | None] = {}
+
+    def life(self, obj: str) -> int:
+        return len(self.lives.setdefault(obj, [[]])) - 1
+
+    def add(self, owner: str, index: int, line: str, op: int) -> None:
+        padded = f" {line} "
+        self.lives.setdefault(owner, [[]])[-1].append((op, padded))
+        if index == 0:
+            self.global_lines.append((op, padded))
+            for name in line.split():
+                self.global_since.setdefault(name, op)
+
+    def add_global(self, obj: str, op: int) -> None:
+        self.global_lines.append((op, f" {obj} "))
+        self.global_since.setdefault(obj, op)
+
+    def in_global(self, other: str, op: int) -> bool:
+        if " " not in other:  # the common case: one dictionary look-up
+            return self.global_since.get(other, op + 1) <= op
+        needle = f" {other} "
+        return any(when <= op and needle in line for when, line in self.global_lines)
+
+    def end_life(self, obj: str) -> None:
+        self.lives.setdefault(obj, [[]]).append([])
+
+    def judge(self, obj: str, life: int, other: str, op: int) -> bool | None:
+        key = (obj, life, other, op)
+        if key not in self._verdicts:
+            needle = f" {other} "
+            lines = [line for when, line in self.lives[obj][life] if when <= op]
+            self._verdicts[key] = None if not lines else (self.in_global(other, op)
+                                                           or any(needle in line for line in lines))
+        return self._verdicts[key]
 
 
 def parse(text: str, pid: int | None = None) -> LdDebug:
     """Parse LD_DEBUG output; with ``pid``, only that process's lines."""
     result = LdDebug()
+    scopes = _Scopes()
+    pending: list[tuple[int, int]] = []  # (binding index, the referrer's life then)
     op = 0
     scope_owner: str | None = None
     for raw in text.splitlines():
@@ -112,13 +179,14 @@ def parse(text: str, pid: int | None = None) -> LdDebug:
         if scope_owner is not None:
             s = _SCOPE.match(line)
             if s is not None:
-                result.scopes.setdefault(scope_owner, []).append(s.group(2).strip())
+                scopes.add(scope_owner, int(s.group(1)), s.group(2).strip(), op)
                 continue
             if line.strip() != "no scope":
                 scope_owner = None
         if line.startswith("binding file "):
             b = _BINDING.match(line)
             if b is not None:
+                pending.append((len(result.bindings), scopes.life(b.group(1))))
                 result.bindings.append(Binding(b.group(1), b.group(3), b.group(6), b.group(7), op))
         elif line.startswith("marking "):
             mk = _MARK.match(line)
@@ -130,13 +198,18 @@ def parse(text: str, pid: int | None = None) -> LdDebug:
             o = _OBJECT.match(line)
             if o is not None:
                 scope_owner = o.group(1)
-                result.scopes[scope_owner] = []  # the last printout of an object's scopes wins
+        elif line.startswith("add "):
+            g = _GLOBAL.match(line)
+            if g is not None:
+                scopes.add_global(g.group(1), op)
+                result.global_scope.append(g.group(1))
         elif line.startswith("file="):
             f = _FILE.match(line)
             if f is not None:
                 what = f.group(3)
                 if what == "destroying link map":
                     result.unmapped.append(f.group(1))
+                    scopes.end_life(f.group(1))  # a later load of the same path is a new life
                 else:
                     n = _NEEDED.match(what)
                     if n is not None:
@@ -145,4 +218,13 @@ def parse(text: str, pid: int | None = None) -> LdDebug:
             mo = _MARKER.match(line)
             if mo is not None:
                 op = int(mo.group(1))
+    # A dependency is relocated before its scopes are printed in the same request: judging at the end, by
+    # request number, counts those scopes as in force (they were).
+    for index, life in pending:
+        b = result.bindings[index]
+        result.bindings[index] = b._replace(in_scope=scopes.judge(b.file, life, b.bound_to, b.op))
+    for obj, lives in scopes.lives.items():  # the latest life that printed any scope
+        printed = [life for life in lives if life]
+        if printed:
+            result.scopes[obj] = [line[1:-1] for _, line in printed[-1]]
     return result

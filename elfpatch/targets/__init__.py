@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from elfpatch.elfconst import ELFMAG
 from elfpatch.errors import ElfPatchError, warn
@@ -19,15 +19,47 @@ PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
 ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
 
 
+class Exclude:
+    """``--exclude GLOB`` filters on file names: a tree's paths relative to its root, archive and wheel member
+    names, a PATH as given. A glob with a ``/`` matches the whole name (``*`` crosses ``/``, as in fnmatch);
+    one without matches the last component too, as in .gitignore (``test_*`` anywhere)."""
+
+    def __init__(self, globs: Iterable[str] = ()) -> None:
+        import fnmatch
+        import re
+
+        self.globs = tuple(globs)
+        whole = "|".join(fnmatch.translate(g) for g in self.globs)
+        base = "|".join(fnmatch.translate(g) for g in self.globs if "/" not in g)
+        self._whole = re.compile(whole) if whole else None
+        self._base = re.compile(base) if base else None
+
+    def __bool__(self) -> bool:
+        return self._whole is not None
+
+    def excludes(self, name: str) -> bool:
+        if self._whole is None:
+            return False
+        name = name.replace(os.sep, "/")
+        if self._whole.match(name):
+            return True
+        return self._base is not None and bool(self._base.match(name.rstrip("/").rsplit("/", 1)[-1]))
+
+
 class Job:
-    """What `elfpatch unique` was asked to do, shared by every target kind.
+    """What `elfpatch unique` (or `audit`) was asked to do, shared by every target kind.
 
     Option combinations that could only harm the input are refused here, where the CLI and the API both pass,
-    with a ValueError before anything is opened (the CLI turns it into a usage error, exit 2)."""
+    with a ValueError before anything is opened (the CLI turns it into a usage error, exit 2).
+
+    ``exclude``: names to pass over. ``inspect``: called with each ELF image the job plans (and whether it is
+    an archive or wheel member); what it returns becomes the report's ``facts``. A module-level function, so
+    that a tree's worker processes can run it."""
 
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
-                 progress: bool = False) -> None:
+                 progress: bool = False, exclude: Exclude | None = None,
+                 inspect: Callable[[Any, bool], Any] | None = None) -> None:
         if mode not in (PATCH, CHECK, DRY_RUN):
             raise ValueError(f"mode must be one of {PATCH!r}, {CHECK!r} or {DRY_RUN!r}, not {mode!r}")
         if to not in (STB_GLOBAL, STB_WEAK):
@@ -46,6 +78,8 @@ class Job:
         self.output = os.fspath(output) if output is not None else None
         self.fsync = fsync
         self.progress = progress  # a progress line on stderr for trees
+        self.exclude = exclude if exclude is not None else Exclude()
+        self.inspect = inspect
 
     def check_paths(self, paths: Sequence[str]) -> None:
         """Refuse (ValueError) what this job cannot do with these PATHs, before any of them is opened."""
@@ -64,11 +98,14 @@ class Job:
 
 
 class Outcome:
-    """The reports of one PATH, and how many files a tree walk passed over (not ELF, archive or wheel)."""
+    """The reports of one PATH; how many entries a tree walk passed over for a reason (``skipped``: symlinks,
+    devices, --exclude) and how many regular files were no target kind (``other``: not ELF, archive or
+    wheel)."""
 
-    def __init__(self, reports: list[FileReport] | None = None, skipped: int = 0) -> None:
+    def __init__(self, reports: list[FileReport] | None = None, skipped: int = 0, other: int = 0) -> None:
         self.reports = reports if reports is not None else []
         self.skipped = skipped
+        self.other = other
 
 
 def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> FileReport:

@@ -35,8 +35,11 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
         for m in members:
             if m.is_index or bytes(src.data[m.data_offset : m.data_offset + 4]) != ELFMAG:
                 continue
+            if job.exclude.excludes(m.name):
+                continue
             try:
-                plan = plan_image(_member_image(src.data, m, path), job.to, job.names, base=m.data_offset)
+                image = _member_image(src.data, m, path)
+                plan = plan_image(image, job.to, job.names, base=m.data_offset)
             except UnsupportedError as exc:
                 reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
                 continue
@@ -44,6 +47,8 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
                 raise exc.within(f"member {m.name}", path) from exc
             reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept,
                                       warnings=plan.warnings, member=m.name))
+            if job.inspect is not None:
+                reports[-1].facts = job.inspect(image, True)
             plans.append((m, plan))
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # an archive without ELF members

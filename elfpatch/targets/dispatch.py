@@ -15,6 +15,8 @@ def process(path: str, job: Job) -> Outcome:
             from elfpatch.targets.tree import process_tree
 
             return process_tree(path, job)
+        if job.exclude.excludes(path):
+            return Outcome(skipped=1)
         return Outcome(process_file(path, job, detect(path)))
     except ElfPatchError as exc:
         return Outcome([error_report(path, exc)])

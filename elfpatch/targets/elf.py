@@ -31,6 +31,8 @@ def process_elf(path: str, job: Job) -> FileReport:
                 commit(src, [], lambda buf: None, job)
             return FileReport(path, SKIPPED, reason=exc.message, warnings=list(elf.warnings))
         report = FileReport(path, status_for(plan, job), plan.rows, plan.kept, warnings=plan.warnings)
+        if job.inspect is not None:
+            report.facts = job.inspect(elf, False)
         if not job.writes or not (plan.edits or job.output):
             return report  # nothing to write: the file is not even opened for writing
 

@@ -1,5 +1,5 @@
 """A directory PATH: walked in sorted order without following symlinks; every regular file that is an ELF
-file, an ar archive or a wheel is processed, anything else is counted as skipped.
+file, an ar archive or a wheel is processed, anything else is counted (as other).
 
 - Symlinks are never followed: a link (to a file or a directory, inside the tree or out of it) is left as it
   is and counted as skipped; a target inside the tree is visited under its own name.
@@ -10,6 +10,8 @@ file, an ar archive or a wheel is processed, anything else is counted as skipped
 - The walk reads every directory before anything is written: an unreadable directory fails the whole tree
   and changes nothing. Each file is then committed on its own (atomically, as a single PATH would be).
 - Larger trees are spread over a process pool (one process per core); reports stay in sorted order.
+- ``--exclude`` globs match paths relative to the root; excluded files are counted as skipped. Regular
+  files that are no target kind are counted apart, as ``other``.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import Iterable
 
 from elfpatch.errors import LOG, ElfPatchError, WriteError
 from elfpatch.report import FileReport
-from elfpatch.targets import Job, Outcome, error_report, kind_of, read_head, renamed
+from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
 from elfpatch.write import temp_name
 
@@ -42,9 +44,9 @@ class Group:
         self.size = size
 
 
-def walk(root: str) -> tuple[list[Group], int]:
+def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int]:
     """Regular files below ``root`` grouped by inode, in sorted order of their first name, and how many
-    entries were passed over (symlinks, devices, sockets, FIFOs)."""
+    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches)."""
     groups: dict[tuple[int, int], Group] = {}
     skipped = 0
 
@@ -56,6 +58,9 @@ def walk(root: str) -> tuple[list[Group], int]:
         skipped += sum(os.path.islink(os.path.join(dirpath, d)) for d in dirnames)  # never descended into
         for name in filenames:
             path = os.path.join(dirpath, name)
+            if exclude and exclude.excludes(os.path.relpath(path, root)):
+                skipped += 1
+                continue
             try:
                 st = os.lstat(path)
             except OSError:
@@ -155,7 +160,7 @@ def _parallel(groups: list[Group], job: Job) -> int:
 def process_tree(root: str, job: Job) -> Outcome:
     if job.output:
         raise WriteError("-o/--output takes a file, not a directory", root)
-    groups, skipped = walk(root)
+    groups, skipped = walk(root, job.exclude)
     outcome = Outcome(skipped=skipped)
     tasks = [(g.paths, job, root) for g in groups]
     progress = Progress(len(tasks)) if job.progress and sys.stderr.isatty() else None
@@ -177,11 +182,11 @@ def process_tree(root: str, job: Job) -> Outcome:
 
 def _collect(results: Iterable[Result], outcome: Outcome, progress: Progress | None) -> None:
     try:
-        for reports, skipped, records in results:
+        for reports, other, records in results:
             for record in records:
                 LOG.handle(record)
             outcome.reports.extend(reports)
-            outcome.skipped += skipped
+            outcome.other += other
             if progress is not None:
                 progress.step(bool(reports))
     finally:

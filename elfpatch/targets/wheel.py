@@ -31,7 +31,7 @@ from elfpatch.plan import check_old_bytes, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
 from elfpatch.spans import Piece, Scratch, Span, chunks, write_pieces
 from elfpatch.targets.elf import status_for
-from elfpatch.write import Source, copy_metadata, create_temp, fsync_dir
+from elfpatch.write import Source, copy_metadata, create_temp, fsync_dir, replace_atomic
 
 if TYPE_CHECKING:
     from elfpatch.targets import Job
@@ -82,7 +82,7 @@ def process_wheel(path: str, job: Job) -> list[FileReport]:
     with Source(path, lock=writes) as src:
         entries, comment = zipfmt.read_entries(src.data, path)
         _check_names(entries, path)
-        writer = _Writer(src, entries, comment, job) if job.output else None
+        writer = None  # started at the first change; -o of an unchanged wheel is a byte-identical copy
         reports: list[FileReport] = []
         try:
             for i, e in enumerate(entries):
@@ -96,6 +96,8 @@ def process_wheel(path: str, job: Job) -> list[FileReport]:
                     writer.add(e, patched)
             if writer is not None:
                 writer.finish()
+            elif job.writes and job.output:
+                replace_atomic(src, [], lambda buf: None, output=job.output, fsync=job.fsync)
         finally:
             if writer is not None:
                 writer.close()
@@ -128,7 +130,7 @@ def _extract(src: Source, e: zipfmt.Entry, start: int, path: str, index: bool, s
 
 def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: list[FileReport]) -> Patched | None:
     """Report one member; return its patched bytes when the job rewrites it, else None."""
-    if e.name.endswith("/") or e.usize < 4:
+    if e.name.endswith("/") or e.usize < 4 or job.exclude.excludes(e.name):
         return None
     if e.flags & 1:
         raise ParseError(f"zip member {e.name!r} is encrypted; wheels never are", path)
@@ -147,7 +149,8 @@ def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: li
         member = _extract(src, e, start, path, job.writes, scratch)
         blob = scratch.map()
         try:
-            plan = plan_image(ElfFile(blob, name), job.to, job.names)
+            image = ElfFile(blob, name)
+            plan = plan_image(image, job.to, job.names)
         except UnsupportedError as exc:
             reports.append(FileReport(path, SKIPPED, reason=exc.message, member=e.name))
             return None
@@ -155,6 +158,8 @@ def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: li
             raise exc.within(f"member {e.name}", path) from exc
         reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, warnings=plan.warnings,
                                   member=e.name))
+        if job.inspect is not None:
+            reports[-1].facts = job.inspect(image, True)
         if not (job.writes and plan.edits):
             return None
         check_old_bytes(blob, plan.edits)

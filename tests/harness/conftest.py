@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import pytest
 from conftest import NATIVE, require_tool, run_cli
@@ -20,6 +21,13 @@ def nd_build() -> Path:
     """native_tests/no_destruction/build, built once per session."""
     subprocess.run(["make", "-s", "-C", str(NATIVE / "no_destruction")], check=True)
     return NATIVE / "no_destruction" / "build"
+
+
+@pytest.fixture(scope="session")
+def dl_build() -> Path:
+    """native_tests/dlcheck/build (scopes, root causes, hostile libraries), built once per session."""
+    subprocess.run(["make", "-s", "-C", str(NATIVE / "dlcheck")], check=True)
+    return NATIVE / "dlcheck" / "build"
 
 
 @pytest.fixture(scope="session")
@@ -49,8 +57,15 @@ def build_lib(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     return build
 
 
-def dlcheck_cli(*paths: Path | str, human: bool = False) -> tuple[int, dict | str, str]:
-    """`python -m elfpatch dlcheck [--json] PATH...`: (exit status, parsed JSON or text, stderr)."""
-    args = ["dlcheck", *map(str, paths)] if human else ["dlcheck", "--json", *map(str, paths)]
-    proc = run_cli(*args)
+def dlcheck_cli(*paths: Path | str, human: bool = False, options: Sequence[str] = (),
+                **run_args: Any) -> tuple[int, dict | str, str]:
+    """`python -m elfpatch dlcheck [--json] [OPTIONS] PATH...`: (exit status, parsed JSON or text, stderr).
+    ``run_args`` (env, cwd) go to subprocess.run."""
+    args = ["dlcheck", *options, *map(str, paths)] if human else ["dlcheck", "--json", *options, *map(str, paths)]
+    if run_args:
+        proc = subprocess.run([sys.executable, "-m", "elfpatch", *args], capture_output=True, text=True,
+                              **run_args)
+        assert "Traceback" not in proc.stderr, proc.stderr
+    else:
+        proc = run_cli(*args)
     return proc.returncode, (proc.stdout if human else json.loads(proc.stdout)), proc.stderr

@@ -59,17 +59,19 @@ def test_other_processes_are_ignored_with_a_pid() -> None:
     assert "/b/other-process.so" in {m.path for m in parse(SAMPLE).marks}
 
 
-def test_cross_bindings_are_bindings_outside_the_referrers_scope() -> None:
+def test_out_of_scope_bindings() -> None:
     log = parse(SAMPLE, pid=13976)
-    cross = log.cross_bindings({V1, V2, USER})
+    cross = log.out_of_scope({V1, V2, USER})
     # v2 -> v1 once (deduplicated); user -> v1 is a DT_NEEDED binding inside user's scope; libc is not ours.
     assert [(b.file, b.bound_to, b.symbol) for b in cross] == [(V2, V1, "_ZN6HolderIiE5valueE")]
-    assert log.cross_bindings({V2, USER}) == []  # v1 not among the objects asked about
+    assert log.out_of_scope({V2, USER}) == []  # v1 not among the objects asked about
+    assert log.cross_bindings({V1, V2, USER}) == []  # /b/libholder_v1.so is no file: not known to be unique
 
 
 def test_an_object_without_printed_scopes_is_never_called_cross() -> None:
     log = parse("1:\tbinding file /a.so [0] to /b.so [0]: normal symbol `x'\n")
-    assert log.bindings and log.cross_bindings({"/a.so", "/b.so"}) == []
+    assert log.bindings and log.out_of_scope({"/a.so", "/b.so"}) == []
+    assert log.bindings[0].in_scope is None
 
 
 def test_garbage_is_skipped() -> None:

@@ -1,4 +1,4 @@
-"""Directory trees: sorted walk, symlinks never followed, hard links kept, non-targets skipped and counted,
+"""Directory trees: sorted walk, symlinks never followed, hard links kept, non-targets counted (skipped, other),
 the process pool, the progress bar, and the loader's verdict on the patched libraries."""
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def stage(unique_build: Path, objs: dict[str, Path], tmp_path: Path) -> Path:
     shutil.copy(objs["plain"], root / "obj" / "plain.o")
     subprocess.run(["ar", "rcs", "libholder.a", "holder.o"], check=True, cwd=root / "obj")
     build_wheel(root / "share", wheel_files(unique_build / "libholder_v1.so"))
-    # Not targets: skipped silently and counted.
+    # Not targets: passed over silently and counted (a FIFO as skipped, regular files as other).
     (root / "lib" / "libc_script.so").write_text("/* GNU ld script */\nGROUP ( libc.so.6 )\n")
     (root / "lib" / "empty.so").write_bytes(b"")
     (root / "bin" / "run.sh").write_text("#!/bin/sh\nexec true\n")
@@ -51,8 +51,10 @@ def stage(unique_build: Path, objs: dict[str, Path], tmp_path: Path) -> Path:
 
 TARGETS = ["bin/unique_exe", "lib/libholder_v1.so", "lib/plugins/deep/libholder_v2.so", "obj/holder.o",
            "obj/libholder.a", "obj/plain.o", "share/holderpkg-1.0-py3-none-linux_x86_64.whl"]
-# libc_script.so, empty.so, run.sh, README, not_a_wheel.whl, fifo, and the five symlinks
-SKIPPED = 11
+# the fifo and the five symlinks: passed over for a reason
+SKIPPED = 6
+# libc_script.so, empty.so, run.sh, README, not_a_wheel.whl: regular files that are no target kind
+OTHER = 5
 
 
 def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_path: Path) -> None:
@@ -69,6 +71,7 @@ def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_pa
     assert [f["member"] for f in doc["files"] if f["path"].endswith(".whl")] == ["holderpkg/libholder.so"]
     assert [f["member"] for f in doc["files"] if f["path"].endswith(".a")] == ["holder.o"]
     assert doc["summary"]["skipped"] == SKIPPED and doc["summary"]["files"] == len(TARGETS)
+    assert doc["summary"]["other"] == OTHER
     assert tree_state(stage) == state, "--check writes nothing"
 
     proc = run_cli("unique", "--json", str(stage), check=True)
@@ -119,7 +122,7 @@ def test_dry_run_and_text_report_on_a_tree(stage: Path) -> None:
     proc = run_cli("unique", "-n", str(stage))
     assert proc.returncode == 0 and tree_state(stage) == state
     last = proc.stdout.splitlines()[-1]
-    assert last.startswith(f"{len(TARGETS)} files,") and last.endswith(f"{SKIPPED} skipped")
+    assert last.startswith(f"{len(TARGETS)} files,") and last.endswith(f"{SKIPPED} skipped, {OTHER} other")
 
 
 def test_hard_links_survive(unique_build: Path, tmp_path: Path) -> None:

@@ -33,7 +33,8 @@ def test_json_document(lib: Path) -> None:
         assert s["demangled"] == MANGLED[s["name"]]
         assert (s["from"], s["to"]) == ("UNIQUE", "GLOBAL")
         assert isinstance(s["index"], int) and s["index"] > 0
-    assert doc["summary"] == {"files": 1, "unique": 4, "patched": 4, "errors": 0, "skipped": 0}
+    assert doc["summary"] == {"files": 1, "unique": 4, "patched": 4, "errors": 0, "skipped": 0, "other": 0}
+    assert entry["package"] is None  # a file no dist-info RECORD or conda-meta record names
 
 
 def test_only_st_info_bytes_change_and_second_run_is_a_no_op(lib: Path) -> None:
@@ -58,7 +59,7 @@ def test_check_and_dry_run_change_nothing(lib: Path) -> None:
     assert check.returncode == 1
     doc = json.loads(check.stdout)
     assert doc["files"][0]["status"] == "found" and doc["summary"] == {
-        "files": 1, "unique": 4, "patched": 0, "errors": 0, "skipped": 0}
+        "files": 1, "unique": 4, "patched": 0, "errors": 0, "skipped": 0, "other": 0}
     dry = run_cli("unique", "-n", "--json", str(lib))
     assert dry.returncode == 0
     assert json.loads(dry.stdout)["files"][0]["status"] == "would-patch"
