@@ -573,17 +573,18 @@ class ElfFile:
                 continue
             if loader is not None and (table.offset, table.count) == (loader.offset, loader.count):
                 continue  # the loader's own table: read (and edited) once
+            clash = self._clash(table, tables, loader)
+            if clash:
+                if loader is None:
+                    raise ParseError(f"{label}: {clash}", self.path)
+                self.warn(f"{label} (section {sec.index}, at {table.offset:#x} with {table.count} entries) not "
+                          f"read: {clash}")
+                continue
             if loader is not None and sec.sh_type == SHT_DYNSYM:
                 table.name = f".dynsym(section {sec.index})"
                 self.warn(f"section {sec.index} ({sec.name or 'unnamed'}) is a SHT_DYNSYM table at "
                           f"{table.offset:#x} with {table.count} entries, but the loader's DT_SYMTAB is at "
                           f"{loader.offset:#x} with {loader.count}: both are read")
-            clash = self._clash(table, tables, loader)
-            if clash:
-                if loader is None:
-                    raise ParseError(f"{label}: {clash}", self.path)
-                self.warn(f"{label} (section {sec.index}) not read: {clash}")
-                continue
             tables.append(table)
         if loader is not None and not any(sec.sh_type == SHT_DYNSYM for sec in sections) and sections:
             self.warn("no section header describes the loader's dynamic symbol table (DT_SYMTAB): it was read "
@@ -602,6 +603,10 @@ class ElfFile:
             if sec.sh_type == SHT_DYNSYM and sec.sh_offset == loader.offset and sec.sh_size > loader.count * entsize \
                     and sec.sh_entsize in (0, entsize) and sec.sh_size % entsize == 0 \
                     and sec.sh_size <= self.size - sec.sh_offset:
+                end = sec.sh_offset + sec.sh_size
+                # Not over anything else the loader reads: a section grown over .dynstr is no symbol table there.
+                if any(start < end and loader.end < start + size for start, size, _ in self._loader_spans(loader)):
+                    return loader
                 return SymbolTable(self, loader.name, loader.offset, sec.sh_size // entsize, loader.str_offset,
                                    loader.str_size)
         return loader

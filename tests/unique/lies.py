@@ -82,6 +82,15 @@ def shrink_dynsym(data: bytearray, elf: ElfFile) -> None:
 
 
 @_lie
+def grow_dynsym(data: bytearray, elf: ElfFile) -> None:
+    """.dynsym's sh_size runs on over .dynstr (whose bytes must not be taken for symbols and edited)."""
+    i = _dynsym_section(elf)
+    table = elf.loader_table()
+    grown = elf.sections[i].sh_size + table.str_size + table.entsize
+    set_shdr(data, elf, i, "sh_size", grown - grown % table.entsize)
+
+
+@_lie
 def decoy_dynsym(data: bytearray, elf: ElfFile) -> None:
     """.dynsym points at a zeroed copy of itself (what some Android protectors ship)."""
     i = _dynsym_section(elf)
@@ -173,6 +182,7 @@ LOADER_LIES: dict[str, Lie] = {
     "drop-dynsym": drop_dynsym,
     "retype-dynsym": retype_dynsym,
     "shrink-dynsym": shrink_dynsym,
+    "grow-dynsym": grow_dynsym,
     "decoy-dynsym": decoy_dynsym,
     "copied-dynsym": copied_dynsym,
     "single-null-shdr": single_null_shdr,
