@@ -88,6 +88,11 @@ def test_loader_judges_each_lie(unique_build: Path, tmp_path: Path, lie: str, st
     judge(unique_build, a, b)
 
 
+def test_loader_judges_a_decoy_quickly(unique_build: Path, tmp_path: Path) -> None:
+    """One lie of the matrix above for `make test-fast`: a stripped library whose .dynsym header points at zeros."""
+    judge(unique_build, *lied_pair(unique_build, tmp_path, "decoy-dynsym", stripped=True))
+
+
 @pytest.mark.parametrize("lie", sorted(LOADER_LIES))
 def test_symtab_is_still_patched_where_the_headers_allow(unique_build: Path, tmp_path: Path, lie: str) -> None:
     a, _ = lied_pair(unique_build, tmp_path, lie, stripped=False)
