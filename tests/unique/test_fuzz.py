@@ -18,7 +18,8 @@ from unique.lies import EXTENDED, LOADER_LIES
 EXAMPLES = int(os.environ.get("ELFPATCH_FUZZ_EXAMPLES", "300"))
 FIXTURES = ("libholder_v1.so", "holder_v1.o", "i686/libholder_v1.so", "powerpc64/libholder_v1.so")
 # libholder_v1.so with headers that lie (lies.py): the loader's view and the section view part ways.
-LIED = ("decoy-dynsym", "dynamic-offset", "pn-xnum", "shdrs-past-eof", "shrink-dynsym", "single-null-shdr")
+LIED = ("decoy-dynsym", "dynamic-offset", "grow-dynsym", "pn-xnum", "shdrs-past-eof", "shrink-dynsym",
+        "single-null-shdr")
 
 mutations = st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 255)), min_size=1, max_size=8)
 
