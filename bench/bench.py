@@ -12,6 +12,8 @@ to disk before the clock starts; repetitions are interleaved and rotated so that
 4. The torch wheel: `elfpatch unique -o OUT X.whl` against `wheel unpack` + `elfpatch unique DIR` + `wheel pack`.
 5. `elfpatch audit --json` against `elfpatch unique --check --json` on the same site-packages tree (the torch
    wheel installed, unzipped, into bench/out/site-packages): audit must be no slower than the check it builds on.
+6. `elfpatch inits --dtors --siof --json` on the big library against a plain `elfpatch inits --json` listing of
+   it (target <= 5 s, < 500 MB).
 
 Prints a table (median wall seconds, peak RSS, ratio against the baseline), one PASS/MISS line per target, and
 writes the same to bench/out/results.json. `--quick` runs fewer repetitions.
@@ -382,6 +384,22 @@ def bench_library(lib: Path, expect: dict, reps: int, tmp: Path, results: dict) 
     return v
 
 
+def bench_inits(lib: Path, reps: int, results: dict) -> tuple[Variant, Variant]:
+    """`inits --dtors --siof` (disassembles 375 initializers' call trees) against a plain `inits` listing."""
+    def counts(r: Run) -> str | None:
+        f = json.loads(r.out)["files"][0]
+        results["initializers"] = sum(1 for e in f["init"] if not e["toolchain"])
+        results["exit_time_destructors"] = len(f["exit_time_destructors"])
+        results["findings"] = len(f["findings"])
+        return None if f["exit_time_destructors"] else "no exit-time destructors found"
+
+    plain = Variant("elfpatch inits --json LIB (listing)", lambda: [*ELFPATCH, "inits", "--json", str(lib)])
+    deep = Variant("elfpatch inits --dtors --siof --json LIB (depth 3)",
+                   lambda: [*ELFPATCH, "inits", "--dtors", "--siof", "--json", str(lib)], counts)
+    interleave([plain, deep], reps, "inits")
+    return plain, deep
+
+
 def bench_lief(lib: Path, tmp: Path) -> Variant:
     recipe = tmp / "lief_recipe.py"
     recipe.write_text(LIEF_RECIPE)
@@ -657,6 +675,23 @@ def main() -> int:
             verdicts.append("MISS: atomic mode: not measured (failed)")
         results["library"].update(lib_results)
         results["library"]["variants"] = [x.to_json() for x in v.values()] + ([lief.to_json()] if lief else [])
+
+        inits_results: dict = {}
+        plain, deep = bench_inits(lib, reps, inits_results)
+        g5 = "big library: inits --dtors --siof vs a plain inits listing"
+        table.add(g5, plain, "1.00 (baseline)")
+        table.add(g5, deep, f"{deep.median / plain.median:.1f}x the listing; {inits_results.get('initializers')} "
+                  f"initializers, {inits_results.get('exit_time_destructors')} exit-time destructors"
+                  if deep.ok and plain.ok else "")
+        if deep.ok:
+            rss = deep.rss_kb / 1024
+            ok = deep.median <= 5 and rss < 500
+            verdicts.append(f"{'PASS' if ok else 'MISS'}: inits --dtors --siof {deep.median:.2f} s, {rss:.0f} MB "
+                            "(target <= 5 s, < 500 MB)")
+        else:
+            verdicts.append(f"MISS: inits --dtors --siof: {deep.failure or 'not run'}")
+        inits_results["variants"] = [plain.to_json(), deep.to_json()]
+        results["inits"] = inits_results
 
         files = system_elves(N_SYSTEM_FILES)
         check_results: dict = {}

@@ -3,7 +3,8 @@
 The public API, imported lazily so that ``import elfpatch`` stays cheap:
 
 - ``scan(paths, symbols=())``: what ``elfpatch unique --dry-run`` reports, as records.
-- ``patch(paths, to="global", symbols=(), inplace=False, output=None)``: rewrite unique symbols.
+- ``patch(paths, to="global", symbols=(), inplace=False, output=None, output_dir=None)``: rewrite unique
+  symbols.
 - ``check(paths, symbols=())``: True when any selected unique symbol exists (``--check``).
 - ``audit(paths, exclude=())``: unique names that several files and packages define (``elfpatch audit``).
 - ``list_initializers(path)``: what runs at load and unload, in the loader's order.

@@ -57,9 +57,13 @@ def check(paths: Paths, symbols: Iterable[str] = ()) -> bool:
 
 
 def patch(paths: Paths, to: str = "global", symbols: Iterable[str] = (), inplace: bool = False,
-          output: str | None = None, fsync: bool = False, raise_errors: bool = True) -> list[FileReport]:
-    """Rewrite the selected unique symbols to GLOBAL or WEAK; atomically unless ``inplace``."""
-    return run(paths, _job(PATCH, to, symbols, inplace=inplace, output=output, fsync=fsync), raise_errors)
+          output: str | None = None, fsync: bool = False, raise_errors: bool = True,
+          output_dir: str | None = None) -> list[FileReport]:
+    """Rewrite the selected unique symbols to GLOBAL or WEAK; atomically unless ``inplace``. ``output`` (one
+    PATH) or ``output_dir`` (each PATH under its own name, the directory created if need be) leave the PATHs
+    untouched, as -o and -w do."""
+    job = _job(PATCH, to, symbols, inplace=inplace, output=output, fsync=fsync, output_dir=output_dir)
+    return run(paths, job, raise_errors)
 
 
 def audit(paths: Paths, exclude: Iterable[str] = (), raise_errors: bool = True) -> Audit:

@@ -210,14 +210,32 @@ def _identities(reports: Iterable[FileReport]) -> dict[int, object]:
 
 
 def _collisions(reports: list[FileReport]) -> list[Collision]:
+    distinct = _distinct(_shared(reports))
+    users = _users(reports, distinct)
+    out = []
+    for name in sorted(distinct):
+        defs = distinct[name]
+        packages = {d.report.package.name for d in defs if d.report.package is not None}
+        out.append(Collision(name, demangle(name), defs, users.get(name, []),
+                             len({d.st_size for d in defs}) > 1, len(packages) > 1))
+    return out
+
+
+def _shared(reports: list[FileReport]) -> dict[str, list[Definition]]:
+    """The names two or more images define, each with its definitions in report order."""
     by_name: dict[str, list[Definition]] = {}
     for r in reports:
         if r.facts is not None:
             for name, st_size in r.facts.defined:
                 by_name.setdefault(name, []).append(Definition(r, st_size))
-    shared = {name: defs for name, defs in by_name.items() if len(defs) > 1}
+    return {name: defs for name, defs in by_name.items() if len(defs) > 1}
+
+
+def _distinct(shared: dict[str, list[Definition]]) -> dict[str, list[Definition]]:
+    """``shared`` without identical copies (the first of each stays), and without the names then left with one
+    definition: copies of one image do not collide."""
     if not shared:
-        return []
+        return {}  # nothing to hash
     keys = _identities({id(d.report): d.report for defs in shared.values() for d in defs}.values())
     distinct: dict[str, list[Definition]] = {}
     for name, defs in shared.items():
@@ -230,18 +248,17 @@ def _collisions(reports: list[FileReport]) -> list[Collision]:
                 kept.append(d)
         if len(kept) > 1:
             distinct[name] = kept
+    return distinct
+
+
+def _users(reports: list[FileReport], names: dict[str, list[Definition]]) -> dict[str, list[FileReport]]:
+    """For each of ``names``, the images that refer to it (undefined in their symbol table)."""
     users: dict[str, list[FileReport]] = {}
     for r in reports:
         if r.facts is not None and r.facts.undefined:
-            for name in r.facts.undefined.intersection(distinct):
+            for name in r.facts.undefined.intersection(names):
                 users.setdefault(name, []).append(r)
-    out = []
-    for name in sorted(distinct):
-        defs = distinct[name]
-        packages = {d.report.package.name for d in defs if d.report.package is not None}
-        out.append(Collision(name, demangle(name), defs, users.get(name, []),
-                             len({d.st_size for d in defs}) > 1, len(packages) > 1))
-    return out
+    return users
 
 
 def _pairs(collisions: list[Collision]) -> list[tuple[tuple[str, str], list[str]]]:

@@ -187,7 +187,40 @@ def initializers(elf: ElfFile) -> dict[str, list[dict[str, Any]]]:
         for kind in kinds:
             for index, target in raw.get(kind, ()):
                 out[side].append(_entry(kind, index, target, names, layout.section_starts))
+    _add_file_sources(elf, out["init"] + out["fini"])
     return out
+
+
+STT_FILE = 4
+
+
+def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
+    """``source`` for entries whose name does not give it (GCC names a PIE or non-PIC unit's initializer after
+    its first global symbol): the STT_FILE symbol that precedes the function's local symbol in .symtab."""
+    wanted = {e["address"] for e in entries if e["source"] is None and e["address"] is not None
+              and not e["toolchain"]}
+    table = next((t for t in elf.symbol_tables() if t.name == ".symtab"), None)
+    if not wanted or table is None:
+        return
+    fmt = "IBBHQQ" if elf.elfclass == 64 else "IIIBBH"
+    blob = elf.read(table.offset, table.count * table.entsize)
+    current: int | None = None  # st_name of the last STT_FILE symbol
+    found: dict[int, int] = {}
+    for fields in elf.struct(fmt).iter_unpack(blob):
+        if elf.elfclass == 64:
+            st_name, info, _other, _shndx, value, _size = fields
+        else:
+            st_name, value, _size, info, _other, _shndx = fields
+        if info >> 4 != STB_LOCAL:
+            break  # every local symbol comes first: past them, no file owns a symbol
+        typ = info & 0xF
+        if typ == STT_FILE:
+            current = st_name or None
+        elif typ == STT_FUNC and value in wanted and current is not None and value not in found:
+            found[value] = current
+    for e in entries:
+        if e["source"] is None and e["address"] in found:
+            e["source"] = table.string(found[e["address"]])
 
 
 def _legacy_list(words: list[Target], ws: int) -> list[tuple[int | None, Target]]:

@@ -5,7 +5,7 @@ import argparse
 import io
 import json
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from elfpatch.cli import error_line
 from elfpatch.collisions import Audit, Collision, audit_job, run_audit
@@ -89,16 +89,24 @@ def write_text(result: Audit, out: TextIO, verbose: bool = False) -> None:
     if hidden:
         out.write(f"  ... and {_plural(hidden, 'name')} that only files of one package define (-v lists them)\n")
     if shown:
-        involved = result.involved({c.symbol for c in shown})
-        total = sum(len(r.symbols) for r in involved)
-        out.write(f"\n`elfpatch unique` on the {_plural(len(involved), 'file')} that define them would rewrite "
-                  f"{_plural(total, 'unique symbol')} to GLOBAL: each file then keeps its own statics, and can "
-                  "be unloaded.\n")
-        for r in involved:
-            out.write(f"  {one_line(r.label)}: {_plural(len(r.symbols), 'unique symbol')}\n")
+        _write_remedy(result, shown, out)
     if shown or hidden:
         out.write("\n")
-    doc = result.summary()
+    out.write(_summary_line(result.summary()) + "\n")
+
+
+def _write_remedy(result: Audit, shown: list[Collision], out: TextIO) -> None:
+    """What `elfpatch unique` would rewrite to end the collisions shown."""
+    involved = result.involved({c.symbol for c in shown})
+    total = sum(len(r.symbols) for r in involved)
+    out.write(f"\n`elfpatch unique` on the {_plural(len(involved), 'file')} that define them would rewrite "
+              f"{_plural(total, 'unique symbol')} to GLOBAL: each file then keeps its own statics, and can "
+              "be unloaded.\n")
+    for r in involved:
+        out.write(f"  {one_line(r.label)}: {_plural(len(r.symbols), 'unique symbol')}\n")
+
+
+def _summary_line(doc: dict[str, Any]) -> str:
     line = (f"{_plural(doc['files'], 'file')}, {doc['with_unique']} with unique symbols, "
             f"{_plural(doc['collisions'], 'collision')}, {doc['cross_package_collisions']} across packages, "
             f"{_plural(doc['errors'], 'error')}")
@@ -106,4 +114,4 @@ def write_text(result: Audit, out: TextIO, verbose: bool = False) -> None:
         line += f", {doc['skipped']} skipped"
     if doc["other"]:
         line += f", {doc['other']} other"
-    out.write(line + "\n")
+    return line

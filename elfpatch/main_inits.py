@@ -12,7 +12,13 @@ HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
 (executables only), DT_INIT, legacy .ctors, DT_INIT_ARRAY by index; at exit or dlclose: DT_FINI_ARRAY in
 reverse, DT_FINI, legacy .dtors. Addresses are link-time addresses, as nm shows them.
-Exit status: 0 success, 1 a file has more than --max static initializers, 2 an error (one line per file)."""
+--dtors and --siof disassemble each initializer (x86-64 and AArch64) and follow its calls up to --depth:
+--dtors lists the exit-time destructors it registers (__cxa_atexit, atexit, __cxa_thread_atexit), --siof what
+it constructs and reads, with a verdict for every read of a global that another initializer constructs.
+Exit status: 0 success, 1 a file has more than --max static initializers, more than --max-dtors exit-time
+destructors, or a --fail-on finding; 2 an error (one line per file)."""
+FAIL_ON = {"before-construction": ("before-construction",),
+           "order-dependent": ("before-construction", "order-dependent")}
 
 
 def _budget(text: str) -> int:
@@ -22,6 +28,16 @@ def _budget(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+MAX_DEPTH = 64  # the walk recurses once per call level
+
+
+def _depth(text: str) -> int:
+    value = _budget(text)
+    if value > MAX_DEPTH:
+        raise argparse.ArgumentTypeError(f"at most {MAX_DEPTH}")
     return value
 
 
@@ -35,6 +51,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deps", action="store_true",
                    help="follow DT_NEEDED as the loader would and print the order of the whole load: "
                         "initializers dependencies first, finalizers at exit")
+    p.add_argument("--dtors", action="store_true",
+                   help="list the exit-time destructors each initializer registers, in registration order")
+    p.add_argument("--siof", action="store_true",
+                   help="what each initializer constructs and reads; static-initialization-order verdicts")
+    p.add_argument("--depth", metavar="N", type=_depth, default=3,
+                   help=f"follow calls this deep from each initializer (default 3, at most {MAX_DEPTH})")
+    p.add_argument("--fail-on", metavar="VERDICT", choices=sorted(FAIL_ON), default=None,
+                   help="exit 1 on a --siof finding of this verdict (order-dependent includes "
+                        "before-construction)")
+    p.add_argument("--max-dtors", metavar="N", type=_budget, default=None,
+                   help="exit 1 when a file registers more than N exit-time destructors")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
 
@@ -52,6 +79,16 @@ def run(args: argparse.Namespace) -> int:
             print(error_line(exc.path or path, exc.message), file=sys.stderr)
             errors += 1
             continue
+        if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
+            from elfpatch.initscan.analysis import analyze_path  # imports capstone: only for these flags
+
+            try:
+                analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
+                             siof=args.siof or bool(args.fail_on))
+            except ElfPatchError as exc:
+                print(error_line(exc.path or path, exc.message), file=sys.stderr)
+                errors += 1
+                continue
         files.append(listing)
         if args.deps:
             try:
@@ -63,6 +100,18 @@ def run(args: argparse.Namespace) -> int:
     over = [p for p, n in counts.items() if args.max is not None and n > args.max]
     summary = {"files": len(files), "errors": errors, "static_initializers": counts, "max": args.max,
                "over_max": over}
+    gate = False
+    if any("analysis_complete" in f for f in files):
+        summary["analysis_complete"] = all(f["analysis_complete"] for f in files)
+        if args.max_dtors is not None:
+            over_dtors = [f["path"] for f in files if len(f["exit_time_destructors"]) > args.max_dtors]
+            summary["max_dtors"], summary["over_max_dtors"] = args.max_dtors, over_dtors
+            gate = gate or bool(over_dtors)
+        if args.fail_on:
+            failing = [f["path"] for f in files
+                       if any(x["verdict"] in FAIL_ON[args.fail_on] for x in f.get("findings", ()))]
+            summary["fail_on"], summary["failing"] = args.fail_on, failing
+            gate = gate or bool(failing)
     if args.json:
         doc: dict[str, Any] = {"files": files}
         if args.deps:
@@ -75,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if errors:
         return EXIT_ERROR
-    return 1 if over else 0
+    return 1 if over or gate else 0
 
 
 def _load(path: str, listing: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +208,10 @@ def _write_text(out: TextIO, files: list[dict[str, Any]], loads: list[dict[str, 
         _table(out, [_row(e) for e in f["init"]], "    ")
         out.write("  at exit or dlclose, in order:\n")
         _table(out, [_row(e) for e in f["fini"]], "    ")
+        if "analysis_complete" in f:
+            from elfpatch.initscan.report import write_analysis
+
+            write_analysis(out, f)
         load = loads_by_path.get(f["path"])
         if load is not None:
             _write_load(out, load)

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import copy
 import io
 import os
 import sys
 
-from elfpatch.errors import EXIT_ERROR, ElfPatchError, error_line
+from elfpatch.errors import EXIT_ERROR, error_line
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome, error_report
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome
 from elfpatch.targets.dispatch import process
 
 HELP = """\
@@ -60,65 +59,44 @@ def _usage_error(message: str) -> int:
     return EXIT_ERROR
 
 
-def _outputs(paths: list[str], directory: str) -> dict[str, str] | str:
-    """-w DIR: the output of each PATH (DIR/its own name), or why that cannot be. DIR is created if need be,
-    as auditwheel's -w does."""
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as exc:
-        return f"-w/--output-dir {directory}: {exc.strerror or exc}"
-    outputs: dict[str, str] = {}
-    taken: dict[str, str] = {}
-    for path in paths:
-        out = os.path.join(directory, os.path.basename(os.path.normpath(path)))
-        if out in taken and taken[out] != path:
-            return f"-w/--output-dir: {taken[out]} and {path} would both be written to {out}"
-        taken[out] = path
-        if os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path):
-            return f"-w/--output-dir: {path} is already in {directory}; inputs stay untouched"
-        outputs[path] = out
-    return outputs
-
-
 def run(args: argparse.Namespace) -> int:
-    if args.output_dir and (args.output or args.check or args.dry_run or args.inplace):
-        return _usage_error("-w/--output-dir goes with neither -o, --check, --dry-run nor --inplace")
     mode = CHECK if args.check else DRY_RUN if args.dry_run else PATCH
     try:
         job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol, args.keep),
-                  inplace=args.inplace, output=args.output, fsync=args.fsync, progress=sys.stderr.isatty(),
-                  exclude=Exclude(args.exclude))
+                  inplace=args.inplace, output=args.output, output_dir=args.output_dir, fsync=args.fsync,
+                  progress=sys.stderr.isatty(), exclude=Exclude(args.exclude))
         job.check_paths(args.paths)
     except ValueError as exc:  # a usage error: nothing was opened
         return _usage_error(str(exc))
-    outputs: dict[str, str] = {}
-    if args.output_dir:
-        found = _outputs(args.paths, args.output_dir)
-        if isinstance(found, str):
-            return _usage_error(found)
-        outputs = found
-    reports: list[FileReport] = []
-    in_trees: set[int] = set()  # reports that come from a tree walk (listed only with findings, unless -v)
-    skipped = other = 0
-    for path in args.paths:
-        if path in outputs:
-            if os.path.isdir(path):
-                error = ElfPatchError("-w/--output-dir takes files, archives and wheels, not a directory", path)
-                outcome = Outcome([error_report(path, error)])
-            else:
-                path_job = copy.copy(job)
-                path_job.output = outputs[path]
-                outcome = process(path, path_job)
-        else:
-            outcome = process(path, job)
+    outcome, in_trees = _process(args.paths, job)
+    _write(args, outcome, in_trees)
+    if any(r.status == ERROR for r in outcome.reports):
+        return EXIT_ERROR
+    if mode == CHECK and any(r.symbols for r in outcome.reports):
+        return 1
+    return 0
+
+
+def _process(paths: list[str], job: Job) -> tuple[Outcome, set[int]]:
+    """Every PATH's reports in order (each failure's line goes to stderr as it comes), and the ids of those
+    that come from a tree walk (listed only with findings, unless -v)."""
+    total = Outcome()
+    in_trees: set[int] = set()
+    for path in paths:
+        outcome = process(path, job)
         for r in outcome.reports:
             if r.status == ERROR:
                 print(error_line(r.label, r.error or "failed"), file=sys.stderr)
         if os.path.isdir(path):
             in_trees.update(id(r) for r in outcome.reports)
-        reports.extend(outcome.reports)
-        skipped += outcome.skipped
-        other += outcome.other
+        total.reports.extend(outcome.reports)
+        total.skipped += outcome.skipped
+        total.other += outcome.other
+    return total, in_trees
+
+
+def _write(args: argparse.Namespace, outcome: Outcome, in_trees: set[int]) -> None:
+    reports, skipped, other = outcome.reports, outcome.skipped, outcome.other
     # One write, not one per line: with PYTHONUNBUFFERED set, thousands of symbol lines cost a syscall each.
     text = io.StringIO()
     if args.json:
@@ -134,11 +112,6 @@ def run(args: argparse.Namespace) -> int:
         write_text(reports, text, skipped, other, show=show, quiet=args.quiet, kept_by=_kept_by(args))
     sys.stdout.write(text.getvalue())
     sys.stdout.flush()
-    if any(r.status == ERROR for r in reports):
-        return EXIT_ERROR
-    if mode == CHECK and any(r.symbols for r in reports):
-        return 1
-    return 0
 
 
 def _has_findings(r: FileReport) -> bool:

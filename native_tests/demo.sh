@@ -49,3 +49,13 @@ if [ -x "$init/siof_ab" ] && [ -x "$init/siof_ba" ]; then
     "$elfpatch" inits "$init/$prog" | grep -E '_GLOBAL__sub_I' | sed 's/^/      /'
   done
 fi
+
+order=$here/siof/build/siof/O2
+if [ -x "$order/cross_ba" ]; then
+  step "elfpatch inits --siof: the fiasco found from the binary alone (nothing is run)"
+  "$elfpatch" inits --siof --fail-on before-construction "$order/cross_ba" | sed -n '/static initialization order/,$p' \
+    | sed 's/^/  /' && rc=0 || rc=$?
+  echo "    -> exit status $rc: --fail-on before-construction makes it a CI gate"
+  step "elfpatch inits --dtors: what runs at exit, in the order it runs"
+  "$elfpatch" inits --dtors "$here/siof/build/gcc-O2/dtors" | sed -n '/exit-time destructors/,$p' | sed 's/^/  /'
+fi

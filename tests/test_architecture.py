@@ -40,20 +40,7 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             for child in node.orelse:
                 visit(child)
             return
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name in known)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = name.split(".") if is_package else name.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            if base in known:
-                found.add(base)
-            for alias in node.names:  # `from elfpatch.targets import tree` imports a submodule
-                sub = f"{base}.{alias.name}"
-                if sub in known:
-                    found.add(sub)
+        found.update(_imported(node, name, is_package, known))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -62,39 +49,68 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+def _imported(node: ast.AST, name: str, is_package: bool, known: set[str]) -> set[str]:
+    """The ``known`` modules one statement of module ``name`` imports (none if it is no import)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name in known}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = _absolute(node, name, is_package)
+    # `from elfpatch.targets import tree` imports a submodule
+    return {m for m in (base, *(f"{base}.{alias.name}" for alias in node.names)) if m in known}
+
+
+def _absolute(node: ast.ImportFrom, name: str, is_package: bool) -> str:
+    """The module a ``from ... import`` in module ``name`` reads from, relative levels resolved."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    anchor = name.split(".") if is_package else name.split(".")[:-1]
+    anchor = anchor[: len(anchor) - (node.level - 1)]
+    return ".".join(anchor + ([base] if base else []))
+
+
+class _Tarjan:
+    """Tarjan's strongly connected components, in one depth-first pass over ``graph``."""
+
+    def __init__(self, graph: dict[str, set[str]]) -> None:
+        self.graph = graph
+        self.index: dict[str, int] = {}
+        self.low: dict[str, int] = {}
+        self.stack: list[str] = []
+        self.on_stack: set[str] = set()
+        self.components: list[list[str]] = []
+
+    def visit(self, v: str) -> None:
+        self.index[v] = self.low[v] = len(self.index)
+        self.stack.append(v)
+        self.on_stack.add(v)
+        for w in sorted(self.graph[v]):
+            if w not in self.index:
+                self.visit(w)
+                self.low[v] = min(self.low[v], self.low[w])
+            elif w in self.on_stack:
+                self.low[v] = min(self.low[v], self.index[w])
+        if self.low[v] == self.index[v]:  # v is the root of a component: it is what the stack holds above v
+            self.components.append(self._pop_through(v))
+
+    def _pop_through(self, v: str) -> list[str]:
+        component = []
+        while True:
+            w = self.stack.pop()
+            self.on_stack.discard(w)
+            component.append(w)
+            if w == v:
+                return component
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-
-    def strongconnect(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                strongconnect(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                out.append(sorted(component))
-
+    tarjan = _Tarjan(graph)
     for v in sorted(graph):
-        if v not in index:
-            strongconnect(v)
-    return out
+        if v not in tarjan.index:
+            tarjan.visit(v)
+    return [sorted(c) for c in tarjan.components if len(c) > 1]
 
 
 def test_no_import_cycles() -> None:

@@ -164,13 +164,8 @@ class Explainer:
         ``{"object", "holds", "reasons", "symbols", "symbol_count"}``."""
         if name in self._holders:
             return self._holders[name]
-        if self._reldeps is None:
-            self._reldeps = defaultdict(set)
-            for d in self.log.dependencies:
-                if d.relocation:
-                    self._reldeps[d.path].add(d.needed_by)
         facts = self.facts(name)
-        relocation = self._reldeps.get(name, set())
+        relocation = self._relocation_holders(name)
         referrers = {m.reference_from for m in self.log.nodelete(name) if m.reference_from}
         links = []
         for other in self.resident:
@@ -188,6 +183,15 @@ class Explainer:
                 links.append((other, self._link(other, name, reasons)))
         self._holders[name] = links
         return links
+
+    def _relocation_holders(self, name: str) -> set[str]:
+        """The objects the loader recorded ``name`` as a relocation dependency of (one pass over the log)."""
+        if self._reldeps is None:
+            self._reldeps = defaultdict(set)
+            for d in self.log.dependencies:
+                if d.relocation:
+                    self._reldeps[d.path].add(d.needed_by)
+        return self._reldeps.get(name, set())
 
     def _link(self, holder: str, held: str, reasons: list[str]) -> Report:
         symbols: list[str] = []

@@ -166,6 +166,22 @@ class Child:
             raise ImportError_(f"cannot import {name}: {type(exc).__name__}: {exc}") from None
         return {}
 
+    def run(self, op: str, req: dict) -> dict:
+        """The answer to one request: the handler's result, or the kind and text of its failure."""
+        handler = getattr(self, f"op_{op}", None)
+        try:
+            if handler is None:
+                raise UsageError(f"unknown op {op!r}")
+            return {"ok": True, **handler(req)}
+        except DlError as exc:
+            return {"ok": False, "kind": "dlerror", "error": str(exc)}
+        except ImportError_ as exc:
+            return {"ok": False, "kind": "import", "error": str(exc)}
+        except UsageError as exc:
+            return {"ok": False, "kind": "usage", "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - a bad request must not end the session
+            return {"ok": False, "kind": "usage", "error": f"{type(exc).__name__}: {exc}"}
+
     def forked(self) -> bool:
         """True in a copy of this process that a library's fork() made: it must not answer."""
         return os.getpid() != self.pid
@@ -202,6 +218,22 @@ def convert_result(ctype: object, value: object) -> object:
     return value
 
 
+def _end(op: str, code: int) -> None:
+    C.fflush(ffi.NULL)
+    # exit() runs atexit handlers and static destructors, as a C program's end would; _exit() does not.
+    (C.exit if op == "exit" else C._exit)(code)
+
+
+def _flush_output() -> None:
+    """Send what was printed during a request to its pipe before the parent reads the answer."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()  # what Python code printed (an imported module)
+        except (OSError, ValueError):
+            pass
+    C.fflush(ffi.NULL)  # what the library printed
+
+
 def main(argv: list[str]) -> int:
     requests_fd, answers_fd = int(argv[1]), int(argv[2])
     for fd in (requests_fd, answers_fd):
@@ -230,31 +262,11 @@ def main(argv: list[str]) -> int:
         child.mark(op)
         if op in ("exit", "_exit"):
             answer({"ok": True}, rid)
-            C.fflush(ffi.NULL)
-            # exit() runs atexit handlers and static destructors, as a C program's end would;
-            # _exit() does not.
-            (C.exit if op == "exit" else C._exit)(int(req.get("code", 0)))
-        handler = getattr(child, f"op_{op}", None)
-        try:
-            if handler is None:
-                raise UsageError(f"unknown op {op!r}")
-            result = {"ok": True, **handler(req)}
-        except DlError as exc:
-            result = {"ok": False, "kind": "dlerror", "error": str(exc)}
-        except ImportError_ as exc:
-            result = {"ok": False, "kind": "import", "error": str(exc)}
-        except UsageError as exc:
-            result = {"ok": False, "kind": "usage", "error": str(exc)}
-        except Exception as exc:  # noqa: BLE001 - a bad request must not end the session
-            result = {"ok": False, "kind": "usage", "error": f"{type(exc).__name__}: {exc}"}
+            _end(op, int(req.get("code", 0)))
+        result = child.run(op, req)
         if child.forked():
             os._exit(0)  # a library forked inside this request and its copy came back here: vanish
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()  # what Python code printed (an imported module) reaches the pipe first
-            except (OSError, ValueError):
-                pass
-        C.fflush(ffi.NULL)  # what the library printed reaches its pipe before the parent reads the answer
+        _flush_output()
         answer(result, rid)
     return 0
 

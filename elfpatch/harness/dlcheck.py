@@ -39,51 +39,75 @@ def dlcheck(paths: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, imports: 
              "preloads": [{"path": os.fspath(p), "error": None} for p in preloads]}
     with Session(timeout=timeout) as s:
         start = s.preloaded
-        step = (-1, "starting")  # what the child is doing, for the report when it dies
+        steps = _Steps(s, entries)
         try:
-            for entry in setup["imports"]:
-                step = (-1, f"importing {entry['module']}")
-                try:
-                    s.import_module(entry["module"])
-                except ImportFailed as exc:
-                    entry["error"] = exc.message
-            for entry in setup["preloads"]:
-                step = (-1, f"preloading {entry['path']}")
-                try:
-                    s.open(entry["path"], RTLD_NOW | RTLD_GLOBAL)
-                except DlError as exc:
-                    entry["error"] = exc.message
-            step = (-1, "listing loaded objects")
-            before = s.loaded()
-            handles: list[int | None] = [None] * len(given)
-            for i, path in enumerate(absolute):
-                step = (i, "loading")
-                try:
-                    handles[i] = s.open(path, RTLD_NOW | RTLD_LOCAL)
-                    entries[i]["loaded"] = True
-                except DlError as exc:
-                    entries[i]["error"] = exc.message
-            step = (-1, "listing loaded objects")
-            after_load = s.loaded()
-            for i in reversed(range(len(given))):
-                if handles[i] is not None:
-                    step = (i, "closing")
-                    try:
-                        s.close(handles[i])
-                    except DlError as exc:
-                        entries[i]["error"] = f"dlclose failed: {exc.message}"
-            step = (-1, "listing loaded objects")
-            after_close = s.loaded()
-            for i, path in enumerate(absolute):
-                if entries[i]["loaded"]:
-                    step = (i, "probing")
-                    entries[i]["unloads"] = not s.resident(path)
+            steps.set_up(setup)
+            before = steps.loaded()
+            handles = steps.load(absolute)
+            after_load = steps.loaded()
+            steps.close(handles)
+            after_close = steps.loaded()
+            steps.probe(absolute)
         except (ChildCrashed, HarnessTimeout) as exc:
-            _record_crash(entries, setup, step, exc.message)
+            _record_crash(entries, setup, steps.step, exc.message)
             return {"files": entries, "cross_bindings": [], "out_of_scope_bindings": [], "dependencies": [],
                     **setup}
         log = s.debug()
     return {**_report(entries, given, absolute, log, set(start), before, after_load, after_close), **setup}
+
+
+class _Steps:
+    """The requests dlcheck makes of the child, in order. Each notes what the child is about to do (and for
+    which PATH, by index; -1 for none) before asking, so that when the child dies the report can say when."""
+
+    def __init__(self, session: Session, entries: list[Report]) -> None:
+        self.s = session
+        self.entries = entries
+        self.step = (-1, "starting")
+
+    def set_up(self, setup: Report) -> None:
+        for entry in setup["imports"]:
+            self.step = (-1, f"importing {entry['module']}")
+            try:
+                self.s.import_module(entry["module"])
+            except ImportFailed as exc:
+                entry["error"] = exc.message
+        for entry in setup["preloads"]:
+            self.step = (-1, f"preloading {entry['path']}")
+            try:
+                self.s.open(entry["path"], RTLD_NOW | RTLD_GLOBAL)
+            except DlError as exc:
+                entry["error"] = exc.message
+
+    def loaded(self) -> list[str]:
+        self.step = (-1, "listing loaded objects")
+        return self.s.loaded()
+
+    def load(self, absolute: list[str]) -> list[int | None]:
+        handles: list[int | None] = [None] * len(absolute)
+        for i, path in enumerate(absolute):
+            self.step = (i, "loading")
+            try:
+                handles[i] = self.s.open(path, RTLD_NOW | RTLD_LOCAL)
+                self.entries[i]["loaded"] = True
+            except DlError as exc:
+                self.entries[i]["error"] = exc.message
+        return handles
+
+    def close(self, handles: list[int | None]) -> None:
+        for i in reversed(range(len(handles))):  # in reverse order, as a program would unwind
+            if handles[i] is not None:
+                self.step = (i, "closing")
+                try:
+                    self.s.close(handles[i])
+                except DlError as exc:
+                    self.entries[i]["error"] = f"dlclose failed: {exc.message}"
+
+    def probe(self, absolute: list[str]) -> None:
+        for i, path in enumerate(absolute):
+            if self.entries[i]["loaded"]:
+                self.step = (i, "probing")
+                self.entries[i]["unloads"] = not self.s.resident(path)
 
 
 def _report(entries: list[Report], given: list[str], absolute: list[str], log: LdDebug, start: set[str],

@@ -32,64 +32,75 @@ def _symbol_list(symbols: list[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
+# The blockers whose sentence does not depend on the report: (why it stays, what to do).
+_FIXED: dict[str, tuple[str, str]] = {
+    NODELETE_FLAG: (
+        "it was linked with -z nodelete (DF_1_NODELETE), so the loader keeps it by design.",
+        "it must stay: elfpatch leaves this flag alone; only a rebuild without -Wl,-z,nodelete lets it unload."),
+    THREAD_LOCAL: (
+        "it registers thread_local destructors, and glibc keeps it loaded until every thread that touched one "
+        "of them has exited.",
+        "let those threads finish before dlclose, or give the thread_local a trivial destructor."),
+    OPEN_HANDLE: ("a handle from dlopen is still open.", "dlclose every handle."),
+    PRELOADED: ("it was already loaded in the checking process before dlcheck opened it.",
+                "it must stay: dlclose only gave back dlcheck's own reference."),
+}
+
+
 def explain(blocker: dict[str, Any], path: str, dependency: bool = False,
             siblings: Sequence[dict[str, Any]] = ()) -> tuple[str, str]:
     """(why it stays, what to do) for one blocker of ``path``; ``siblings`` are its other blockers (a fix
     that they would defeat is not offered)."""
     kind, objects = blocker["kind"], blocker.get("objects", [])
     system = dependency and is_system(path)
+    if kind in _FIXED:
+        return _FIXED[kind]
     if kind == UNIQUE_SYMBOL:
-        symbols = blocker.get("symbols", [])
-        why = ("glibc marked it NODELETE because it defines STB_GNU_UNIQUE symbols"
-               + (f" ({_symbol_list(symbols)})" if symbols else "")
-               + ": dlclose never unmaps it, its statics keep their values, and a rebuilt copy reloads as "
-               "the old code.")
-        held = _never_roots(siblings)
-        if system:
-            fix = ("it is a system library the process shares: leave it loaded (patching it is the "
-                   "distribution's business).")
-        elif held:
-            fix = (f"`elfpatch unique` alone would not make it unload: {held[0]['path']} holds it and can never "
-                   "unload (see below); fix that first.")
-        else:
-            fix = (f"run `elfpatch unique {path}` or rebuild it with -fno-gnu-unique; if other modules "
-                   "rely on sharing one of these symbols, keep that one unique "
-                   "(`elfpatch unique --symbol GLOB` rewrites only the symbols it selects).")
-    elif kind == NODELETE_FLAG:
-        why = "it was linked with -z nodelete (DF_1_NODELETE), so the loader keeps it by design."
-        fix = ("it must stay: elfpatch leaves this flag alone; only a rebuild without -Wl,-z,nodelete lets "
-               "it unload.")
-    elif kind == NODELETE_REFERENCE:
+        return _unique_symbol(blocker, path, system, siblings)
+    if kind == NODELETE_REFERENCE:
         why = (f"glibc marked it NODELETE because {', '.join(objects) or 'an object'}, which can never be "
                "unloaded, binds to its symbols.")
-        fix = _holder_fix(blocker, "make that object unloadable, or keep it from binding to this one.")
-    elif kind == STILL_REFERENCED:
-        links = blocker.get("links") or [{"object": o, "reasons": []} for o in objects]
-        why = "it is still needed by " + ", ".join(
-            link["object"] + (f" ({', '.join(link['reasons'])})" if link["reasons"] else "") for link in links
-        ) + ", which stayed loaded."
-        own = [b["kind"] for b in siblings if b["kind"] in (UNIQUE_SYMBOL, NODELETE_FLAG, PRELOADED)]
-        if own and (system or own[0] != UNIQUE_SYMBOL):
-            fix = f"it stays for a reason of its own as well ({own[0]}, above)."
-        else:
-            fix = _holder_fix(blocker, "it goes when they go: fix their blockers first.")
-    elif kind == THREAD_LOCAL:
-        why = ("it registers thread_local destructors, and glibc keeps it loaded until every thread that "
-               "touched one of them has exited.")
-        fix = "let those threads finish before dlclose, or give the thread_local a trivial destructor."
-    elif kind == OPEN_HANDLE:
-        why = "a handle from dlopen is still open."
-        fix = "dlclose every handle."
-    elif kind == PRELOADED:
-        why = "it was already loaded in the checking process before dlcheck opened it."
-        fix = "it must stay: dlclose only gave back dlcheck's own reference."
-    else:
-        why = blocker.get("detail") or "it stayed loaded for no reason dlcheck could find."
-        if not why.endswith("."):
-            why += "."
-        fix = ("look for constructors that dlopen it again, a thread_local destructor still pending, or a "
-               "handle it keeps to itself.")
-    return why, fix
+        return why, _holder_fix(blocker, "make that object unloadable, or keep it from binding to this one.")
+    if kind == STILL_REFERENCED:
+        return _still_referenced(blocker, objects, system, siblings)
+    why = blocker.get("detail") or "it stayed loaded for no reason dlcheck could find."
+    if not why.endswith("."):
+        why += "."
+    return why, ("look for constructors that dlopen it again, a thread_local destructor still pending, or a "
+                 "handle it keeps to itself.")
+
+
+def _unique_symbol(blocker: dict[str, Any], path: str, system: bool,
+                   siblings: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    symbols = blocker.get("symbols", [])
+    why = ("glibc marked it NODELETE because it defines STB_GNU_UNIQUE symbols"
+           + (f" ({_symbol_list(symbols)})" if symbols else "")
+           + ": dlclose never unmaps it, its statics keep their values, and a rebuilt copy reloads as "
+           "the old code.")
+    held = _never_roots(siblings)
+    if system:
+        return why, ("it is a system library the process shares: leave it loaded (patching it is the "
+                     "distribution's business).")
+    if held:
+        return why, (f"`elfpatch unique` alone would not make it unload: {held[0]['path']} holds it and can "
+                     "never unload (see below); fix that first.")
+    return why, (f"run `elfpatch unique {path}` or rebuild it with -fno-gnu-unique; if other modules "
+                 "rely on sharing one of these symbols, keep that one unique "
+                 "(`elfpatch unique --symbol GLOB` rewrites only the symbols it selects).")
+
+
+def _still_referenced(blocker: dict[str, Any], objects: list[str], system: bool,
+                      siblings: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    links = blocker.get("links") or [{"object": o, "reasons": []} for o in objects]
+    why = "it is still needed by " + ", ".join(
+        link["object"] + (f" ({', '.join(link['reasons'])})" if link["reasons"] else "") for link in links
+    ) + ", which stayed loaded."
+    # A reason of its own that `elfpatch unique` will not remove (a flag, a preload, a system library's unique
+    # symbols) is the fix to name; a patchable unique-symbol blocker is not: the holders' fix still applies.
+    own = [b["kind"] for b in siblings if b["kind"] in (UNIQUE_SYMBOL, NODELETE_FLAG, PRELOADED)]
+    if own and (system or own[0] != UNIQUE_SYMBOL):
+        return why, f"it stays for a reason of its own as well ({own[0]}, above)."
+    return why, _holder_fix(blocker, "it goes when they go: fix their blockers first.")
 
 
 def _never_roots(blockers: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,6 +169,32 @@ def short_error(path: str, error: str) -> str:
 
 
 def write_text(report: dict[str, Any], out: TextIO) -> None:
+    _write_setup(report, out)
+    files = report["files"]
+    for f in files:
+        out.write(f"{f['path']}: {_file_state(f)}\n")
+        _write_blockers(f["blockers"], f["path"], out)
+    cross = report["cross_bindings"]
+    if cross:
+        out.write("cross bindings (a reference bound to another object's STB_GNU_UNIQUE definition outside its "
+                  "own lookup scope: the two share one copy):\n")
+        _write_bindings(cross, out)
+        out.write("    fix: `elfpatch unique` on these files gives each its own copy (or rebuild them with "
+                  "-fno-gnu-unique).\n")
+    other = report.get("out_of_scope_bindings", [])
+    if other:
+        out.write("out-of-scope bindings (not unique symbols: the global scope changed under them, e.g. an "
+                  "RTLD_GLOBAL object or LD_PRELOAD; not counted in the exit status):\n")
+        _write_bindings(other, out)
+    for d in report.get("dependencies", []):
+        if not d["unloads"]:
+            out.write(f"dependency {d['path']}: stays loaded (does not change the exit status)\n")
+            _write_blockers(d["blockers"], d["path"], out, dependency=True)
+    _write_summary(files, cross, out)
+
+
+def _write_setup(report: dict[str, Any], out: TextIO) -> None:
+    """The --import and --preload lines: set-up steps, reported but not judged."""
     for entry in report.get("imports", []):
         state = f"error: {entry['error']}" if entry["error"] else "imported first (not judged)"
         out.write(f"--import {entry['module']}: {state}\n")
@@ -165,34 +202,20 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
         state = (f"error: {short_error(entry['path'], entry['error'])}" if entry["error"]
                  else "opened first with RTLD_GLOBAL (not judged)")
         out.write(f"--preload {entry['path']}: {state}\n")
-    files = report["files"]
-    for f in files:
-        if f["error"] is not None:
-            state = f"error: {short_error(f['path'], f['error'])}"
-        elif f["unloads"]:
-            state = "unloads"
-        else:
-            state = "stays loaded after dlclose"
-        out.write(f"{f['path']}: {state}\n")
-        _write_blockers(f["blockers"], f["path"], out)
-    cross = report["cross_bindings"]
-    if cross:
-        out.write("cross bindings (a reference bound to another object's STB_GNU_UNIQUE definition outside its "
-                  "own lookup scope: the two share one copy):\n")
-        for b in cross:
-            out.write(f"  {b['file']} uses {b['bound_to']}'s {symbol_label(b['symbol'])}\n")
-        out.write("    fix: `elfpatch unique` on these files gives each its own copy (or rebuild them with "
-                  "-fno-gnu-unique).\n")
-    other = report.get("out_of_scope_bindings", [])
-    if other:
-        out.write("out-of-scope bindings (not unique symbols: the global scope changed under them, e.g. an "
-                  "RTLD_GLOBAL object or LD_PRELOAD; not counted in the exit status):\n")
-        for b in other:
-            out.write(f"  {b['file']} uses {b['bound_to']}'s {symbol_label(b['symbol'])}\n")
-    for d in report.get("dependencies", []):
-        if not d["unloads"]:
-            out.write(f"dependency {d['path']}: stays loaded (does not change the exit status)\n")
-            _write_blockers(d["blockers"], d["path"], out, dependency=True)
+
+
+def _file_state(f: dict[str, Any]) -> str:
+    if f["error"] is not None:
+        return f"error: {short_error(f['path'], f['error'])}"
+    return "unloads" if f["unloads"] else "stays loaded after dlclose"
+
+
+def _write_bindings(bindings: list[dict[str, Any]], out: TextIO) -> None:
+    for b in bindings:
+        out.write(f"  {b['file']} uses {b['bound_to']}'s {symbol_label(b['symbol'])}\n")
+
+
+def _write_summary(files: list[dict[str, Any]], cross: list[dict[str, Any]], out: TextIO) -> None:
     stay = sum(1 for f in files if f["unloads"] is False)
     ok = sum(1 for f in files if f["unloads"])
     errors = sum(1 for f in files if f["error"] is not None)

@@ -24,6 +24,7 @@ stood then (every ``scope 0`` line and ``add ... to global scope`` so far: it on
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 from elfpatch.harness.elffacts import defines_unique
@@ -163,68 +164,99 @@ class _Scopes:
         return self._verdicts[key]
 
 
+class _Parser:
+    """One pass over the output: the request in progress (from the markers) and the object whose scope lines
+    follow its ``object=`` line are the state each line is read against."""
+
+    def __init__(self) -> None:
+        self.result = LdDebug()
+        self.scopes = _Scopes()
+        self.pending: list[tuple[int, int]] = []  # (binding index, the referrer's life then)
+        self.op = 0
+        self.scope_owner: str | None = None
+
+    def feed(self, line: str) -> None:
+        self.result.lines += 1
+        if self.scope_owner is not None and self._scope_line(line):
+            return
+        # The loader's line kinds start with distinct words: the prefix picks the one pattern to try.
+        for prefix, pattern, handler in _HANDLERS:
+            if line.startswith(prefix):
+                m = pattern.match(line)
+                if m is not None:
+                    handler(self, m)
+                return
+
+    def _scope_line(self, line: str) -> bool:
+        """Whether ``line`` is a scope of the object just announced; anything but one (or ``no scope``) ends
+        the list."""
+        s = _SCOPE.match(line)
+        if s is not None:
+            self.scopes.add(self.scope_owner, int(s.group(1)), s.group(2).strip(), self.op)
+            return True
+        if line.strip() != "no scope":
+            self.scope_owner = None
+        return False
+
+    def _binding(self, b: re.Match[str]) -> None:
+        self.pending.append((len(self.result.bindings), self.scopes.life(b.group(1))))
+        self.result.bindings.append(Binding(b.group(1), b.group(3), b.group(6), b.group(7), self.op))
+
+    def _mark(self, mk: re.Match[str]) -> None:
+        ref = _REFERENCE.match(mk.group(3))
+        source = None if ref is None else ("" if ref.group(1) else ref.group(2))
+        self.result.marks.append(NodeleteMark(mk.group(1), mk.group(3), source, self.op))
+
+    def _object(self, o: re.Match[str]) -> None:
+        self.scope_owner = o.group(1)
+
+    def _global(self, g: re.Match[str]) -> None:
+        self.scopes.add_global(g.group(1), self.op)
+        self.result.global_scope.append(g.group(1))
+
+    def _file(self, f: re.Match[str]) -> None:
+        what = f.group(3)
+        if what == "destroying link map":
+            self.result.unmapped.append(f.group(1))
+            self.scopes.end_life(f.group(1))  # a later load of the same path is a new life
+            return
+        n = _NEEDED.match(what)
+        if n is not None:
+            self.result.dependencies.append(Dependency(f.group(1), n.group(1), bool(n.group(3)), self.op))
+
+    def _marker(self, mo: re.Match[str]) -> None:
+        self.op = int(mo.group(1))
+
+    def finish(self) -> LdDebug:
+        result, scopes = self.result, self.scopes
+        # A dependency is relocated before its scopes are printed in the same request: judging at the end, by
+        # request number, counts those scopes as in force (they were).
+        for index, life in self.pending:
+            b = result.bindings[index]
+            result.bindings[index] = b._replace(in_scope=scopes.judge(b.file, life, b.bound_to, b.op))
+        for obj, lives in scopes.lives.items():  # the latest life that printed any scope
+            printed = [life for life in lives if life]
+            if printed:
+                result.scopes[obj] = [line[1:-1] for _, line in printed[-1]]
+        return result
+
+
+_HANDLERS: tuple[tuple[str, re.Pattern[str], Callable[[_Parser, re.Match[str]], None]], ...] = (
+    ("binding file ", _BINDING, _Parser._binding),
+    ("marking ", _MARK, _Parser._mark),
+    ("object=", _OBJECT, _Parser._object),
+    ("add ", _GLOBAL, _Parser._global),
+    ("file=", _FILE, _Parser._file),
+    ("elfpatch-harness op ", _MARKER, _Parser._marker),
+)
+
+
 def parse(text: str, pid: int | None = None) -> LdDebug:
     """Parse LD_DEBUG output; with ``pid``, only that process's lines."""
-    result = LdDebug()
-    scopes = _Scopes()
-    pending: list[tuple[int, int]] = []  # (binding index, the referrer's life then)
-    op = 0
-    scope_owner: str | None = None
+    parser = _Parser()
     for raw in text.splitlines():
         m = _LINE.match(raw)
         if m is None or (pid is not None and int(m.group(1)) != pid):
             continue
-        result.lines += 1
-        line = m.group(2)
-        if scope_owner is not None:
-            s = _SCOPE.match(line)
-            if s is not None:
-                scopes.add(scope_owner, int(s.group(1)), s.group(2).strip(), op)
-                continue
-            if line.strip() != "no scope":
-                scope_owner = None
-        if line.startswith("binding file "):
-            b = _BINDING.match(line)
-            if b is not None:
-                pending.append((len(result.bindings), scopes.life(b.group(1))))
-                result.bindings.append(Binding(b.group(1), b.group(3), b.group(6), b.group(7), op))
-        elif line.startswith("marking "):
-            mk = _MARK.match(line)
-            if mk is not None:
-                ref = _REFERENCE.match(mk.group(3))
-                source = None if ref is None else ("" if ref.group(1) else ref.group(2))
-                result.marks.append(NodeleteMark(mk.group(1), mk.group(3), source, op))
-        elif line.startswith("object="):
-            o = _OBJECT.match(line)
-            if o is not None:
-                scope_owner = o.group(1)
-        elif line.startswith("add "):
-            g = _GLOBAL.match(line)
-            if g is not None:
-                scopes.add_global(g.group(1), op)
-                result.global_scope.append(g.group(1))
-        elif line.startswith("file="):
-            f = _FILE.match(line)
-            if f is not None:
-                what = f.group(3)
-                if what == "destroying link map":
-                    result.unmapped.append(f.group(1))
-                    scopes.end_life(f.group(1))  # a later load of the same path is a new life
-                else:
-                    n = _NEEDED.match(what)
-                    if n is not None:
-                        result.dependencies.append(Dependency(f.group(1), n.group(1), bool(n.group(3)), op))
-        elif line.startswith("elfpatch-harness op "):
-            mo = _MARKER.match(line)
-            if mo is not None:
-                op = int(mo.group(1))
-    # A dependency is relocated before its scopes are printed in the same request: judging at the end, by
-    # request number, counts those scopes as in force (they were).
-    for index, life in pending:
-        b = result.bindings[index]
-        result.bindings[index] = b._replace(in_scope=scopes.judge(b.file, life, b.bound_to, b.op))
-    for obj, lives in scopes.lives.items():  # the latest life that printed any scope
-        printed = [life for life in lives if life]
-        if printed:
-            result.scopes[obj] = [line[1:-1] for _, line in printed[-1]]
-    return result
+        parser.feed(m.group(2))
+    return parser.finish()

@@ -6,6 +6,7 @@ This module holds what every kind shares (the job, the outcome, how a file's kin
 of them, so that no import cycle runs through the package."""
 from __future__ import annotations
 
+import copy
 import os
 import stat
 from typing import Any, Callable, Iterable, Sequence
@@ -59,34 +60,58 @@ class Job:
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
                  progress: bool = False, exclude: Exclude | None = None,
-                 inspect: Callable[[Any, bool], Any] | None = None) -> None:
+                 inspect: Callable[[Any, bool], Any] | None = None, output_dir: str | None = None) -> None:
         if mode not in (PATCH, CHECK, DRY_RUN):
             raise ValueError(f"mode must be one of {PATCH!r}, {CHECK!r} or {DRY_RUN!r}, not {mode!r}")
         if to not in (STB_GLOBAL, STB_WEAK):
             raise ValueError(f"the new binding must be STB_GLOBAL or STB_WEAK, not {to!r}")
-        if output is not None:
-            if not os.fspath(output):
-                raise ValueError("-o/--output is empty (an unset variable?)")
-            if inplace or mode != PATCH:
-                raise ValueError("-o/--output goes with neither --check, --dry-run nor --inplace")
-        elif inplace and mode != PATCH:
-            raise ValueError("--inplace goes with neither --check nor --dry-run")
+        _check_writes(mode, inplace, output, output_dir)
         self.mode = mode
         self.to = to
         self.names = names if names is not None else NameFilter()
         self.inplace = inplace
         self.output = os.fspath(output) if output is not None else None
+        self.output_dir = os.fspath(output_dir) if output_dir is not None else None  # -w DIR
         self.fsync = fsync
         self.progress = progress  # a progress line on stderr for trees
         self.exclude = exclude if exclude is not None else Exclude()
         self.inspect = inspect
 
     def check_paths(self, paths: Sequence[str]) -> None:
-        """Refuse (ValueError) what this job cannot do with these PATHs, before any of them is opened."""
+        """Refuse (ValueError) what this job cannot do with these PATHs, before any of them is opened. With
+        -w DIR, DIR is then created if need be, as auditwheel's -w does."""
         if not paths:
             raise ValueError("no PATH given")
         if self.output is not None and len(paths) != 1:
             raise ValueError(f"-o/--output takes exactly one PATH, not {len(paths)}")
+        if self.output_dir is not None:
+            self._check_output_dir(paths)
+
+    def _check_output_dir(self, paths: Sequence[str]) -> None:
+        taken: dict[str, str] = {}
+        for path in paths:
+            out = self.output_in_dir(path)
+            if out in taken and taken[out] != path:
+                raise ValueError(f"-w/--output-dir: {taken[out]} and {path} would both be written to {out}")
+            taken[out] = path
+            if os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path):
+                raise ValueError(f"-w/--output-dir: {path} is already in {self.output_dir}; inputs stay untouched")
+        try:  # last: a refused run leaves no directory behind
+            os.makedirs(self.output_dir, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"-w/--output-dir {self.output_dir}: {exc.strerror or exc}") from None
+
+    def output_in_dir(self, path: str) -> str:
+        """Where -w DIR writes the result of ``path``: DIR/its own name."""
+        return os.path.join(self.output_dir, os.path.basename(os.path.normpath(path)))
+
+    def for_path(self, path: str) -> Job:
+        """The job for one PATH: with -w DIR, this job writing to DIR/its own name (-o), else this job."""
+        if self.output_dir is None:
+            return self
+        job = copy.copy(self)
+        job.output, job.output_dir = self.output_in_dir(path), None
+        return job
 
     @staticmethod
     def warn(path: str, message: str) -> None:
@@ -95,6 +120,22 @@ class Job:
     @property
     def writes(self) -> bool:
         return self.mode == PATCH
+
+
+def _check_writes(mode: str, inplace: bool, output: str | None, output_dir: str | None) -> None:
+    """Refuse the ways of writing that contradict each other or the mode: each would harm the input or write
+    somewhere the caller did not ask for. An empty name is an unset variable, not a request to patch PATH."""
+    if output is not None and not os.fspath(output):
+        raise ValueError("-o/--output is empty (an unset variable?)")
+    if output_dir is not None:
+        if not os.fspath(output_dir):
+            raise ValueError("-w/--output-dir is empty (an unset variable?)")
+        if output is not None or inplace or mode != PATCH:
+            raise ValueError("-w/--output-dir goes with neither -o, --check, --dry-run nor --inplace")
+    if output is not None and (inplace or mode != PATCH):
+        raise ValueError("-o/--output goes with neither --check, --dry-run nor --inplace")
+    if inplace and mode != PATCH:
+        raise ValueError("--inplace goes with neither --check nor --dry-run")
 
 
 class Outcome:

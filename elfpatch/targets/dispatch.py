@@ -17,6 +17,6 @@ def process(path: str, job: Job) -> Outcome:
             return process_tree(path, job)
         if job.exclude.excludes(path):
             return Outcome(skipped=1)
-        return Outcome(process_file(path, job, detect(path)))
+        return Outcome(process_file(path, job.for_path(path), detect(path)))
     except ElfPatchError as exc:
         return Outcome([error_report(path, exc)])

@@ -160,6 +160,8 @@ def _parallel(groups: list[Group], job: Job) -> int:
 def process_tree(root: str, job: Job) -> Outcome:
     if job.output:
         raise WriteError("-o/--output takes a file, not a directory", root)
+    if job.output_dir:
+        raise WriteError("-w/--output-dir takes files, archives and wheels, not a directory", root)
     groups, skipped = walk(root, job.exclude)
     outcome = Outcome(skipped=skipped)
     tasks = [(g.paths, job, root) for g in groups]

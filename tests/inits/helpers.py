@@ -67,6 +67,8 @@ def token(entry: dict[str, Any]) -> str:
     globals, else the function's own name."""
     source = entry["source"]
     symbol = entry["symbol"] or ""
+    if symbol and not symbol.startswith("_GLOBAL__"):
+        source = None  # a plain function (constructor(N), preinit) prints its own name, not its file
     if source is None and symbol.startswith("_GLOBAL__sub_I"):
         source = KEYED_SOURCES.get(re.sub(r"^_GLOBAL__sub_I(?:\.\d{5})?_", "", symbol))
     if source:

@@ -101,19 +101,22 @@ def test_no_initializer_and_no_destruction(init_build: Path, variant: str) -> No
 def test_priorities(init_build: Path) -> None:
     listing = list_initializers(str(init_build / "gnu" / "prio"))
     rows = [(e["kind"], e["source"], e["priority"]) for e in listing["init"] if e["source"]]
-    assert rows == [("init_array", "prio.cpp", 101), ("init_array", "prio.cpp", 2000),
-                    ("init_array", "prio.cpp", None)]
+    # The static preinit function's source comes from STT_FILE; the exported constructor(N) functions are
+    # global symbols, which no STT_FILE symbol owns.
+    assert rows == [("preinit_array", "prio.cpp", None), ("init_array", "prio.cpp", 101),
+                    ("init_array", "prio.cpp", 2000), ("init_array", "prio.cpp", None)]
     assert listing["init"][0]["kind"] == "preinit_array"
     assert listing["init"][0]["demangled"] == "prio_preinit(int, char**, char**)"
 
 
 def test_non_pic_names_the_first_global_not_the_file(init_build: Path) -> None:
-    """GCC keys a non-PIC file's initializer to its first global symbol: no source, but the priority."""
+    """GCC keys a non-PIC file's initializer to its first global symbol: the name gives the priority, the
+    STT_FILE symbol before the function's local symbol in .symtab gives the source."""
     listing = list_initializers(str(init_build / "gnu" / "prio_nopie"))
     named = [e for e in listing["init"] if (e["symbol"] or "").startswith("_GLOBAL__sub_I")]
     assert [(e["symbol"], e["source"], e["priority"]) for e in named] == [
-        ("_GLOBAL__sub_I.00101_prio_default", None, 101), ("_GLOBAL__sub_I.02000_prio_default", None, 2000),
-        ("_GLOBAL__sub_I_prio_default", None, None)]
+        ("_GLOBAL__sub_I.00101_prio_default", "prio.cpp", 101),
+        ("_GLOBAL__sub_I.02000_prio_default", "prio.cpp", 2000), ("_GLOBAL__sub_I_prio_default", "prio.cpp", None)]
     assert all(e["address"] >= 0x400000 for e in listing["init"])  # absolute, not relocated
 
 

@@ -338,8 +338,20 @@ def check_wheel_success(data: bytes, after: bytes, reports: list[elfpatch.FileRe
     if before is None:  # zipfile refused the input (say a "version needed" of 6.4): fields are copied as they are
         return
     assert new is not None, "the patched wheel must open with zipfile"
-    changed_total = 0
     assert [n for n, _ in new] == [n for n, _ in before], "members, and their order, are kept"
+    changed_total = compare_members(before, new)
+    if all(c is not None for _, c in before):
+        with zipfile.ZipFile(io.BytesIO(after)) as z:
+            assert z.testzip() is None, "every CRC of the patched wheel checks"
+        if reports is not None:
+            assert changed_total == patched_count(reports), "one byte per reported symbol"
+
+
+def compare_members(before: list[tuple[str, bytes | None]], new: list[tuple[str, bytes | None]]) -> int:
+    """Member by member: an ELF member differs only at st_info bytes, UNIQUE -> GLOBAL, and RECORD (when
+    readable) lists its new hash; any other member is kept byte for byte. Returns the st_info bytes changed."""
+    record = dict(new).get(RECORD)
+    changed_total = 0
     for (name, old), (_, content) in zip(before, new):
         if old is None:
             continue  # unreadable before (zipfile is stricter than the reader here): nothing to compare
@@ -348,15 +360,11 @@ def check_wheel_success(data: bytes, after: bytes, reports: list[elfpatch.FileRe
             continue
         if old[:4] == ELFMAG and content != old:
             changed_total += unique_to_global(old, content, info_offsets(old))
-            if RECORD in dict(new) and dict(new)[RECORD] is not None:
-                assert (name, record_hash(content), str(len(content))) in record_rows(dict(new)[RECORD])
+            if record is not None:
+                assert (name, record_hash(content), str(len(content))) in record_rows(record)
         else:
             assert content == old, f"{name}: a member that is not ELF is never changed"
-    if all(c is not None for _, c in before):
-        with zipfile.ZipFile(io.BytesIO(after)) as z:
-            assert z.testzip() is None, "every CRC of the patched wheel checks"
-        if reports is not None:
-            assert changed_total == patched_count(reports), "one byte per reported symbol"
+    return changed_total
 
 
 def seeds_of_wheel(lib: Path, directory: Path) -> dict[str, Seed]:

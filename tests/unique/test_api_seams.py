@@ -25,16 +25,27 @@ def unchanged_since(before: dict[Path, bytes | None]) -> None:
     pytest.param(lambda a, b, out: elfpatch.patch([a, b], output=out), id="two-paths+output"),
     pytest.param(lambda a, b, out: elfpatch.patch(a, output=""), id="empty-output"),
     pytest.param(lambda a, b, out: elfpatch.patch([]), id="no-path"),
+    pytest.param(lambda a, b, out: elfpatch.patch(a, output=out, output_dir=out.parent / "house"),
+                 id="output_dir+output"),
+    pytest.param(lambda a, b, out: elfpatch.patch(a, inplace=True, output_dir=out.parent / "house"),
+                 id="output_dir+inplace"),
+    pytest.param(lambda a, b, out: elfpatch.patch(a, output_dir=""), id="empty-output_dir"),
+    pytest.param(lambda a, b, out: elfpatch.patch(a, output_dir=a.parent), id="output_dir-holds-the-input"),
+    pytest.param(lambda a, b, out: elfpatch.patch([a, b.parent / "sub" / a.name], output_dir=out.parent / "house"),
+                 id="output_dir-two-inputs-one-name"),
 ])
 def test_api_refuses_harmful_combinations_before_opening(lib: Path, tmp_path: Path, call) -> None:
     other = tmp_path / "other.so"
     shutil.copyfile(lib, other)
+    (tmp_path / "sub").mkdir()
+    shutil.copyfile(lib, tmp_path / "sub" / lib.name)
     out = tmp_path / "out.so"
-    before = snapshot(lib, other, out)
+    before = snapshot(lib, other, out, tmp_path / "sub" / lib.name)
+    listing = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(ValueError):
         call(lib, other, out)
     unchanged_since(before)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in before if p.exists())
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no output, no -w directory
 
 
 @pytest.mark.parametrize("args", [
@@ -42,6 +53,9 @@ def test_api_refuses_harmful_combinations_before_opening(lib: Path, tmp_path: Pa
     ["--inplace", "-o", "OUT"],
     ["--check", "-o", "OUT"],
     ["-n", "-o", "OUT"],
+    ["-w", ""],
+    ["-w", "OUT", "-o", "OUT"],
+    ["-w", "OUT", "--inplace"],
 ])
 def test_cli_usage_errors_write_nothing(lib: Path, tmp_path: Path, args: list[str]) -> None:
     out = tmp_path / "OUT"
@@ -59,6 +73,19 @@ def test_cli_two_paths_with_output(lib: Path, tmp_path: Path) -> None:
     proc = run_cli("unique", "-o", str(out), str(lib), str(other))
     assert proc.returncode == 2 and "exactly one PATH" in proc.stderr
     unchanged_since(before)
+
+
+def test_api_output_dir_writes_each_input_under_its_own_name(lib: Path, tmp_path: Path) -> None:
+    """``output_dir`` is -w: DIR is created, each result lands there under its PATH's name, the PATHs stay
+    as they were; a directory PATH is an error of its own, as on the command line."""
+    before = snapshot(lib)
+    house = tmp_path / "house"
+    reports = elfpatch.patch([lib], output_dir=house)
+    unchanged_since(before)
+    assert [r.status for r in reports] == ["patched"] and reports[0].symbols
+    assert elfpatch.scan(lib)[0].symbols and not elfpatch.scan(house / lib.name)[0].symbols
+    with pytest.raises(elfpatch.ElfPatchError, match="not a directory"):
+        elfpatch.patch([tmp_path / "house"], output_dir=tmp_path / "elsewhere")
 
 
 def test_parse_error_reaches_the_caller_as_parse_error(tmp_path: Path) -> None:

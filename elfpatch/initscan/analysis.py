@@ -1,0 +1,199 @@
+"""`inits --dtors/--siof` for one file: exit-time destructors in registration order, what each initializer
+constructs and reads, and the order verdicts.
+
+A read of object O by initializer R is judged against O's constructor C, the first initializer (in this
+file's run order) that calls a constructor on O or registers O's destructor, else the first that stores into
+it (a constant-initialized global that an initializer overwrites):
+``before-construction`` when R runs before C; ``order-dependent`` when R runs after C but only link order
+decides it (same priority); ``priority-ordered`` when priorities fix it. Function-local statics, guarded
+(inline and template) variables, objects R itself constructs and objects no initializer touches are safe.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from elfpatch.elffile import ElfFile
+from elfpatch.errors import ParseError
+from elfpatch.initscan.disasm import SUPPORTED_MACHINES, Disassembler, Value
+from elfpatch.initscan.image import Image
+from elfpatch.initscan.walk import UNCONFIRMED, Registration, Summary, Walker
+from elfpatch.symbols import demangle
+
+DEFAULT_DEPTH = 3
+VERDICTS = ("before-construction", "order-dependent")
+# GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file, and the
+# LTO partition's ".N"; ASan's own _sub_I_00099_1 has none).
+_LTO_MERGED = re.compile(r"^_sub_I_\d{5}_\d+\.\d+|\.lto_priv")
+
+
+def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
+    if value is None or value == 0:
+        return None
+    if isinstance(value, str):
+        return {"address": None, "symbol": value, "demangled": demangle(value)}
+    name = image.symbol_at(value)
+    return {"address": value, "symbol": name, "demangled": demangle(name) if name else None}
+
+
+def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
+            siof: bool = True) -> None:
+    """Adds ``exit_time_destructors`` (dtors), per-entry ``analysis`` and ``findings`` (siof) and
+    ``analysis_notes`` to ``listing`` (one file's ``inits`` listing), in place."""
+    entries = [e for e in listing["init"] if not e["toolchain"] and e["kind"] != "init"]
+    notes: list[str] = []
+    supported = elf.e_machine in SUPPORTED_MACHINES
+    if not supported:
+        notes.append(f"machine {elf.e_machine} is not disassembled (x86-64 and AArch64 are): nothing seen")
+    image = Image(elf) if supported else None
+    if image is not None and image.stripped:
+        notes.append("no .symtab (stripped): functions are known only by their exported names, data objects "
+                     "mostly not at all")
+    summaries: list[Summary | None] = []
+    walker = None
+    if image is not None:
+        walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got))
+        for e in entries:
+            summaries.append(walker.walk(e["address"], (), depth) if e["address"] is not None else None)
+    else:
+        summaries = [None] * len(entries)
+    lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
+    if lto:
+        notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
+                     "them is not seen: " + ", ".join(e["symbol"] for e in lto))
+    if dtors:
+        listing["exit_time_destructors"] = _registrations(image, entries, summaries)
+    if siof:
+        _siof(image, walker, entries, summaries, listing, lto)
+    complete = supported and not (image and image.stripped) and not lto and all(
+        s is not None and s.indirect == 0 and s.depth_limited == 0 and s.unresolved == 0 for s in summaries)
+    for e, s in zip(entries, summaries):
+        if s is not None:
+            if s.indirect:
+                notes.append(f"initializer {e['index']} ({e['symbol']}): {s.indirect} indirect call(s) not followed")
+            if s.depth_limited:
+                notes.append(f"initializer {e['index']} ({e['symbol']}): {s.depth_limited} call(s) past depth "
+                             f"{depth} not followed")
+            if s.unresolved:
+                notes.append(f"initializer {e['index']} ({e['symbol']}): {s.unresolved} registration(s) whose "
+                             "destructor was not resolved")
+        elif supported:
+            notes.append(f"initializer {e['index']}: its address is not in this file: not seen")
+    listing["analysis_complete"] = complete
+    listing["analysis_notes"] = notes
+
+
+def _registrations(image: Image | None, entries: list[dict], summaries: list) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if image is None:
+        return out
+    once: set[tuple] = set()  # guarded registrations run once, however many initializers reach them
+    for e, s in zip(entries, summaries):
+        if s is None:
+            continue
+        for r in s.registrations:
+            assert isinstance(r, Registration)
+            if r.guard is not None:
+                key = (r.kind, r.dtor, r.obj)
+                if key in once:
+                    continue
+                once.add(key)
+            obj = _obj(image, r.obj)
+            guard_name = image.symbol_at(r.guard) if r.guard is not None else None
+            local = bool((obj and (obj["symbol"] or "").startswith("_ZZ"))
+                         or (guard_name and guard_name.startswith("_ZGVZ")))
+            out.append({"kind": r.kind, "dtor": _obj(image, r.dtor) or
+                        {"address": None, "symbol": None, "demangled": None},
+                        "object": obj, "initializer": e["index"], "function_local_static": local})
+    return out
+
+
+def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summaries: list, listing: dict,
+          lto: list) -> None:
+    for e in listing["init"]:
+        e["analysis"] = None  # the toolchain's own entries and DT_INIT: not analysed (replaced below otherwise)
+    findings: list[dict[str, Any]] = []
+    confirmed: dict[tuple[int, int], bool] = {}
+    constructor: dict[int, int] = {}  # object -> position (in entries) of its constructor
+    for strong_pass in (True, False):
+        for pos, s in enumerate(summaries):
+            if s is None:
+                continue
+            for o, strong in s.constructs.items():
+                if (strong or not strong_pass) and o not in constructor:
+                    constructor[o] = pos
+    for pos, (e, s) in enumerate(zip(entries, summaries)):
+        if s is None or image is None:
+            e["analysis"] = {"constructs": [], "reads": [], "complete": False,
+                             "unanalyzed": {"indirect_calls": 0, "depth_limited": 0}}
+            continue
+        reads = []
+        for o, via in s.reads.items():
+            if via[-1:] == UNCONFIRMED:  # found by skimming bytes: decode the function before saying so
+                if o not in constructor or walker is None or not _confirmed(walker, via[-2], o, confirmed):
+                    continue
+                via = via[:-1]
+            name = image.symbol_at(o) or ""
+            status = _status(o, name, pos, s, constructor, entries, image)
+            reads.append({"object": _obj(image, o), "status": status})
+            if status in VERDICTS:
+                c = entries[constructor[o]]
+                findings.append({"verdict": status, "object": _obj(image, o),
+                                 "reader": _who(e), "constructor": _who(c),
+                                 "via": [image.function_name(a) or f"{a:#x}" for a in via]})
+        e["analysis"] = {
+            "constructs": [_obj(image, o) for o in s.constructs if constructor.get(o) == pos
+                           or s.constructs[o]],
+            "reads": reads,
+            "complete": (s.indirect == 0 and s.depth_limited == 0 and not image.stripped and e not in lto),
+            "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
+        }
+    listing["findings"] = findings
+
+
+def _confirmed(walker: Walker, function: int, obj: int, cache: dict[tuple[int, int], bool]) -> bool:
+    key = (function, obj)
+    if key not in cache:
+        cache[key] = walker.touches(function, obj)
+    return cache[key]
+
+
+def _who(e: dict[str, Any]) -> dict[str, Any]:
+    return {"index": e["index"], "symbol": e["symbol"], "source": e["source"]}
+
+
+def _status(o: int, name: str, pos: int, s: Summary, constructor: dict[int, int], entries: list[dict],
+            image: Image) -> str:
+    if name.startswith("_ZZ"):
+        return "function-local-static"
+    if o in s.constructs:
+        return "own"
+    if image.guarded(name):
+        return "guarded"
+    c = constructor.get(o)
+    if c is None:
+        return "constant"
+    if c == pos:
+        return "own"
+    reader, ctor = entries[pos], entries[c]
+    if ctor["source"] and ctor["source"] == reader["source"] and ctor["priority"] == reader["priority"]:
+        return "own"
+    if pos < c:
+        return "before-construction"
+    if (reader["priority"] or 65535) != (ctor["priority"] or 65535):
+        return "priority-ordered"
+    return "order-dependent"
+
+
+def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
+                 siof: bool = True) -> None:
+    """analyze() for the file at ``path`` (``listing`` is its list_initializers() result)."""
+    from capstone import CsError
+
+    from elfpatch.write import Source
+
+    with Source(path) as src:
+        try:
+            analyze(ElfFile(src.data, path), listing, depth, dtors, siof)
+        except CsError as exc:  # the disassembler refused the bytes: a bad file, said in one line
+            raise ParseError(f"disassembly failed: {exc}", path) from None

@@ -1,0 +1,506 @@
+"""What one function does, as far as static initialization cares: the calls it makes (with the constant
+addresses in its argument registers), the global memory it loads and stores, and its tail calls.
+
+Decoded with capstone's ``disasm_lite`` (no operand detail objects: about 3x faster), cut into basic blocks
+and walked in reverse post-order, so that events come out in the order they run (a guarded variable's
+out-of-line construction block comes before the code it jumps back to). Registers carry constants forward:
+``lea``/``adrp``+``add`` materialize addresses, a load from a GOT slot yields the address the slot holds once
+relocated, a call clobbers the caller-saved registers, a join keeps what all its forward predecessors agree on,
+a loop head starts from nothing. Stack slots written with a known value (-O0 spills) are tracked too, and a
+compare of two known values against a following ``je``/``jne`` decides the branch: GCC's -O0
+``__static_initialization_and_destruction_0(initialize, priority)`` runs only the block of its priority.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, NamedTuple, Union
+
+EM_X86_64, EM_AARCH64 = 62, 183
+SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
+
+# A register's known value: a link-time address in this file (int) or an external symbol's name (str).
+Value = Union[int, str]
+
+
+class Access(NamedTuple):
+    address: int  # link-time address of the global memory touched
+    write: bool
+
+
+class Call(NamedTuple):
+    target: Value | None  # address called, or an external symbol's name; None for an unknown target
+    slot: int | None  # the GOT slot an indirect call or jump goes through, when known
+    args: tuple  # known values of the first argument registers (None where unknown)
+    tail: bool
+
+
+# Events a sweep yields, in code order.
+Event = Union[Access, Call]
+
+
+class Decoded(NamedTuple):
+    insns: list  # (address, size, mnemonic, op_str) from capstone
+    blocks: list  # (first, last) instruction indexes, in reverse post-order (unreachable ones last)
+    succs: dict  # block position -> [(successor position, taken: bool | None)]
+    back: frozenset  # block positions some later block jumps back to (loop heads)
+
+
+def _disassembler(machine: int):
+    import capstone  # only the analysis flags load it (see tests/siof/test_imports.py)
+
+    if machine == EM_X86_64:
+        md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    else:
+        md = capstone.Cs(capstone.CS_ARCH_ARM64, capstone.CS_MODE_ARM)
+    md.skipdata = True  # literal pools and padding inside a function must not end the sweep
+    return md
+
+
+
+# -- x86-64 ----------------------------------------------------------------------------------------------
+
+_X86_ALIAS = {}
+for _r in "abcd":
+    _X86_ALIAS.update({f"e{_r}x": f"r{_r}x", f"r{_r}x": f"r{_r}x"})
+for _r in ("si", "di", "bp", "sp"):
+    _X86_ALIAS.update({f"e{_r}": f"r{_r}", f"r{_r}": f"r{_r}"})
+for _n in range(8, 16):
+    _X86_ALIAS.update({f"r{_n}d": f"r{_n}", f"r{_n}": f"r{_n}"})
+_X86_PARTIAL = {f"{r}l": f"r{r}x" for r in "abcd"}
+_X86_PARTIAL.update({f"{r}x": f"r{r}x" for r in "abcd"})
+_X86_PARTIAL.update({"sil": "rsi", "dil": "rdi", "si": "rsi", "di": "rdi"})
+_X86_PARTIAL.update({f"r{n}{w}": f"r{n}" for n in range(8, 16) for w in "bw"})
+X86_ARGS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
+X86_CLOBBER = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")
+_X86_MEM = re.compile(r"(?:(\w+):)?\[([^\]]*)\]")
+_X86_WRITES = ("mov", "stos", "set", "cmov")  # a memory first operand of these is only written
+_X86_READS = ("cmp", "test", "bt", "ucomis", "comis", "push")  # a memory first operand of these is only read
+_HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
+_PREFIXES = ("bnd ", "notrack ", "rep ", "repe ", "repne ", "lock ", "addr32 ", "data16 ")
+
+
+def _imm(text: str) -> int | None:
+    text = text.strip().lstrip("#")
+    if _HEX.match(text):
+        return int(text, 0)
+    return None
+
+
+class _X86:
+    args = X86_ARGS
+    ends = ("ret", "hlt", "ud2", "int3")
+
+    def __init__(self, got: Callable[[int], Value | None]) -> None:
+        self.got = got
+
+    def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
+        """("cond"|"jmp"|"out"|"end"|"none", target) for one instruction."""
+        table = mnem.startswith("notrack ")
+        while mnem.startswith(_PREFIXES):
+            mnem = mnem.split(" ", 1)[1]
+        if mnem == "jmp":
+            if table:
+                return "table", None  # a jump table (-fcf-protection marks them): stays inside
+            t = _imm(op)
+            return ("jmp", t) if t is not None else ("out", None)
+        if mnem[0] == "j":
+            return "cond", _imm(op)
+        if mnem in self.ends:
+            return "end", None
+        return "none", None
+
+    def _mem(self, inner: str, st: dict, ip_next: int) -> int | None:
+        total = 0
+        sign = 1
+        known = False
+        for tok in inner.split():
+            if tok in "+-":
+                sign = 1 if tok == "+" else -1
+                continue
+            if tok == "rip":
+                total += ip_next
+                known = True
+                continue
+            imm = _imm(tok)
+            if imm is not None:
+                total += sign * imm
+                continue
+            if "*" in tok:  # an index register: the element is unknown, the object is not
+                continue
+            base = st.get(_X86_ALIAS.get(tok, tok))
+            if not isinstance(base, int):
+                return None
+            total += base
+            known = True
+        return total if known else None
+
+    def step(self, insn: tuple, st: dict, out: list, start: int, end: int) -> None:
+        addr, size, mnem, op = insn
+        cmp = st.pop("cmp", None)
+        while mnem.startswith(_PREFIXES):
+            mnem = mnem.split(" ", 1)[1]
+        nxt = addr + size
+        if mnem == "call" or mnem == "jmp":
+            tail = mnem == "jmp"
+            target = _imm(op)
+            args = tuple(st.get(r) for r in X86_ARGS)
+            if target is not None:
+                if tail and start <= target < end:
+                    st["cmp"] = cmp
+                    return
+                out.append(Call(target, None, args, tail))
+            elif "[" in op:
+                m = _X86_MEM.search(op)
+                slot = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
+                out.append(Call(None, slot, args, tail))
+            elif not (tail and insn[2].startswith("notrack")):  # through a register: known when from the GOT
+                out.append(Call(st.get(_X86_ALIAS.get(op, op)), None, args, tail))
+            for r in X86_CLOBBER:
+                st.pop(r, None)
+            return
+        if mnem[0] == "j":
+            return
+        ops = op.split(", ", 1)
+        dst = ops[0]
+        dreg = _X86_ALIAS.get(dst)
+        if mnem == "lea":
+            m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
+            a = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
+            if dreg:
+                if a is None:
+                    st.pop(dreg, None)
+                else:
+                    st[dreg] = a
+            return
+        if mnem == "cmp" and len(ops) == 2:
+            left = self._value(ops[0], st)
+            right = self._value(ops[1], st)
+            if left is not None and right is not None:
+                st["cmp"] = left == right
+        m = _X86_MEM.search(op)
+        if m:
+            mem_first = "[" in dst
+            inner = m.group(2)
+            if m.group(1) is None and ("rbp" in inner or "rsp" in inner) and "rip" not in inner:
+                slot = "m:" + inner  # a stack slot: -O0 spills its arguments there
+                if mem_first and mnem == "mov" and len(ops) == 2:
+                    v = self._value(ops[1], st)
+                    if v is None:
+                        st.pop(slot, None)
+                    else:
+                        st[slot] = v
+                elif mem_first and not mnem.startswith(_X86_READS):
+                    st.pop(slot, None)
+                elif dreg and not mem_first:
+                    v = st.get(slot) if mnem == "mov" else None
+                    if v is None:
+                        st.pop(dreg, None)
+                    else:
+                        st[dreg] = v
+                return
+            a = self._mem(inner, st, nxt) if m.group(1) is None else None
+            if a is not None:
+                if not mem_first and mnem == "mov" and dreg:
+                    value = self.got(a)
+                    if value is not None:  # a GOT load: the register now holds the object's address
+                        st[dreg] = value
+                        return
+                    out.append(Access(a, False))
+                elif mem_first:
+                    if mnem.startswith(_X86_READS):
+                        out.append(Access(a, False))
+                    else:
+                        if not mnem.startswith(_X86_WRITES):
+                            out.append(Access(a, False))  # read-modify-write
+                        out.append(Access(a, True))
+                else:
+                    out.append(Access(a, False))
+            if dreg:
+                st.pop(dreg, None)
+            return
+        if dreg:
+            if mnem == "mov" and len(ops) == 2:
+                v = self._value(ops[1], st)
+                if v is None:
+                    st.pop(dreg, None)
+                else:
+                    st[dreg] = v
+                return
+            if mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
+                st[dreg] = 0
+                return
+            st.pop(dreg, None)
+        elif dst in _X86_PARTIAL:
+            st.pop(_X86_PARTIAL[dst], None)
+        elif mnem.startswith(("xchg", "cpuid", "rdtsc", "syscall", "div", "idiv", "mul", "imul", "cqo", "cdq",
+                              "pop", "stos", "movs", "cmpxchg")):
+            for r in ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "r12", "r13", "r14", "r15"):
+                st.pop(r, None)
+
+    def _value(self, text: str, st: dict) -> Value | None:
+        reg = _X86_ALIAS.get(text)
+        if reg is not None:
+            return st.get(reg)
+        m = _X86_MEM.search(text)
+        if m:
+            return st.get("m:" + m.group(2))
+        return _imm(text)
+
+
+# -- AArch64 ---------------------------------------------------------------------------------------------
+
+A64_ARGS = tuple(f"x{i}" for i in range(8))
+A64_CLOBBER = tuple(f"x{i}" for i in range(19)) + ("x30",)
+_A64_MEM = re.compile(r"\[(\w+)(?:, #(-?(?:0x[0-9a-f]+|\d+)))?\](!?)")
+_A64_COND = ("b.", "cbz", "cbnz", "tbz", "tbnz")
+_A64_QUIET = ("nop", "hint", "bti", "paciasp", "autiasp", "pacibsp", "autibsp", "prfm", "dmb", "dsb", "isb")
+
+
+def _a64(reg: str) -> str:
+    if reg[:1] == "w" and reg[1:].isdigit():
+        return "x" + reg[1:]
+    return reg
+
+
+class _A64:
+    args = A64_ARGS
+
+    def __init__(self, got: Callable[[int], Value | None]) -> None:
+        self.got = got
+
+    def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
+        if mnem == "b":
+            return "jmp", _imm(op)
+        if mnem.startswith(_A64_COND):
+            return "cond", _imm(op.rsplit(", ", 1)[-1])
+        if mnem in ("br", "braa", "braaz"):
+            return "out", None
+        if mnem in ("ret", "retaa", "brk", "udf"):
+            return "end", None
+        return "none", None
+
+    def step(self, insn: tuple, st: dict, out: list, start: int, end: int) -> None:
+        _addr, _size, mnem, op = insn
+        cmp = st.pop("cmp", None)
+        if mnem in ("bl", "b"):
+            target = _imm(op)
+            if target is None or (mnem == "b" and start <= target < end):
+                st["cmp"] = cmp
+                return
+            out.append(Call(target, None, tuple(st.get(r) for r in A64_ARGS), mnem == "b"))
+            for r in A64_CLOBBER:
+                st.pop(r, None)
+                st.pop("slot:" + r, None)
+            return
+        if mnem in ("blr", "br", "blraa", "braa", "blraaz", "braaz"):
+            reg = op.split(",")[0]
+            slot = st.get("slot:" + reg)
+            out.append(Call(st.get(reg), slot if isinstance(slot, int) else None,
+                            tuple(st.get(r) for r in A64_ARGS), mnem.startswith("br")))
+            for r in A64_CLOBBER:
+                st.pop(r, None)
+                st.pop("slot:" + r, None)
+            return
+        if mnem.startswith(_A64_COND) or mnem in ("ret", "retaa", "brk", "udf") or mnem in _A64_QUIET:
+            return
+        ops = op.split(", ")
+        dst = _a64(ops[0]) if ops else ""
+        if mnem == "cmp" and len(ops) == 2:
+            left = st.get(_a64(ops[0]))
+            right = _imm(ops[1]) if ops[1].startswith("#") else st.get(_a64(ops[1]))
+            if isinstance(left, int) and isinstance(right, int):
+                st["cmp"] = left == right
+            return
+        if mnem in ("adrp", "adr") and len(ops) == 2:
+            imm = _imm(ops[1])
+            self._set(st, dst, imm)
+            return
+        if mnem == "add" and len(ops) == 3 and ops[2].startswith("#"):
+            base = st.get(_a64(ops[1]))
+            imm = _imm(ops[2])
+            self._set(st, dst, base + imm if isinstance(base, int) and imm is not None else None)
+            return
+        if mnem in ("mov", "movz") and len(ops) == 2:
+            src = st.get(_a64(ops[1]))
+            self._set(st, dst, src if src is not None else _imm(ops[1]))
+            return
+        if "[" in op:
+            m = _A64_MEM.search(op)
+            is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
+            if m and m.group(1) in ("sp", "x29") and not m.group(3) and mnem in ("str", "stur", "ldr", "ldur"):
+                slot = f"m:{m.group(1)},{m.group(2)}"  # a stack slot: -O0 spills its arguments there
+                if is_store:
+                    v = st.get(dst)
+                    if v is None:
+                        st.pop(slot, None)
+                    else:
+                        st[slot] = v
+                else:
+                    self._set(st, dst, st.get(slot))
+                return
+            a = None
+            if m:
+                base = st.get(_a64(m.group(1)))
+                if isinstance(base, int):
+                    a = base + (int(m.group(2), 0) if m.group(2) else 0)
+            if a is not None:
+                if not is_store and mnem == "ldr" and len(ops) >= 2:
+                    value = self.got(a)
+                    if value is not None:
+                        self._set(st, dst, value)
+                        st["slot:" + dst] = a
+                        return
+                if is_store:
+                    if not mnem.startswith("st"):
+                        out.append(Access(a, False))
+                    out.append(Access(a, True))
+                else:
+                    out.append(Access(a, False))
+            if not is_store:
+                for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
+                    self._set(st, _a64(r), None)
+            if m and (m.group(3) or not op.endswith("]")):
+                self._set(st, _a64(m.group(1)), None)  # pre/post-index writes the base back
+            return
+        if mnem == "ldr" and len(ops) == 2 and ops[1].startswith("#"):  # a literal load
+            a = _imm(ops[1])
+            if a is not None:
+                out.append(Access(a, False))
+        if dst:
+            self._set(st, dst, None)
+
+    @staticmethod
+    def _set(st: dict, reg: str, value: Value | None) -> None:
+        st.pop("slot:" + reg, None)
+        if value is None:
+            st.pop(reg, None)
+        else:
+            st[reg] = value
+
+
+# -- the per-file decoder --------------------------------------------------------------------------------
+
+
+def _meet(a: dict, b: dict) -> dict:
+    return {k: v for k, v in a.items() if b.get(k) == v and k != "cmp"}
+
+
+class Disassembler:
+    """Decodes functions of one file (each once) and walks them with given argument registers."""
+
+    def __init__(self, machine: int, read_code: Callable[[int, int], bytes],
+                 got: Callable[[int], Value | None]) -> None:
+        self.machine = machine
+        self.md = _disassembler(machine)
+        self.read_code = read_code
+        self.arch = _X86(got) if machine == EM_X86_64 else _A64(got)
+        self._decoded: dict[tuple[int, int], Decoded] = {}
+
+    @property
+    def arg_registers(self) -> tuple:
+        return self.arch.args
+
+    def decode(self, start: int, end: int) -> Decoded:
+        key = (start, end)
+        dec = self._decoded.get(key)
+        if dec is None:
+            dec = self._decoded[key] = self._decode(start, end)
+        return dec
+
+    def _decode(self, start: int, end: int) -> Decoded:
+        insns = list(self.md.disasm_lite(self.read_code(start, end - start), start))
+        flow = self.arch.flow
+        kinds = [flow(i[2], i[3]) for i in insns]
+        index = {i[0]: n for n, i in enumerate(insns)}
+        leaders = {0}
+        for n, (kind, target) in enumerate(kinds):
+            if kind != "none":
+                leaders.add(n + 1)
+                if target is not None and target in index:
+                    leaders.add(index[target])
+        starts = sorted(x for x in leaders if x < len(insns))
+        block_of = {s: b for b, s in enumerate(starts)}
+        spans = [(s, (starts[b + 1] if b + 1 < len(starts) else len(insns)) - 1) for b, s in enumerate(starts)]
+        succ: dict[int, list] = {}
+        for b, (_first, last) in enumerate(spans):
+            kind, target = kinds[last]
+            out = []
+            inside = target is not None and target in index
+            if kind in ("none", "cond") and b + 1 < len(spans):
+                out.append((b + 1, False if kind == "cond" else None))
+            if kind in ("cond", "jmp") and inside:
+                out.append((block_of[index[target]], True if kind == "cond" else None))
+            succ[b] = out
+        # Reverse post-order from the entry (iterative DFS), then the blocks nothing reaches in address order.
+        order: list[int] = []
+        seen = {0} if spans else set()
+        stack = [(0, iter(succ.get(0, ())))] if spans else []
+        back = set()
+        on_stack = {0}
+        while stack:
+            b, it = stack[-1]
+            for s, _taken in it:
+                if s in on_stack:
+                    back.add(s)
+                if s not in seen:
+                    seen.add(s)
+                    on_stack.add(s)
+                    stack.append((s, iter(succ.get(s, ()))))
+                    break
+            else:
+                stack.pop()
+                on_stack.discard(b)
+                order.append(b)
+        order.reverse()
+        order += [b for b in range(len(spans)) if b not in seen]
+        pos = {b: p for p, b in enumerate(order)}
+        blocks = [spans[b] for b in order]
+        succs = {pos[b]: [(pos[s], t) for s, t in succ[b]] for b in succ}
+        return Decoded(insns, blocks, succs, frozenset(pos[b] for b in back))
+
+    def sweep(self, start: int, end: int, entry: dict) -> list:
+        """Events of the function at [start, end) in run order, given its known argument registers."""
+        dec = self.decode(start, end)
+        step = self.arch.step
+        insns = dec.insns
+        out: list = []
+        incoming: dict[int, dict | None] = {}  # block position -> state agreed by the forward edges so far
+        live: set[int] = {0}
+        has_pred: set[int] = set()
+        for edges in dec.succs.values():
+            has_pred.update(s for s, _ in edges)
+        for p, (first, last) in enumerate(dec.blocks):
+            if p == 0:
+                st = dict(entry)
+            elif p not in live and p in has_pred and p not in dec.back:
+                continue  # every edge into it was decided against: dead for these arguments
+            elif p in dec.back:
+                st = {}
+            else:
+                st = dict(incoming.get(p) or {})
+            for n in range(first, last):
+                step(insns[n], st, out, start, end)
+            cmp = st.get("cmp")
+            step(insns[last], st, out, start, end)
+            taken_known = None
+            if cmp is not None:
+                mnem = insns[last][2]
+                if mnem in ("je", "b.eq"):
+                    taken_known = cmp
+                elif mnem in ("jne", "b.ne"):
+                    taken_known = not cmp
+            for s, taken in dec.succs.get(p, ()):
+                if taken is not None and taken_known is not None and taken != taken_known:
+                    continue
+                if s <= p:
+                    continue
+                live.add(s)
+                incoming[s] = dict(st) if s not in incoming else _meet(incoming[s], st)
+        return out
+
+    def stub_slot(self, start: int, end: int) -> int | None:
+        """The GOT slot a PLT stub jumps through (``jmp *slot`` / ``adrp; ldr x17; br x17``)."""
+        for ev in self.sweep(start, min(end, start + 32), {}):
+            if isinstance(ev, Call):
+                return ev.slot
+        return None

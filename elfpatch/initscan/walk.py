@@ -1,0 +1,273 @@
+"""Follow one initializer through its calls: the exit-time destructors it registers, in order, and the
+global objects it constructs and reads, with the call path to each read.
+
+Depth counts calls into other functions; the translation unit's own initializer helpers (GCC's
+``__static_initialization_and_destruction_0``, clang's ``__cxx_global_var_init.N``) cost nothing, so that -O0
+and -O2 builds look alike. Calls through the PLT or the GOT that bind to this file's own definitions are
+followed like direct calls (a -fPIC library reaches its exported functions so).
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from elfpatch.initscan.bytescan import Skim, call_pattern, skim
+from elfpatch.initscan.disasm import EM_X86_64, Access, Disassembler, Value
+from elfpatch.initscan.image import Image
+
+SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
+         "__cxa_thread_atexit_impl": "thread_atexit"}
+GUARD_ACQUIRE, GUARD_RELEASE = "__cxa_guard_acquire", "__cxa_guard_release"
+_TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
+                        r"|_GLOBAL__I_\d|__tls_init")
+_CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
+_SYMBOL_VERSION = re.compile(r"@.*$")
+# Names the walk acts on contain one of these in their first bytes (SINKS, guards, the unit helpers, even
+# mangled: _Z41__static_initialization_and_destruction_0ii); other defined functions' names are not decoded.
+_NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction_0", b"__cxx_global_var_init",
+                 b"_GLOBAL__", b"__tls_init")
+# Helpers cost no depth: a file could chain thousands of them. Past this many nested calls, stop (and say so).
+MAX_CHAIN = 128
+
+
+class Registration(NamedTuple):
+    kind: str
+    dtor: Value | None
+    obj: Value | None
+    guard: int | None  # the guard variable the registration runs under, if any
+
+
+# A read found by skimming bytes: its via path ends here and the last function must be decoded to confirm it.
+UNCONFIRMED = ("?",)
+
+
+class Summary(NamedTuple):
+    registrations: list  # [Registration] in order
+    constructs: dict  # object start -> strong (True: ctor call or __cxa_atexit object; False: a store)
+    reads: dict  # object start -> via (tuple of function addresses from the walked function down)
+    indirect: int
+    depth_limited: int
+    unresolved: int  # registrations whose destructor could not be told
+
+
+EMPTY = Summary([], {}, {}, 0, 0, 0)
+
+
+def is_constructor(name: str) -> bool:
+    return name.startswith("_ZN") and bool(_CTOR.search(name))
+
+
+class Walker:
+    def __init__(self, image: Image, dis: Disassembler) -> None:
+        self.image = image
+        self.dis = dis
+        self._memo: dict[tuple, Summary] = {}
+        self._callee: dict[Value, tuple[int | None, str | None]] = {}
+        self._skims: dict[int, tuple[Skim, list | None]] = {}
+        self._helper: dict[str, bool] = {}
+        lo = min((a for a, _ in image.code), default=0)
+        hi = max((b for _, b in image.code), default=0)
+        self._calls_rx = call_pattern(hi - lo)
+
+    def is_helper(self, name: str | None) -> bool:
+        """A translation unit's own initializer helper (followed without costing depth)."""
+        if not name:
+            return False
+        hit = self._helper.get(name)
+        if hit is None:
+            hit = self._helper[name] = bool(_TU_HELPER.search(name))
+        return hit
+
+    def callee(self, target: Value) -> tuple[int | None, str | None]:
+        """(address here or None, symbol name) of a call target, seeing through PLT stubs. The name is "" for
+        a function defined here whose name matters to no rule (decoding 100k long C++ names costs seconds)."""
+        hit = self._callee.get(target)
+        if hit is not None:
+            return hit
+        if isinstance(target, str):
+            out: tuple[int | None, str | None] = (None, _SYMBOL_VERSION.sub("", target))
+        else:
+            image = self.image
+            name = image.call_name(target, _NAME_MARKERS)
+            out = (target, name)
+            if name is None or not image.is_function(target):
+                slot = self.dis.stub_slot(target, image.function_end(target)) if image.in_code(target) else None
+                bound = image.got(slot) if slot is not None else None
+                if isinstance(bound, str):
+                    out = (None, _SYMBOL_VERSION.sub("", bound))
+                elif isinstance(bound, int) and bound != target:
+                    out = (bound, image.call_name(bound, _NAME_MARKERS))
+        self._callee[target] = out
+        return out
+
+    def walk(self, addr: int, args: tuple, depth: int, stack: frozenset = frozenset(),
+             exact: bool = True) -> Summary:
+        """What the function at ``addr`` (and what it calls, ``depth`` calls deep) registers, constructs and
+        reads. ``exact``: decode every instruction (initializers and their own helpers); otherwise skim the
+        bytes first (x86-64) and decode only when a registration is in sight."""
+        key = (addr, args, depth)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        image = self.image
+        end = image.function_end(addr)
+        if exact or self.dis.machine != EM_X86_64:
+            out = self._exact(addr, end, args, depth, stack | {addr})
+        else:
+            sk, targets = self._skim(addr, end)
+            if targets is None:  # a registration in sight: decode it
+                out = self._exact(addr, end, args, depth, stack | {addr})
+            else:
+                out = self._skimmed(addr, sk, targets, depth, stack | {addr})
+        self._memo[key] = out
+        return out
+
+    def _skim(self, addr: int, end: int) -> tuple[Skim, list | None]:
+        """The skim of a function and its resolved call targets (None when it calls a registration function
+        or a guard: then it must be decoded), once per function."""
+        hit = self._skims.get(addr)
+        if hit is not None:
+            return hit
+        image = self.image
+        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span, self._calls_rx)
+        # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
+        # initializer so, after testing the weak symbol).
+        loaded = [(a, t, False, True) for a, t, write, lea in sk.refs
+                  if not write and not lea and isinstance(v := image.got(t), int) and image.is_function(v)]
+        sites = sorted([(a, t, tail, False) for a, t, tail in sk.calls]
+                       + [(a, slot, tail, True) for a, slot, tail in sk.slots] + loaded)
+        targets: list | None = []
+        for _a, t, _tail, via_slot in sites:
+            target = image.got(t) if via_slot else t
+            if target is None:
+                continue
+            where, name = self.callee(target)
+            if name in SINKS:
+                targets = None
+                break
+            if where is not None:
+                targets.append((where, self.is_helper(name)))
+        self._skims[addr] = (sk, targets)
+        return sk, targets
+
+    def _skimmed(self, addr: int, sk: Skim, targets: list, depth: int, stack: frozenset) -> Summary:
+        image = self.image
+        reads: dict[int, tuple] = {}
+        for _site, target, _write, _lea in sk.refs:
+            value = image.got(target)
+            obj = image.object_at(value if isinstance(value, int) else target)
+            if obj is not None:
+                reads.setdefault(obj[0], UNCONFIRMED)
+        sub_regs: list = []
+        constructs: dict[int, bool] = {}
+        indirect, depth_limited, unresolved = sk.indirect, 0, 0
+        for where, helper in targets:
+            if where in stack:
+                continue
+            if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
+                depth_limited += 1
+                continue
+            sub = self.walk(where, (), depth if helper else depth - 1, stack, exact=helper)
+            if sub is EMPTY:
+                continue
+            self._merge(sub, where, None, sub_regs, constructs, reads)
+            indirect += sub.indirect
+            depth_limited += sub.depth_limited
+            unresolved += sub.unresolved
+        if not (sub_regs or constructs or reads or indirect or depth_limited or unresolved):
+            return EMPTY
+        return Summary(sub_regs, constructs, reads, indirect, depth_limited, unresolved)
+
+    @staticmethod
+    def _merge(sub: Summary, where: int, guard: int | None, regs_out: list, constructs: dict, reads: dict) -> None:
+        for r in sub.registrations:
+            regs_out.append(r if r.guard is not None or guard is None else r._replace(guard=guard))
+        for o, strong in sub.constructs.items():
+            constructs[o] = strong or constructs.get(o, False)
+        for o, via in sub.reads.items():
+            if o not in reads:
+                reads[o] = (where, *via)
+
+    def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
+        image = self.image
+        regs = {r: v for r, v in zip(self.dis.arg_registers, args) if v is not None}
+        events = self.dis.sweep(addr, end, regs)
+        regs_out: list = []
+        constructs: dict[int, bool] = {}
+        reads: dict[int, tuple] = {}
+        indirect = depth_limited = unresolved = 0
+        guard: int | None = None
+        for ev in events:
+            if isinstance(ev, Access):
+                obj = image.object_at(ev.address)
+                if obj is None:
+                    if ev.write and image.is_guard(ev.address):
+                        guard = ev.address  # an inline variable's guard set: what follows runs once
+                    continue
+                if ev.write:
+                    constructs.setdefault(obj[0], False)
+                else:
+                    reads.setdefault(obj[0], ())
+                continue
+            target = ev.target
+            if target is None and ev.slot is not None:
+                target = image.got(ev.slot)
+            if target is None or (isinstance(target, int) and not image.in_code(target)):
+                indirect += 1  # a register or slot whose value is not known here: not a call we can follow
+                continue
+            where, name = self.callee(target)
+            if name in SINKS:
+                dtor, obj = ev.args[0], (ev.args[1] if SINKS[name] != "atexit_c" else None)
+                if dtor is None:
+                    unresolved += 1
+                regs_out.append(Registration(SINKS[name], dtor, obj, guard))
+                if isinstance(obj, int):
+                    o = image.object_at(obj)
+                    if o is not None:
+                        constructs[o[0]] = True
+                continue
+            if name == GUARD_ACQUIRE:
+                guard = ev.args[0] if isinstance(ev.args[0], int) else guard
+                continue
+            if name == GUARD_RELEASE:
+                continue
+            if name == "" and where is not None:  # a name the walk skipped: only a constructor check needs it
+                name = image.function_name(where)
+            ctor = bool(name) and is_constructor(name)
+            for i, v in enumerate(ev.args):
+                if not isinstance(v, int):
+                    continue
+                o = image.object_at(v)
+                if o is None:
+                    continue
+                if i == 0 and ctor:
+                    constructs[o[0]] = True
+                else:
+                    reads.setdefault(o[0], ())
+            if where is None or where in stack:
+                continue  # another object's function: it cannot see this file's globals but through us
+            helper = self.is_helper(name)
+            if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
+                depth_limited += 1
+                continue
+            # The unit's own helpers get the arguments (GCC -O0 passes the priority); others are summarized
+            # once, whatever their caller passes.
+            sub = self.walk(where, tuple(ev.args) if helper else (), depth if helper else depth - 1, stack,
+                            exact=helper)
+            self._merge(sub, where, guard, regs_out, constructs, reads)
+            indirect += sub.indirect
+            depth_limited += sub.depth_limited
+            unresolved += sub.unresolved
+        return Summary(regs_out, constructs, reads, indirect, depth_limited, unresolved)
+
+    def touches(self, addr: int, obj: int) -> bool:
+        """Whether the decoded function at ``addr`` loads, stores or passes the address of object ``obj``
+        (confirms what a skim found)."""
+        image = self.image
+        for ev in self.dis.sweep(addr, image.function_end(addr), {}):
+            values = [ev.address] if isinstance(ev, Access) else [v for v in ev.args if isinstance(v, int)]
+            for v in values:
+                o = image.object_at(v)
+                if o is not None and o[0] == obj:
+                    return True
+        return False

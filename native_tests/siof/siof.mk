@@ -1,0 +1,95 @@
+# The order fixtures (x86-64, g++): each program plain (-O2 and -O0, for elfpatch) and with ASan's
+# init-order checker (the run-time truth), same sources, same link order. NAME := units in link order.
+SIOF_PROGS := cross_ab cross_ba third overwrite safe nodestructor thread_local inline prio ctorn registrar indirect
+cross_ab := cfg user
+cross_ba := user cfg
+third := third_user cfg third_helper
+overwrite := limit_user limit
+safe := safe_user safe_def cfg
+nodestructor := nd_user nd_def cfg
+thread_local := tl_user tl_def cfg
+inline := inl_a inl_b cfg
+prio := prio_user prio_def cfg
+ctorn := ctorn cfg
+registrar := reg_plugin reg_map
+indirect := vcall vcall_impl
+SB := $(B)/siof
+ASAN := -fsanitize=address -fsanitize-recover=address
+SIOF_HDRS := cfg.hpp inl.hpp
+
+# Also clang -O2 (with its own ASan build, clang-asan) and, for elfpatch only, AArch64 -O2/-O0, where those
+# compilers are present.
+SIOF_MORE := $(if $(call HAVE,clang++),clang-O2) $(if $(call HAVE,aarch64-linux-gnu-g++),a64-O2 a64-O0)
+ifneq ($(call HAVE,g++),)
+siof: $(foreach p,$(SIOF_PROGS),$(SB)/O2/$(p) $(SB)/O0/$(p) $(SB)/asan/$(p)) $(SB)/O2/libgot.so $(SB)/O0/libgot.so $(SB)/O2/got \
+      $(SB)/asan/libgot.so $(SB)/asan/got $(SB)/lto/cross_ba \
+      $(foreach v,$(SIOF_MORE),$(foreach p,$(SIOF_PROGS),$(SB)/$(v)/$(p)) $(SB)/$(v)/libgot.so) \
+      $(if $(call HAVE,clang++),$(foreach p,$(SIOF_PROGS) got,$(SB)/clang-asan/$(p)) $(SB)/clang-asan/libgot.so)
+else
+siof:
+	@echo "siof: skipped (no g++)"
+endif
+
+$(SB)/%/.dir:
+	mkdir -p $(@D) && touch $@
+$(SB)/O2/%.o: %.cpp $(SIOF_HDRS) $(SB)/O2/.dir
+	g++ -std=c++20 -O2 -g -c -o $@ $<
+$(SB)/O0/%.o: %.cpp $(SIOF_HDRS) $(SB)/O0/.dir
+	g++ -std=c++20 -O0 -g -c -o $@ $<
+$(SB)/asan/%.o: %.cpp $(SIOF_HDRS) $(SB)/asan/.dir
+	g++ -std=c++20 -O1 -g $(ASAN) -c -o $@ $<
+$(SB)/O2/pic_%.o: %.cpp $(SIOF_HDRS) $(SB)/O2/.dir
+	g++ -std=c++20 -O2 -g -fPIC -c -o $@ $<
+$(SB)/O0/pic_%.o: %.cpp $(SIOF_HDRS) $(SB)/O0/.dir
+	g++ -std=c++20 -O0 -g -fPIC -c -o $@ $<
+$(SB)/asan/pic_%.o: %.cpp $(SIOF_HDRS) $(SB)/asan/.dir
+	g++ -std=c++20 -O1 -g -fPIC $(ASAN) -c -o $@ $<
+
+define siof_prog
+$(SB)/O2/$(1): $(foreach u,$($(1)) siof_main,$(SB)/O2/$(u).o)
+	g++ -pie -o $$@ $$^
+$(SB)/O0/$(1): $(foreach u,$($(1)) siof_main,$(SB)/O0/$(u).o)
+	g++ -pie -o $$@ $$^
+$(SB)/asan/$(1): $(foreach u,$($(1)) siof_main,$(SB)/asan/$(u).o)
+	g++ $(ASAN) -pie -o $$@ $$^
+endef
+$(foreach p,$(SIOF_PROGS),$(eval $(call siof_prog,$(p))))
+
+define siof_more
+$(SB)/$(1)/%.o: %.cpp $(SIOF_HDRS) $(SB)/$(1)/.dir
+	$(2) -std=c++20 $(3) -g -c -o $$@ $$<
+$(SB)/$(1)/pic_%.o: %.cpp $(SIOF_HDRS) $(SB)/$(1)/.dir
+	$(2) -std=c++20 $(3) -g -fPIC -c -o $$@ $$<
+$(SB)/$(1)/libgot.so: $(SB)/$(1)/pic_user.o $(SB)/$(1)/pic_cfg.o
+	$(2) -shared -o $$@ $$^
+$(foreach p,$(SIOF_PROGS),$(eval $(call siof_more_prog,$(1),$(2),$(p))))
+endef
+define siof_more_prog
+$(SB)/$(1)/$(3): $(foreach u,$($(3)) siof_main,$(SB)/$(1)/$(u).o)
+	$(2) -pie -o $$@ $$^
+endef
+$(eval $(call siof_more,clang-O2,clang++,-O2))
+$(eval $(call siof_more,clang-asan,clang++ $(ASAN),-O1))
+$(SB)/clang-asan/got: $(SB)/clang-asan/siof_main.o $(SB)/clang-asan/libgot.so
+	clang++ $(ASAN) -o $@ $< -L$(SB)/clang-asan -lgot -Wl,-rpath,'$$ORIGIN'
+
+$(eval $(call siof_more,a64-O2,aarch64-linux-gnu-g++,-O2))
+$(eval $(call siof_more,a64-O0,aarch64-linux-gnu-g++,-O0))
+
+# Link-time optimization merges every unit's initializer into one function: order between them is not seen.
+$(SB)/lto/%.o: %.cpp $(SIOF_HDRS) $(SB)/lto/.dir
+	g++ -std=c++20 -O2 -flto -c -o $@ $<
+$(SB)/lto/cross_ba: $(SB)/lto/user.o $(SB)/lto/cfg.o $(SB)/lto/siof_main.o
+	g++ -O2 -flto -pie -o $@ $^
+
+# A -fPIC library whose initializer reads an exported global through the GOT (user.cpp linked first).
+$(SB)/O2/libgot.so: $(SB)/O2/pic_user.o $(SB)/O2/pic_cfg.o
+	g++ -shared -o $@ $^
+$(SB)/O0/libgot.so: $(SB)/O0/pic_user.o $(SB)/O0/pic_cfg.o
+	g++ -shared -o $@ $^
+$(SB)/O2/got: $(SB)/O2/siof_main.o $(SB)/O2/libgot.so
+	g++ -o $@ $< -L$(SB)/O2 -lgot -Wl,-rpath,'$$ORIGIN'
+$(SB)/asan/libgot.so: $(SB)/asan/pic_user.o $(SB)/asan/pic_cfg.o
+	g++ $(ASAN) -shared -o $@ $^
+$(SB)/asan/got: $(SB)/asan/siof_main.o $(SB)/asan/libgot.so
+	g++ $(ASAN) -o $@ $< -L$(SB)/asan -lgot -Wl,-rpath,'$$ORIGIN'
