@@ -12,7 +12,7 @@ ELFOSABI_SYSV, ELFOSABI_GNU = 0, 3
 ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
 
 # e_machine (only those whose rules differ somewhere in elfpatch)
-EM_MIPS = 8
+EM_MIPS, EM_X86_64, EM_AARCH64 = 8, 62, 183
 
 # Extended numbering: e_phnum == PN_XNUM puts the real count in section header 0's sh_info.
 PN_XNUM = 0xFFFF
@@ -26,6 +26,9 @@ SHT_RELR = 19
 # Special section indexes; SHN_XINDEX in e_shstrndx puts the real index in section header 0's sh_link.
 SHN_UNDEF, SHN_LORESERVE, SHN_XINDEX = 0, 0xFF00, 0xFFFF
 
+# sh_flags
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
+
 # p_type
 PT_NULL, PT_LOAD, PT_DYNAMIC, PT_INTERP = 0, 1, 2, 3
 
@@ -35,7 +38,7 @@ DT_RELA, DT_RELASZ, DT_RELAENT = 7, 8, 9
 DT_STRSZ, DT_SYMENT = 10, 11
 DT_INIT, DT_FINI, DT_SONAME, DT_RPATH = 12, 13, 14, 15
 DT_REL, DT_RELSZ, DT_RELENT = 17, 18, 19
-DT_PLTRELSZ, DT_JMPREL = 2, 23
+DT_PLTRELSZ, DT_PLTREL, DT_JMPREL = 2, 20, 23
 DT_INIT_ARRAY, DT_FINI_ARRAY, DT_INIT_ARRAYSZ, DT_FINI_ARRAYSZ = 25, 26, 27, 28
 DT_RUNPATH = 29
 DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ = 32, 33
@@ -48,7 +51,7 @@ DF_1_NODELETE, DF_1_INITFIRST, DF_1_NODEFLIB, DF_1_PIE = 0x8, 0x20, 0x800, 0x080
 
 # st_info: binding (high nibble) and type (low nibble)
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
-STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 0, 1, 2, 10
+STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_FILE, STT_TLS, STT_GNU_IFUNC = 0, 1, 2, 4, 6, 10
 
 # Symbol-table entry sizes, and where st_info sits inside one (by ELF class in bits).
 SYM_ENTSIZE = {32: 16, 64: 24}

@@ -28,6 +28,7 @@ from elfpatch.elfconst import (
     SHT_NOBITS,
     SHT_PREINIT_ARRAY,
     STB_LOCAL,
+    STT_FILE,
     STT_FUNC,
     STT_GNU_IFUNC,
     STT_NOTYPE,
@@ -191,9 +192,6 @@ def initializers(elf: ElfFile) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-STT_FILE = 4
-
-
 def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
     """``source`` for entries whose name does not give it (GCC names a PIE or non-PIC unit's initializer after
     its first global symbol): the STT_FILE symbol that precedes the function's local symbol in .symtab."""
@@ -202,15 +200,9 @@ def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
     table = next((t for t in elf.symbol_tables() if t.name == ".symtab"), None)
     if not wanted or table is None:
         return
-    fmt = "IBBHQQ" if elf.elfclass == 64 else "IIIBBH"
-    blob = elf.read(table.offset, table.count * table.entsize)
     current: int | None = None  # st_name of the last STT_FILE symbol
     found: dict[int, int] = {}
-    for fields in elf.struct(fmt).iter_unpack(blob):
-        if elf.elfclass == 64:
-            st_name, info, _other, _shndx, value, _size = fields
-        else:
-            st_name, value, _size, info, _other, _shndx = fields
+    for st_name, value, _size, info, _other, _shndx in table.entries():
         if info >> 4 != STB_LOCAL:
             break  # every local symbol comes first: past them, no file owns a symbol
         typ = info & 0xF
