@@ -221,6 +221,20 @@ class SymbolTable:
             yield self.symbol(i)
 
 
+def _find_nul(data: Buffer, start: int, end: int) -> int:
+    """Where the first NUL byte in data[start:end] is, or -1; also for a memoryview (an archive member read in
+    place), which has no find: searched in growing steps, as names are mostly short."""
+    if not isinstance(data, memoryview):
+        return data.find(b"\0", start, end)
+    pos, step = start, 64
+    while pos < end:
+        at = bytes(data[pos : min(end, pos + step)]).find(b"\0")
+        if at >= 0:
+            return pos + at
+        pos, step = pos + step, min(step * 2, 1 << 16)
+    return -1
+
+
 class ElfFile:
     """Headers, segments, sections, dynamic tags and symbol tables of one ELF image."""
 
@@ -281,7 +295,7 @@ class ElfFile:
         end = min(end, self.size)
         if not 0 <= offset < end:
             raise ParseError(f"string offset {offset:#x} out of range", self.path)
-        stop = self.data.find(b"\0", offset, end)
+        stop = _find_nul(self.data, offset, end)
         if stop < 0:
             raise ParseError(f"unterminated string at offset {offset:#x}", self.path)
         return bytes(self.data[offset:stop]).decode("utf-8", "surrogateescape")

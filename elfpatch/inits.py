@@ -51,14 +51,35 @@ TOOLCHAIN_NAMES = frozenset({"frame_dummy", "__do_global_dtors_aux", "__do_globa
 # not valid in a label turned into "_", or, for non-PIC code, the first global symbol the file defines.
 _GCC_CDTOR = re.compile(r"_GLOBAL__sub_[ID](?:[._](\d{5})(?:_\d+)?)?_(.+)", re.DOTALL)
 _CLANG_PRIO = re.compile(r"_GLOBAL__[ID]_(\d{6})")  # clang's init_priority functions: no file in the name
-_CLONE_SUFFIX = re.compile(r"(?:\.(?:lto_priv|constprop|isra|part|cold|localalias)(?:\.\d+)?)+$")
+_CLONE_KINDS = frozenset({"lto_priv", "constprop", "isra", "part", "cold", "localalias"})
+
+
+def _strip_clone_suffixes(name: str) -> str:
+    """``name`` without GCC's clone suffixes (``.constprop.0``, ``.part.1.cold``, ...), taken off from the end
+    one at a time: each character is looked at once (a regex anchored with ``$`` retried the match from every
+    dot, quadratic in a name of many dots)."""
+    end = len(name)
+    while True:
+        dot = name.rfind(".", 0, end)
+        if dot < 0:
+            return name[:end]
+        word = name[dot + 1 : end]
+        if word.isdecimal():  # a clone number: the word before it must be a clone kind
+            kind = name.rfind(".", 0, dot)
+            if kind < 0 or name[kind + 1 : dot] not in _CLONE_KINDS:
+                return name[:end]
+            end = kind
+        elif word in _CLONE_KINDS:
+            end = dot
+        else:
+            return name[:end]
 
 
 def parse_cdtor_name(name: str | None) -> tuple[str | None, int | None]:
     """(source file, priority) from a compiler-generated initializer or finalizer name."""
     if not name:
         return None, None
-    name = _CLONE_SUFFIX.sub("", name)
+    name = _strip_clone_suffixes(name)
     m = _CLANG_PRIO.fullmatch(name)
     if m:
         return None, int(m.group(1))

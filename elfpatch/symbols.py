@@ -5,6 +5,7 @@ from functools import lru_cache
 from typing import Iterable
 
 from elfpatch.elfconst import ELFOSABI_GNU, ELFOSABI_SYSV, STB_GLOBAL, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK
+from elfpatch.mangled import crude_bound, demangled_bound
 
 BIND_NAMES = {STB_LOCAL: "LOCAL", STB_GLOBAL: "GLOBAL", STB_WEAK: "WEAK", STB_GNU_UNIQUE: "UNIQUE"}
 TARGET_BINDINGS = {"global": STB_GLOBAL, "weak": STB_WEAK}
@@ -103,12 +104,28 @@ def _cxa_demangle():  # pragma: no cover - depends on the machine's libstdc++
     return None
 
 
+# A demangled name longer than this is of no use in a report: the mangled name is shown instead. A name whose
+# demangled form might pass BOUND_LIMIT (elfpatch.mangled: found before demangling, in linear time) is never
+# handed to the demangler, which would build all of it in memory (267 mangled bytes can print 218 MB).
+MAX_DEMANGLED = 64 << 10
+BOUND_LIMIT = 16 * MAX_DEMANGLED
+
+
 @lru_cache(maxsize=65536)
 def demangle(name: str) -> str | None:
-    """The demangled form of an Itanium C++ ABI name, or None when it is not one (or no demangler exists).
-    Uses libstdc++'s own __cxa_demangle, so it agrees with c++filt and costs no subprocess."""
+    """The demangled form of an Itanium C++ ABI name, or None when it is not one, when no demangler exists, or
+    when it would be longer than MAX_DEMANGLED. Uses libstdc++'s own __cxa_demangle, so it agrees with c++filt
+    and costs no subprocess."""
     if not name.startswith("_Z"):
         return None
+    if crude_bound(name) > BOUND_LIMIT and demangled_bound(name) > BOUND_LIMIT:
+        return None
+    out = _demangle_unbounded(name)
+    return out.decode("utf-8", "replace") if out is not None and len(out) <= MAX_DEMANGLED else None
+
+
+def _demangle_unbounded(name: str) -> bytes | None:
+    """__cxa_demangle's output, however long: only for names whose bound was checked (and for tests)."""
     found = _cxa_demangle()
     if found is None:
         return None
@@ -118,6 +135,6 @@ def demangle(name: str) -> str | None:
     if status.value != 0 or not ptr:
         return None
     try:
-        return ctypes.string_at(ptr).decode("utf-8", "replace")
+        return ctypes.string_at(ptr)
     finally:
         free(ptr)

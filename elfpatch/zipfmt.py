@@ -5,8 +5,10 @@ Member names are only ever strings in this module; nothing is extracted to the f
 """
 from __future__ import annotations
 
+import bisect
 import struct
 import zlib
+from array import array
 from typing import BinaryIO, Iterable, Iterator, NamedTuple
 
 from elfpatch.errors import ParseError
@@ -20,6 +22,9 @@ LFH = struct.Struct("<4sHHHHHIIIHH")  # local file header
 STORED, DEFLATED = 0, 8
 FLAG_DATA_DESCRIPTOR = 0x08
 ZIP64_LIMIT = 0xFFFFFFFF
+
+
+_new_entry = tuple.__new__  # Entry(*fields) without the Python-level __new__: a million entries add up
 
 
 class Entry(NamedTuple):
@@ -79,46 +84,156 @@ def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
     return usize, csize, offset
 
 
-def read_entries(data: bytes, path: str) -> tuple[list[Entry], bytes]:
+def read_entries(data: bytes, path: str) -> tuple[Directory, bytes]:
     """The central directory's entries, in order, and the archive comment."""
-    size = len(data)
-    search_from = max(0, size - EOCD.size - 0xFFFF)
-    pos = data.rfind(b"PK\x05\x06", search_from)
-    if pos < 0 or pos + EOCD.size > size:
-        raise ParseError("not a zip file (no end of central directory)", path)
-    _, disk, _, _, count, cd_size, cd_off, clen = EOCD.unpack_from(data, pos)
-    comment = bytes(data[pos + EOCD.size : pos + EOCD.size + clen])
-    if disk != 0:
-        raise ParseError("multi-disk zip files are not supported", path)
-    loc = pos - EOCD64_LOCATOR.size
-    if loc >= 0 and bytes(data[loc : loc + 4]) == b"PK\x06\x07":
-        _, _, eocd64_off, _ = EOCD64_LOCATOR.unpack_from(data, loc)
-        if eocd64_off + EOCD64.size > size:
-            raise ParseError("zip64 end of central directory past the end", path)
-        _, _, _, _, _, _, _, count, cd_size, cd_off = EOCD64.unpack_from(data, eocd64_off)
-    if cd_off + cd_size > size or count * CDH.size > cd_size:
-        raise ParseError("zip central directory runs past the end of the file", path)
-    entries = []
-    p = cd_off
-    for _ in range(count):
-        if p + CDH.size > cd_off + cd_size:
+    directory = Directory(data, path)
+    return directory, directory.comment
+
+
+class Directory:
+    """The central directory of the zip file in ``data``, checked once when read: bounds, every name given
+    once, and members that overlap neither each other nor the directory (64 entries naming one member's data
+    would make it inflate 64 times). Entries are parsed again on each access, so a zip of a million members
+    holds 8 bytes per member, not a million objects."""
+
+    def __init__(self, data: bytes, path: str) -> None:
+        self.data, self.path = data, path
+        size = len(data)
+        search_from = max(0, size - EOCD.size - 0xFFFF)
+        pos = data.rfind(b"PK\x05\x06", search_from)
+        if pos < 0 or pos + EOCD.size > size:
+            raise ParseError("not a zip file (no end of central directory)", path)
+        _, disk, _, _, count, cd_size, cd_off, clen = EOCD.unpack_from(data, pos)
+        self.comment = bytes(data[pos + EOCD.size : pos + EOCD.size + clen])
+        if disk != 0:
+            raise ParseError("multi-disk zip files are not supported", path)
+        loc = pos - EOCD64_LOCATOR.size
+        if loc >= 0 and bytes(data[loc : loc + 4]) == b"PK\x06\x07":
+            _, _, eocd64_off, _ = EOCD64_LOCATOR.unpack_from(data, loc)
+            if eocd64_off + EOCD64.size > size:
+                raise ParseError("zip64 end of central directory past the end", path)
+            _, _, _, _, _, _, _, count, cd_size, cd_off = EOCD64.unpack_from(data, eocd64_off)
+        if cd_off + cd_size > size or count * CDH.size > cd_size:
+            raise ParseError("zip central directory runs past the end of the file", path)
+        self.start, self.end = cd_off, cd_off + cd_size
+        self._at = array("Q")  # where each entry's central header is
+        starts, ends, names = array("Q"), array("Q"), array("q")
+        p = cd_off
+        for _ in range(count):
+            self._at.append(p)
+            e, p = self._parse(p)
+            starts.append(e.offset)
+            ends.append(e.data_span(data, path)[1])
+            names.append(hash(e.name))
+        self._check_names(names)
+        del names
+        self._check_layout(starts, ends)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def __getitem__(self, i: int) -> Entry:
+        return self._parse(self._at[i])[0]
+
+    def __iter__(self) -> Iterator[Entry]:
+        for p in self._at:
+            yield self._parse(p)[0]
+
+    def _parse(self, p: int) -> tuple[Entry, int]:
+        """The entry whose central header is at ``p``, and where the next one starts."""
+        data, path = self.data, self.path
+        if p + CDH.size > self.end:
             raise ParseError("zip central directory truncated", path)
-        (sig, vmade, vneed, flags, method, mtime, mdate, crc, csize, usize, nlen, elen, clen2, _disk,
+        (sig, vmade, vneed, flags, method, mtime, mdate, crc, csize, usize, nlen, elen, clen, _disk,
          iattr, eattr, off) = CDH.unpack_from(data, p)
         if sig != b"PK\x01\x02":
             raise ParseError("bad zip central directory entry", path)
-        end = p + CDH.size + nlen + elen + clen2
-        if end > cd_off + cd_size:
+        end = p + CDH.size + nlen + elen + clen
+        if end > self.end:
             raise ParseError("zip central directory entry runs past its directory", path)
-        raw_name = bytes(data[p + CDH.size : p + CDH.size + nlen])
-        extra = bytes(data[p + CDH.size + nlen : p + CDH.size + nlen + elen])
-        ecomment = bytes(data[p + CDH.size + nlen + elen : end])
-        usize, csize, off = _zip64_extra(extra, usize, csize, off)
-        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
-        entries.append(Entry(name, raw_name, vmade, vneed, flags, method, mtime, mdate, crc, csize, usize,
-                             extra, ecomment, iattr, eattr, off))
-        p = end
-    return entries, comment
+        rest = data[p + CDH.size : end]  # one slice (bytes, also from a map), then its three fields
+        raw_name, extra, comment = rest[:nlen], rest[nlen : nlen + elen], rest[nlen + elen :]
+        if extra:
+            usize, csize, off = _zip64_extra(extra, usize, csize, off)
+        if raw_name.isascii():  # the same in UTF-8 and cp437, and far faster to decode
+            name = raw_name.decode("ascii")
+        else:
+            name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
+        return _new_entry(Entry, (name, raw_name, vmade, vneed, flags, method, mtime, mdate, crc, csize, usize,
+                                  extra, comment, iattr, eattr, off)), end
+
+    def _check_names(self, hashes: array) -> None:
+        """Refuse a name given twice (what would an installer extract?): equal hashes, then equal names."""
+        ordered = sorted(hashes)
+        twice = {a for a, b in zip(ordered, ordered[1:]) if a == b}
+        del ordered
+        if not twice:
+            return
+        seen: set[str] = set()
+        for i, h in enumerate(hashes):
+            if h in twice:
+                name = self[i].name
+                if name in seen:
+                    raise ParseError(f"zip member {name!r} appears twice; refusing an ambiguous zip file", self.path)
+                seen.add(name)
+
+    def _check_layout(self, starts: array, ends: array) -> None:
+        """Refuse members whose bytes (local header, data, data descriptor) overlap another's or the
+        central directory's."""
+        n = len(starts)
+        ordered = starts if all(starts[i] < starts[i + 1] for i in range(n - 1)) else array("Q", sorted(starts))
+        for i in range(n):
+            k = i if ordered is starts else bisect.bisect_left(ordered, starts[i])
+            nxt = ordered[k + 1] if k + 1 < n else self.start
+            if (k + 1 < n and nxt == starts[i]) or ends[i] > nxt:
+                other = self._at_offset(nxt, i) if nxt != self.start else "the central directory"
+                raise ParseError(f"zip member {self[i].name!r} overlaps {other}; refusing overlapping members",
+                                 self.path)
+
+    def _at_offset(self, offset: int, not_index: int) -> str:
+        for i, p in enumerate(self._at):
+            e = self._parse(p)[0]
+            if e.offset == offset and i != not_index:
+                return f"member {e.name!r}"
+        return "another member"
+
+
+class Written:
+    """The entries of a zip being written, in order, for its central directory. An entry copied from the
+    ``source`` directory is held as its index there and its new offset (16 bytes); only new entries are held
+    whole."""
+
+    def __init__(self, source: Directory) -> None:
+        self.source = source
+        self._index = array("q")  # index in source, or -1: the next entry of self._new
+        self._offset = array("Q")
+        self._new: list[Entry] = []
+
+    def copied(self, index: int, offset: int) -> None:
+        self._index.append(index)
+        self._offset.append(offset)
+
+    def append(self, entry: Entry) -> None:
+        self._index.append(-1)
+        self._offset.append(entry.offset)
+        self._new.append(entry)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __iter__(self) -> Iterator[Entry]:
+        new = iter(self._new)
+        for index, offset in zip(self._index, self._offset):
+            yield next(new) if index < 0 else _new_entry(Entry, self.source[index][:-1] + (offset,))
+
+
+def same_entries(read: Iterable[Entry], written: Iterable[Entry]) -> bool:
+    """Whether a directory read back lists what was written: names, offsets, CRCs and sizes, in order."""
+    a, b = iter(read), iter(written)
+    for x, y in zip(a, b):
+        if (x.name, x.offset, x.crc, x.csize, x.usize) != (y.name, y.offset, y.crc, y.csize, y.usize):
+            return False
+    return next(a, None) is None and next(b, None) is None
 
 
 # Deflate cannot expand data by more than ~1032:1 (258-byte matches in 2 bits, rounded up): a member whose
@@ -151,51 +266,67 @@ def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_le
     elif entry.method != DEFLATED:
         raise ParseError(f"zip member {entry.name!r}: compression method {entry.method} not supported", path)
     else:
-        steps = (src[i : i + _STEP] for i in range(0, len(src), _STEP))
+        steps = (src[i : i + IN_STEP] for i in range(0, len(src), IN_STEP))
         out = bytearray().join(inflate_chunks(steps, want, entry, path, prefix=max_length >= 0))
     if max_length < 0 and zlib.crc32(out) != entry.crc:
         raise ParseError(f"zip member {entry.name!r}: CRC mismatch", path)
     return out
 
 
-_STEP = 1 << 20  # compressed input per decompress call, so that unconsumed_tail stays small
-_OUT_STEP = 4 << 20  # and output: a member that inflates 1000:1 must not come out in one piece
+IN_STEP = 1 << 20  # compressed input per decompress call, so that unconsumed_tail stays small
+# Most output one decompress call may give: a member that inflates 1000:1 must not come out in one piece.
+# Every inflate loop (this module's, zsplice's check and its block index) hands output on in pieces of this
+# size; tests vary it.
+OUT_STEP = 4 << 20
+
+
+def inflate_raw(src: Iterable[bytes | memoryview], limit: int) -> Iterator[bytes]:
+    """The output of the raw deflate stream given in pieces ``src``, in pieces of at most ``OUT_STEP`` bytes.
+    It stops as soon as more than ``limit`` bytes came out (the last piece then ends one byte past ``limit``),
+    so a stream that inflates to more than it may costs nothing more. Raises zlib.error for corrupt data and
+    EOFError when the input ends before the stream does."""
+    d = zlib.decompressobj(-15)
+    total = 0
+    for chunk in src:
+        while True:
+            cap = min(OUT_STEP, limit + 1 - total)
+            piece = d.decompress(chunk, cap)
+            chunk = d.unconsumed_tail
+            total += len(piece)
+            if piece:
+                yield piece
+            if total > limit or d.eof:
+                return
+            # A full piece may leave output pending in zlib even when all input is consumed: call again.
+            if not chunk and len(piece) < cap:
+                break
+    raise EOFError
 
 
 def inflate_chunks(src: Iterable[bytes | memoryview], want: int, entry: Entry, path: str,
                    prefix: bool = False) -> Iterator[bytes]:
-    """Inflate the raw deflate data given in pieces ``src`` into pieces of output (at most 4 MiB each) that
-    total exactly ``want`` bytes (with ``prefix``: the first ``want`` bytes of a longer output). Output
-    stops one byte past the claim, so a member that inflates to more than its header says costs nothing
-    more."""
-    d = zlib.decompressobj(-15)
+    """Inflate the raw deflate data given in pieces ``src`` into pieces of output that total exactly ``want``
+    bytes (with ``prefix``: the first ``want`` bytes of a longer output)."""
     pos = 0
+    ended = True
     try:
-        for chunk in src:
-            while True:
-                cap = min(want - pos + 1, _OUT_STEP)
-                piece = d.decompress(chunk, cap)
-                chunk = d.unconsumed_tail
-                if pos + len(piece) > want:
-                    if prefix:
-                        yield piece[: want - pos]
-                        return
-                    raise ParseError(f"zip member {entry.name!r}: inflates to more than its header says", path)
-                if piece:
-                    yield piece
-                pos += len(piece)
-                if prefix and pos == want:
+        for piece in inflate_raw(src, want):
+            if pos + len(piece) > want:
+                if prefix:
+                    yield piece[: want - pos]
                     return
-                # A full piece may leave output pending in zlib even when all input is consumed: call again.
-                if d.eof or (not chunk and len(piece) < cap):
-                    break
-            if d.eof:
-                break
+                raise ParseError(f"zip member {entry.name!r}: inflates to more than its header says", path)
+            yield piece
+            pos += len(piece)
+            if prefix and pos == want:
+                return
+    except EOFError:
+        ended = False
     except zlib.error as exc:
         raise ParseError(f"zip member {entry.name!r}: {exc}", path) from exc
     if pos != want:
         raise ParseError(f"zip member {entry.name!r}: inflates to a size other than its header says", path)
-    if not prefix and not d.eof:
+    if not ended:
         raise ParseError(f"zip member {entry.name!r}: compressed data ends before its stream does", path)
 
 
@@ -237,9 +368,11 @@ def _strip_zip64(extra: bytes) -> bytes:
     return out
 
 
-def write_central(out: BinaryIO, entries: list[Entry], comment: bytes) -> None:
+def write_central(out: BinaryIO, entries: Iterable[Entry], comment: bytes) -> None:
     cd_off = out.tell()
+    count = 0
     for e in entries:
+        count += 1
         big = e.usize >= ZIP64_LIMIT or e.csize >= ZIP64_LIMIT or e.offset >= ZIP64_LIMIT
         extra = _strip_zip64(e.extra)
         if big:
@@ -253,11 +386,11 @@ def write_central(out: BinaryIO, entries: list[Entry], comment: bytes) -> None:
         out.write(e.comment)
     cd_end = out.tell()
     cd_size = cd_end - cd_off
-    if len(entries) >= 0xFFFF or cd_off >= ZIP64_LIMIT or cd_size >= ZIP64_LIMIT:
-        out.write(EOCD64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, len(entries), len(entries), cd_size, cd_off))
+    if count >= 0xFFFF or cd_off >= ZIP64_LIMIT or cd_size >= ZIP64_LIMIT:
+        out.write(EOCD64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, cd_size, cd_off))
         out.write(EOCD64_LOCATOR.pack(b"PK\x06\x07", 0, cd_end, 1))
-        out.write(EOCD.pack(b"PK\x05\x06", 0, 0, min(len(entries), 0xFFFF), min(len(entries), 0xFFFF),
+        out.write(EOCD.pack(b"PK\x05\x06", 0, 0, min(count, 0xFFFF), min(count, 0xFFFF),
                             min(cd_size, ZIP64_LIMIT), min(cd_off, ZIP64_LIMIT), len(comment)))
     else:
-        out.write(EOCD.pack(b"PK\x05\x06", 0, 0, len(entries), len(entries), cd_size, cd_off, len(comment)))
+        out.write(EOCD.pack(b"PK\x05\x06", 0, 0, count, count, cd_size, cd_off, len(comment)))
     out.write(comment)

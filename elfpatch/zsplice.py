@@ -28,14 +28,19 @@ from concurrent.futures import Future
 from mmap import mmap
 from typing import Callable, NamedTuple, Sequence, Union
 
+from elfpatch import zipfmt
 from elfpatch.errors import ParseError, VerifyError
 from elfpatch.spans import Piece, Scratch, Span, chunks
 
 WINDOW = 32768  # deflate's back-reference limit
 MIN_COPY = 64 << 10  # a copied stretch shorter than this (uncompressed) is not worth a splice
-Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_BLOCK = 0, 1, 2, -5, 5
-_IN_STEP = 1 << 20  # compressed input fed to inflate per call
-_WINDOW = 4 << 20  # inflated output is handed on in windows of this size
+Z_OK, Z_STREAM_END, Z_NEED_DICT, Z_BUF_ERROR, Z_NO_FLUSH, Z_BLOCK = 0, 1, 2, -5, 0, 5
+# zlib ends a block every ~16K symbols: 16 KiB of output or more. The index keeps at most INDEX_BLOCKS
+# boundaries plus one per BLOCK_OUTPUT bytes of the member; a stream of far more blocks than its output
+# warrants (millions of empty ones: 10 bits each) is inflated on without the index, and its member is
+# re-deflated whole. Time and memory then follow the member's size, not its block count.
+INDEX_BLOCKS = 4096
+BLOCK_OUTPUT = 4096
 
 
 class Boundary(NamedTuple):
@@ -91,12 +96,13 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
                     path: str) -> list[Boundary] | None:
     """Inflate the raw deflate stream ``raw`` into exactly ``usize`` bytes, handed to ``write`` in order in
     windows (each view is reused after ``write`` returns), and list its block boundaries; None when libz is
-    unavailable (then nothing was written). Raises ParseError when the stream is corrupt or inflates to any
-    size other than ``usize`` (it stops one byte past the claim)."""
+    unavailable (then nothing was written), an empty list when the stream has too many blocks to index.
+    Raises ParseError when the stream is corrupt or inflates to any size other than ``usize`` (it stops one
+    byte past the claim)."""
     lib = libz()
     if lib is None:
         return None
-    size = max(1, min(usize, _WINDOW))
+    size = max(1, min(usize, zipfmt.OUT_STEP))
     window = ctypes.create_string_buffer(size)
     addr = ctypes.addressof(window)
     view = memoryview(window).cast("B")
@@ -107,13 +113,15 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
         raise MemoryError("zlib inflateInit2 failed")
     # A raw stream starts with a block header at bit 0; inflate(Z_BLOCK) reports every later one.
     boundaries = [Boundary(0, 0)]
+    budget = INDEX_BLOCKS + usize // BLOCK_OUTPUT
+    flush = Z_BLOCK
     fed = 0  # compressed bytes handed to zlib so far
     chunk = b""
     stalls = 0
     try:
         while True:
             if strm.avail_in == 0 and fed < len(raw):
-                chunk = raw.read(fed, _IN_STEP)  # kept alive by ``chunk`` while zlib reads it
+                chunk = raw.read(fed, zipfmt.IN_STEP)  # kept alive by ``chunk`` while zlib reads it
                 strm.next_in = ctypes.cast(ctypes.c_char_p(chunk), ctypes.c_void_p)
                 strm.avail_in = len(chunk)
                 fed += len(chunk)
@@ -127,7 +135,7 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
                 else:  # the claimed size is reached: one more byte means the header lied
                     strm.next_out, strm.avail_out = ctypes.addressof(spare), 1
             before = (strm.total_in, strm.total_out)
-            ret = lib.inflate(ctypes.byref(strm), Z_BLOCK)
+            ret = lib.inflate(ctypes.byref(strm), flush)
             if strm.total_out > usize:
                 raise ParseError(f"zip member {name!r}: inflates to more than its header says", path)
             if ret == Z_STREAM_END:
@@ -135,10 +143,12 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
             if ret not in (Z_OK, Z_BUF_ERROR):
                 msg = strm.msg.decode("ascii", "replace") if strm.msg else f"zlib error {ret}"
                 raise ParseError(f"zip member {name!r}: {msg}", path)
-            if strm.data_type & 128 and not strm.data_type & 64:  # just before a (non-final) block header
+            if flush == Z_BLOCK and strm.data_type & 128 and not strm.data_type & 64:  # before a block header
                 bit = strm.total_in * 8 - (strm.data_type & 7)
                 if bit != boundaries[-1].bit:
                     boundaries.append(Boundary(bit, strm.total_out))
+                if len(boundaries) > budget:
+                    boundaries, flush = [], Z_NO_FLUSH
             if (strm.total_in, strm.total_out) == before:
                 if strm.avail_in == 0 and fed >= len(raw):
                     raise ParseError(f"zip member {name!r}: compressed data ends before its stream does", path)
@@ -308,21 +318,16 @@ def resolve(pieces: Sequence) -> list[Piece]:
 def check_stream(pieces: Sequence[Piece], size: int, crc: int, name: str, path: str) -> None:
     """Inflate the assembled stream and check that it gives ``size`` bytes with CRC-32 ``crc`` (zlib releases
     the GIL for both, so checks of several members run in parallel)."""
-    d = zlib.decompressobj(-15)
     got, pos = 0, 0
-    limit = 4 << 20
     try:
-        for piece in chunks(pieces, _IN_STEP):
-            data = d.decompress(piece, limit)
-            while True:
-                pos += len(data)
-                if pos > size:
-                    raise VerifyError(f"zip member {name!r}: the re-deflated stream inflates to too much", path)
-                got = zlib.crc32(data, got)
-                if not d.unconsumed_tail:
-                    break
-                data = d.decompress(d.unconsumed_tail, limit)
+        for data in zipfmt.inflate_raw(chunks(pieces, zipfmt.IN_STEP), size):
+            pos += len(data)
+            got = zlib.crc32(data, got)
     except zlib.error as exc:
         raise VerifyError(f"zip member {name!r}: the re-deflated stream is corrupt ({exc})", path) from exc
-    if not d.eof or pos != size or got != crc:
+    except EOFError:
+        pos = -1  # the stream ends early
+    if pos > size:
+        raise VerifyError(f"zip member {name!r}: the re-deflated stream inflates to too much", path)
+    if pos != size or got != crc:
         raise VerifyError(f"zip member {name!r}: the re-deflated stream does not inflate to the patched bytes", path)

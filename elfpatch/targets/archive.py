@@ -7,6 +7,8 @@ A thin archive holds no member data: the files it names (relative to the archive
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 from elfpatch import arfmt
 from elfpatch.elfconst import ELFMAG
@@ -19,8 +21,16 @@ from elfpatch.targets.elf import process_elf, status_for
 from elfpatch.write import Source
 
 
-def _member_image(data: bytes, m: arfmt.Member, path: str) -> ElfFile:
-    return ElfFile(bytes(data[m.data_offset : m.data_offset + m.size]), f"{path}[{m.name}]")
+@contextmanager
+def _member_view(data: bytes, m: arfmt.Member) -> Iterator[memoryview]:
+    """The member's bytes, read in place in the archive's map: a 1 GiB member is never copied (the view is
+    released on exit, so that the map can be closed)."""
+    with memoryview(data)[m.data_offset : m.data_offset + m.size] as view:
+        yield view
+
+
+def _member_image(view: memoryview, m: arfmt.Member, path: str) -> ElfFile:
+    return ElfFile(view, f"{path}[{m.name}]")
 
 
 def process_archive(path: str, job: Job, root: str | None = None) -> list[FileReport]:
@@ -37,18 +47,19 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
                 continue
             if job.exclude.excludes(m.name):
                 continue
-            try:
-                image = _member_image(src.data, m, path)
-                plan = plan_image(image, job.to, job.names, base=m.data_offset)
-            except UnsupportedError as exc:
-                reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
-                continue
-            except ElfPatchError as exc:
-                raise exc.within(f"member {m.name}", path) from exc
-            reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept,
-                                      warnings=plan.warnings, member=m.name))
-            if job.inspect is not None:
-                reports[-1].facts = job.inspect(image, True)
+            with _member_view(src.data, m) as view:
+                try:
+                    image = _member_image(view, m, path)
+                    plan = plan_image(image, job.to, job.names, base=m.data_offset)
+                except UnsupportedError as exc:
+                    reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
+                    continue
+                except ElfPatchError as exc:
+                    raise exc.within(f"member {m.name}", path) from exc
+                reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept,
+                                          warnings=plan.warnings, member=m.name))
+                if job.inspect is not None:
+                    reports[-1].facts = job.inspect(image, True)
             plans.append((m, plan))
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # an archive without ELF members
@@ -57,7 +68,8 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
 
             def verify(buf: bytes) -> None:
                 for m, plan in plans:
-                    verify_image(_member_image(buf, m, path), plan)
+                    with _member_view(buf, m) as view:
+                        verify_image(_member_image(view, m, path), plan)
 
             commit(src, edits, verify, job)
         return reports

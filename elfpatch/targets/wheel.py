@@ -4,8 +4,9 @@ Only ELF members are inflated (the first four bytes decide); unchanged members a
 headers and compressed data verbatim, so nothing is recompressed but what changed, and of a changed member
 only the stretches around its edited bytes (zsplice: the original deflate blocks in between are reused).
 Memory stays bounded whatever the sizes: an ELF member over 32 MiB is inflated into an unlinked temp file
-(``Scratch``) of which only the pages the reader touches are mapped, at most ``HELD`` bytes of smaller ones
-are in memory at once, and compressed data is copied by the kernel (``Span``), never read into the process.
+(``Scratch``) of which only the pages the reader touches are mapped, at most ``wheel_queue.HELD`` bytes of
+smaller ones are in memory at once, compressed data is copied by the kernel (``Span``), never read into the
+process, and the central directory costs a few bytes per member (``zipfmt.Directory``, ``zipfmt.Written``).
 Member names are only ever strings: nothing is extracted to the file system. The new wheel is written to an
 exclusive temp file beside the target, verified (every changed member's new stream inflated and checked
 against the patched bytes' size and CRC, the central directory re-read), then renamed over the original
@@ -13,15 +14,11 @@ against the patched bytes' size and CRC, the central directory re-read), then re
 """
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
 import os
 import zlib
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, NamedTuple
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
+from typing import TYPE_CHECKING
 
 from elfpatch import zipfmt, zsplice
 from elfpatch.elfconst import ELFMAG
@@ -29,8 +26,10 @@ from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
 from elfpatch.plan import check_old_bytes, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
-from elfpatch.spans import Piece, Scratch, Span, chunks, write_pieces
+from elfpatch.spans import Scratch, Span
 from elfpatch.targets.elf import status_for
+from elfpatch.targets.wheel_queue import Patched, Queue
+from elfpatch.targets.wheel_record import Record
 from elfpatch.write import Source, copy_metadata, create_temp, fsync_dir, replace_atomic
 
 if TYPE_CHECKING:
@@ -38,40 +37,6 @@ if TYPE_CHECKING:
 
 # A member that claims to inflate to more than this is refused before anything is allocated.
 MAX_MEMBER = int(os.environ.get("ELFPATCH_MAX_MEMBER", 8 << 30))
-SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-HELD = 128 << 20  # changed members' bytes held in memory while the pool compresses them
-INFLIGHT = 16  # changed members waiting to be written
-LEVEL = 6  # deflate level of the re-deflated stretches (zlib's default, as pip and wheel use)
-
-
-class Patched(NamedTuple):
-    """A member's patched bytes, and what the writer needs to re-deflate only the stretches that changed."""
-
-    scratch: Scratch  # the patched bytes; the writer closes it once the entry is written
-    edits: list[int]  # offsets of the changed bytes in the member
-    raw: Span | None  # the original compressed data (None: stored, or no block index)
-    boundaries: list[zsplice.Boundary] | None
-
-
-def _record_name(entries: list[zipfmt.Entry]) -> str | None:
-    for e in entries:
-        parts = e.name.split("/")
-        if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "RECORD":
-            return e.name
-    return None
-
-
-def _record_hash(sha256: bytes) -> str:
-    """RECORD's form of a SHA-256 digest (PEP 376: urlsafe base64 without padding)."""
-    return "sha256=" + base64.urlsafe_b64encode(sha256).rstrip(b"=").decode()
-
-
-def _check_names(entries: list[zipfmt.Entry], path: str) -> None:
-    seen: set[str] = set()
-    for e in entries:
-        if e.name in seen:
-            raise ParseError(f"zip member {e.name!r} appears twice; refusing an ambiguous wheel", path)
-        seen.add(e.name)
 
 
 def process_wheel(path: str, job: Job) -> list[FileReport]:
@@ -80,8 +45,7 @@ def process_wheel(path: str, job: Job) -> list[FileReport]:
                             "mode or -o", path)
     writes = job.writes and not job.output
     with Source(path, lock=writes) as src:
-        entries, comment = zipfmt.read_entries(src.data, path)
-        _check_names(entries, path)
+        entries, comment = zipfmt.read_entries(src.data, path)  # names given once, members not overlapping
         writer = None  # started at the first change; -o of an unchanged wheel is a byte-identical copy
         reports: list[FileReport] = []
         try:
@@ -90,10 +54,10 @@ def process_wheel(path: str, job: Job) -> list[FileReport]:
                 if patched is not None and writer is None:
                     # The first change: start the new wheel, with every entry before this one copied as is.
                     writer = _Writer(src, entries, comment, job)
-                    for before in entries[:i]:
-                        writer.add(before, None)
+                    for j, before in enumerate(islice(entries, i)):
+                        writer.add(j, before, None)
                 if writer is not None:
-                    writer.add(e, patched)
+                    writer.add(i, e, patched)
             if writer is not None:
                 writer.finish()
             elif job.writes and job.output:
@@ -125,7 +89,7 @@ def _extract(src: Source, e: zipfmt.Entry, start: int, path: str, index: bool, s
         raise ParseError(f"zip member {e.name!r}: compression method {e.method} not supported", path)
     if scratch.crc != e.crc:
         raise ParseError(f"zip member {e.name!r}: CRC mismatch", path)
-    return Patched(scratch, [], raw if boundaries is not None else None, boundaries)
+    return Patched(scratch, [], raw if boundaries else None, boundaries or None)
 
 
 def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: list[FileReport]) -> Patched | None:
@@ -175,147 +139,49 @@ def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: li
             scratch.close()
 
 
-class _Pending(NamedTuple):
-    entry: zipfmt.Entry
-    pieces: list | None  # None: copy the entry as it is; else bytes, spans and futures, in order
-    digests: Future | None  # of (CRC-32, RECORD hash) of the new bytes
-    size: int
-    method: int
-    scratch: Scratch | None  # the patched bytes, closed once the entry is written
-
-
-def _digests(piece: Piece) -> tuple[int, str]:
-    crc, sha = 0, hashlib.sha256()
-    for chunk in chunks([piece]):
-        crc = zlib.crc32(chunk, crc)
-        sha.update(chunk)
-    return crc, _record_hash(sha.digest())
-
-
 class _Writer:
-    """The new wheel, written entry by entry to an exclusive temp file beside the target."""
+    """The new wheel, written entry by entry to an exclusive temp file beside the target: RECORD and its
+    signatures held back to the end (``Record``), the other entries written in order while the pool
+    re-deflates the changed ones (``Queue``), every entry listed for the central directory (``Written``)."""
 
-    def __init__(self, src: Source, entries: list[zipfmt.Entry], comment: bytes, job: Job) -> None:
+    def __init__(self, src: Source, entries: zipfmt.Directory, comment: bytes, job: Job) -> None:
         self.src, self.comment, self.job = src, comment, job
         self.path = src.path
         self.target = os.path.abspath(job.output) if job.output else src.real
-        self.record = _record_name(entries)
-        self.record_entry: zipfmt.Entry | None = None
-        dist_info = self.record.rsplit("/", 1)[0] if self.record else None
-        self.signatures = {f"{dist_info}/{s}" for s in SIGNATURES} if dist_info else set()
-        self.changed: dict[str, tuple[Future, int]] = {}  # member name -> digests and size of the new bytes
-        self.written: list[zipfmt.Entry] = []
-        self.deferred: list[zipfmt.Entry] = []
-        self.pending: deque[_Pending] = deque()
-        self.checks: list[Future] = []  # inflating each re-deflated member back, in the pool
-        self.spills: list[Scratch] = []  # shifted stretches of re-deflated members, read by the checks
-        self.held = 0  # bytes of the queued members' scratches in memory
-        self.inflight = 0  # queued changed members
+        self.record = Record(entries)
+        self.written = zipfmt.Written(entries)
         self.scratch_dir = os.path.dirname(self.target)
         self.workers = _workers()
         self.pool = ThreadPoolExecutor(self.workers)
         self.fd, self.tmp = create_temp(self.target)
         self.out = os.fdopen(self.fd, "w+b", closefd=False)
+        self.queue = Queue(src.fd, src.data, self.path, self.out, self.written, self.pool, self.scratch_dir)
 
-    def add(self, e: zipfmt.Entry, patched: Patched | None) -> None:
+    def add(self, index: int, e: zipfmt.Entry, patched: Patched | None) -> None:
+        """Entry ``index`` of the source (``patched``: its new bytes, when it changed)."""
         try:
-            if e.name == self.record:
-                self.record_entry = e  # rewritten last
-            elif e.name in self.signatures:
-                self.deferred.append(e)  # kept only if nothing changed
-            elif patched is not None:
-                scratch = patched.scratch
-                digests = self.pool.submit(_digests, scratch.piece())  # zlib and hashlib release the GIL
-                self.changed[e.name] = (digests, scratch.size)
-                if e.method == zipfmt.STORED:  # stays stored: the patched bytes are the data
-                    pieces = [scratch.piece()]
-                    self.pending.append(_Pending(e, pieces, digests, scratch.size, zipfmt.STORED, scratch))
-                else:
-                    self.pending.append(_Pending(e, self._deflate(patched), digests, scratch.size, zipfmt.DEFLATED,
-                                                 scratch))
-            else:
-                self.pending.append(_Pending(e, None, None, e.usize, e.method, None))
+            if self.record.holds(index, e):
+                if patched is not None:
+                    patched.scratch.close()
+                return
+            digests = self.queue.put(index, e, patched)
             if patched is not None:
-                self.held += patched.scratch.held
-                self.inflight += 1
-            # The pool compresses while the next members are read, with a bounded number of members and of
-            # bytes in flight.
-            self._drain(wait=False)
-            while self.held > HELD or self.inflight > INFLIGHT:
-                self._write_head()
+                self.record.changed[e.name] = (digests, patched.scratch.size)
         except OSError as exc:
             raise WriteError(f"cannot write the patched wheel: {exc.strerror or exc}", self.path) from exc
 
-    def _deflate(self, p: Patched) -> list:
-        """The new compressed data of a changed member: the original blocks reused between its edits."""
-        size = p.scratch.size
-        if p.raw is not None and p.boundaries is not None:
-            segs = zsplice.segments(p.boundaries, p.raw, size, p.edits)
-        else:
-            segs = [zsplice.Fresh(0, size)]
-        return zsplice.assemble(p.raw, p.scratch.map(), segs, self.pool.submit, LEVEL, spill=self._spill)
-
-    def _spill(self) -> Scratch:
-        scratch = Scratch(0, self.scratch_dir, in_memory=False)
-        self.spills.append(scratch)
-        return scratch
-
-    def _copy(self, e: zipfmt.Entry) -> None:
-        """An unchanged entry: local header, compressed data and data descriptor, byte for byte."""
-        _, end = e.data_span(self.src.data, self.path)
-        self.written.append(e._replace(offset=self.out.tell()))
-        write_pieces(self.out, [Span(self.src.fd, e.offset, end - e.offset)])
-
-    def _drain(self, wait: bool) -> None:
-        """Write the queued entries, in order, as far as their compression has finished (or all, with wait):
-        the next members are inflated and planned while the pool deflates the previous ones."""
-        while self.pending and self._write_head(wait):
-            pass
-
-    def _write_head(self, wait: bool = True) -> bool:
-        """Write the first queued entry, waiting for its compression with ``wait``; False if not ready."""
-        item = self.pending[0]
-        if item.pieces is None:
-            self._copy(item.entry)
-        else:
-            waits = [p for p in item.pieces if isinstance(p, Future)] + [item.digests]
-            if not wait and not all(f.done() for f in waits):
-                return False
-            pieces = zsplice.resolve(item.pieces)
-            crc = item.digests.result()[0]
-            self.written.append(zipfmt.write_local(self.out, item.entry, pieces, crc, item.size, item.method))
-            if item.method == zipfmt.DEFLATED:
-                self.checks.append(self.pool.submit(zsplice.check_stream, pieces, item.size, crc,
-                                                    item.entry.name, self.path))
-        if item.scratch is not None:
-            self.held -= item.scratch.held
-            self.inflight -= 1
-            item.scratch.close()  # the checks read only the original data, the fresh pieces and the spills
-        self.pending.popleft()
-        return True
+    def _write_record(self, e: zipfmt.Entry, text: bytes) -> None:
+        self.written.append(zipfmt.write_local(self.out, e, zipfmt.deflate(text), zlib.crc32(text), len(text),
+                                               zipfmt.DEFLATED))
 
     def finish(self) -> None:
         try:
-            self._drain(wait=True)
-            dropped = set()
-            for e in self.deferred:
-                if self.changed:
-                    self.job.warn(self.path, f"removed {e.name}: the signature no longer matches the patched wheel")
-                    dropped.add(e.name)
-                else:
-                    self._copy(e)
-            if self.record_entry is not None:
-                if self.changed:
-                    text = _new_record(self.src.data, self.record_entry, self.changed, dropped, self.path)
-                    self.written.append(zipfmt.write_local(self.out, self.record_entry, zipfmt.deflate(text),
-                                                           zlib.crc32(text), len(text), zipfmt.DEFLATED))
-                else:
-                    self._copy(self.record_entry)
-            elif self.changed:
-                self.job.warn(self.path, "has no .dist-info/RECORD to update")
+            self.queue.drain(wait=True)
+            self.record.finish(self.src.data, self.path, MAX_MEMBER, self.job.warn, self.queue.copy,
+                               self._write_record)
             zipfmt.write_central(self.out, self.written, self.comment)
             self.out.flush()
-            for check in self.checks:
+            for check in self.queue.checks:
                 check.result()  # raises VerifyError: the new stream does not inflate to the patched bytes
             copy_metadata(self.src.stat, self.src.fd, self.fd, self.path, owner=self.job.output is None)
             if self.job.fsync:
@@ -334,21 +200,14 @@ class _Writer:
 
         with mmap.mmap(self.fd, 0, access=mmap.ACCESS_READ) as m:
             entries, _ = zipfmt.read_entries(m, self.path)
-            if [(e.name, e.offset, e.crc, e.csize, e.usize) for e in entries] != [
-                    (e.name, e.offset, e.crc, e.csize, e.usize) for e in self.written]:
+            if not zipfmt.same_entries(entries, self.written):
                 raise VerifyError("the written wheel's directory differs from what was written", self.path)
             for e in entries:
                 e.data_span(m, self.path)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
-        for item in self.pending:
-            if item.scratch is not None:
-                item.scratch.close()
-        self.pending.clear()
-        self.checks.clear()
-        for scratch in self.spills:
-            scratch.close()
+        self.queue.close()
         self.out.close()
         os.close(self.fd)
         if self.tmp:
@@ -363,32 +222,3 @@ def _workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _new_record(data: bytes, entry: zipfmt.Entry, changed: dict[str, tuple[Future, int]], dropped: set[str],
-                path: str) -> bytes:
-    start, _ = entry.data_span(data, path)
-    try:
-        old = zipfmt.inflate(data, entry, start, path, MAX_MEMBER).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseError(f"{entry.name} is not UTF-8", path) from exc
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    listed = set()
-    try:  # newline="": a bare CR ends a row, as in the installers' splitlines() reading of RECORD
-        rows = list(csv.reader(io.StringIO(old, newline="")))
-    except csv.Error as exc:
-        raise ParseError(f"{entry.name} is not a CSV file: {exc}", path) from exc
-    for row in rows:
-        if not row or row[0] == entry.name or row[0] in dropped:
-            continue
-        if row[0] in changed:
-            digests, size = changed[row[0]]
-            row = [row[0], digests.result()[1], str(size)]
-            listed.add(row[0])
-        writer.writerow(row)
-    for name in sorted(changed.keys() - listed):  # a changed member RECORD forgot: list it now
-        digests, size = changed[name]
-        writer.writerow([name, digests.result()[1], str(size)])
-    writer.writerow([entry.name, "", ""])  # RECORD itself: last, without a hash
-    return out.getvalue().encode("utf-8")

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from elfpatch import zsplice
+from elfpatch import zipfmt, zsplice
 from elfpatch.errors import ParseError, VerifyError
 from elfpatch.spans import Span
 
@@ -70,7 +70,7 @@ def splice(raw: bytes, blob: bytearray, edits: list[int], pool, min_copy: int, c
 @pytest.mark.parametrize("seed", range(24))
 def test_spliced_stream_inflates_to_the_edited_bytes(seed: int, pool, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
-    monkeypatch.setattr(zsplice, "_WINDOW", rng.choice([1, 4096, 1 << 20, 4 << 20]))  # output handed on in windows
+    monkeypatch.setattr(zipfmt, "OUT_STEP", rng.choice([1, 4096, 1 << 20, 4 << 20]))  # output handed on in steps
     data = sample(rng, rng.choice([0, 1, 5000, 400_000, 1_500_000]))
     level = [0, 1, 6, 9][seed % 4]
     strategy = [zlib.Z_DEFAULT_STRATEGY, zlib.Z_FILTERED, zlib.Z_HUFFMAN_ONLY, zlib.Z_FIXED][(seed // 4) % 4]
@@ -138,3 +138,27 @@ def test_inflate_indexed_refuses_bad_streams(case: str) -> None:
         size += 1
     with pytest.raises(ParseError):
         inflate(as_span(raw), size)
+
+
+@pytest.mark.parametrize("out_step", [1, 7, 4096, 4 << 20])
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_every_inflate_loop_drains_output_at_a_step_boundary(out_step: int, extra: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member whose size is a whole number of output steps, or one byte off: zlib may hold output back when
+    a step fills up with all input consumed. All three loops (the reader's, the block index and the check of
+    the re-deflated stream) must drain it: 4 MiB + 1 zero bytes once failed the check."""
+    monkeypatch.setattr(zipfmt, "OUT_STEP", out_step)
+    size = (4 << 20 if out_step == 4 << 20 else out_step * 64) + extra
+    data = bytes(size)
+    raw = zlib.compress(data, 6)[2:-4]
+    entry = zipfmt.Entry("m", b"m", 20, 20, 0, zipfmt.DEFLATED, 0, 0, zlib.crc32(data), len(raw), size, b"", b"",
+                         0, 0, 0)
+    pieces = list(zipfmt.inflate_chunks([raw], size, entry, "w.whl"))
+    assert b"".join(pieces) == data and max(map(len, pieces)) <= out_step
+    out, _ = inflate(as_span(raw), size)
+    assert out == data
+    zsplice.check_stream([raw], size, zlib.crc32(data), "m", "w.whl")
+    with pytest.raises(VerifyError):
+        zsplice.check_stream([raw], size - 1, zlib.crc32(data), "m", "w.whl")
+    with pytest.raises(VerifyError):
+        zsplice.check_stream([raw[:-2]], size, zlib.crc32(data), "m", "w.whl")
