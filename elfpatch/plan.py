@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from elfpatch.edits import Edit, check_old_bytes  # noqa: F401 - check_old_bytes: where the wheel finds it
+from elfpatch.edits import Edit
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import UnsupportedError, VerifyError
 from elfpatch.report import SymbolRow

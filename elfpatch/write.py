@@ -34,7 +34,7 @@ from elfpatch.edits import Edit, apply_to_fd, check_fd, reverted
 from elfpatch.errors import ElfPatchError, WriteError, warn
 from elfpatch.source import Place, Source, os_error
 
-__all__ = ["Source", "Place", "Temp", "replace_atomic", "write_inplace", "copy_fd", "copy_sparse"]
+__all__ = ["Temp", "replace_atomic", "write_inplace", "copy_fd", "copy_sparse"]
 
 Verifier = Callable[[bytes], None]
 

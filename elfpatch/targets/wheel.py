@@ -22,10 +22,11 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from elfpatch import zipfmt, zsplice
+from elfpatch.edits import check_old_bytes
 from elfpatch.elfconst import ELFMAG
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
-from elfpatch.plan import check_old_bytes, plan_image, verify_image
+from elfpatch.plan import plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
 from elfpatch.source import Source
 from elfpatch.spans import Scratch, Span

@@ -7,7 +7,6 @@ checkout (and its venv) may sit in a directory nobody cannot enter.
 """
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
@@ -17,37 +16,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import _reachable_by_nobody
+from conftest import NOBODY, nobody_interpreter, nobody_package
 
 ROOT = Path(__file__).resolve().parents[2]
 # The package the runs use: this checkout's, or another's (to show that a test fails before its fix).
 SOURCE = Path(os.environ.get("ELFPATCH_ADVERSARY_SOURCE", ROOT))
-NOBODY = 65534  # as conftest.NOBODY
 USERS = pytest.mark.parametrize("user", ["root", "nobody"])
-_package: Path | None = None
-
-
-def package_for_nobody() -> Path:
-    """A world-readable copy of the elfpatch package (once per session)."""
-    global _package
-    if _package is None:
-        d = Path(tempfile.mkdtemp(prefix="elfpatch-pkg-", dir="/tmp"))
-        shutil.copytree(SOURCE / "elfpatch", d / "elfpatch", ignore=shutil.ignore_patterns("__pycache__"))
-        for p in [d, *d.rglob("*")]:
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        _package = d
-    return _package
-
-
-@functools.cache
-def interpreter_for_nobody() -> str:
-    """An interpreter nobody can run (this one, or the system's: `unique` needs only the standard library)."""
-    for candidate in (sys.executable, os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.path.exists(candidate) and _reachable_by_nobody(candidate):
-            return candidate
-    pytest.skip("no Python interpreter that user nobody can run")
-
-
 def need_user(user: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root (to act as root and to become nobody with setpriv)")
@@ -58,10 +32,10 @@ def need_user(user: str) -> None:
 def command(user: str, *args: str) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("ELFPATCH_TEST_STOP", None)
-    env["PYTHONPATH"] = str(package_for_nobody())
+    env["PYTHONPATH"] = str(nobody_package(SOURCE))
     if user == "root":
         return [sys.executable, "-B", "-m", "elfpatch", *args], env
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", interpreter_for_nobody(),
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", nobody_interpreter(),
             "-B", "-m", "elfpatch", *args], env
 
 
