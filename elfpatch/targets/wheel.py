@@ -79,28 +79,34 @@ def process_wheel(path: str, job: Job, place: Place | None = None) -> list[FileR
         raise ElfPatchError(_MAX_MEMBER_ERROR.message, path)
     with open_source(path, job, place) as src:
         entries, comment = zipfmt.read_entries(src.data, path)  # names given once, members not overlapping
-        writer = None  # started at the first change; -o of an unchanged wheel is a byte-identical copy
         reports: list[FileReport] = []
-        try:
-            for i, e in enumerate(entries):
-                patched = _patch_member(src, e, path, job, reports)
-                if patched is not None and writer is None:
-                    # The first change: start the new wheel, with every entry before this one copied as is.
-                    writer = _Writer(src, entries, comment, job)
-                    for j, before in enumerate(islice(entries, i)):
-                        writer.add(j, before, None)
-                if writer is not None:
-                    writer.add(i, e, patched)
-            if writer is not None:
-                writer.finish()
-            elif job.writes and job.output:
-                replace_atomic(src, [], lambda buf: None, output=job.output, fsync=job.fsync)
-        finally:
-            if writer is not None:
-                writer.close()
+        _patch_entries(src, entries, comment, path, job, reports)
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # a wheel without ELF members
         return reports
+
+
+def _patch_entries(src: Source, entries: zipfmt.Directory, comment: bytes, path: str, job: Job,
+                   reports: list[FileReport]) -> None:
+    """Report every member and, when one changes, write the new wheel entry by entry."""
+    writer = None  # started at the first change; -o of an unchanged wheel is a byte-identical copy
+    try:
+        for i, e in enumerate(entries):
+            patched = _patch_member(src, e, path, job, reports)
+            if patched is not None and writer is None:
+                # The first change: start the new wheel, with every entry before this one copied as is.
+                writer = _Writer(src, entries, comment, job)
+                for j, before in enumerate(islice(entries, i)):
+                    writer.add(j, before, None)
+            if writer is not None:
+                writer.add(i, e, patched)
+        if writer is not None:
+            writer.finish()
+        elif job.writes and job.output:
+            replace_atomic(src, [], lambda buf: None, output=job.output, fsync=job.fsync)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def _extract(src: Source, e: zipfmt.Entry, start: int, path: str, index: bool, scratch: Scratch) -> Patched:
