@@ -6,8 +6,16 @@ Decoding each instruction of a 400 MB library's call trees with capstone costs m
 functions register nothing and read nothing another initializer constructs. A match here is only a
 candidate (the bytes may sit inside another instruction): a call counts only when its target is a known
 function start or PLT stub, and the walker decodes a function with capstone before it reports a registration
-or a read found in it. What this can miss: data references in encodings not listed below (VEX/EVEX-encoded
-loads, which compilers use for vector copies), so a read found only that way is not seen.
+or a read found in it. So the filters err towards candidates, never away from a real instruction:
+
+- every RIP-relative operand, whatever the encoding (legacy, 0x0f/0x0f38/0x0f3a maps, VEX, EVEX, x87), is a
+  ModRM byte with mod=00 rm=101 followed by its disp32 and then 0, 1, 2 or 4 bytes of immediate: each such byte
+  is a data-reference candidate at each of those four ends;
+- matches overlap (a look-alike inside one instruction must not swallow the real one that starts in its
+  displacement);
+- a call's rel32 reaches at most the code's own span (the PLT is code too), which ``call_pattern`` keeps;
+- a ``jmp`` through a register or memory other than a notrack jump table is an indirect (tail) call, counted
+  as the decoder counts it.
 """
 from __future__ import annotations
 
@@ -18,8 +26,14 @@ from typing import Callable, NamedTuple
 _CALL = re.compile(rb"\xe8(.{4})", re.DOTALL)
 _JMP = re.compile(rb"\xe9(.{4})", re.DOTALL)
 _SLOT_CALL = re.compile(rb"\xff([\x15\x25])(.{4})", re.DOTALL)
-# call through a register or memory not RIP-relative: an indirect call (counted, not followed).
+# call through a register or memory not RIP-relative: an indirect call (counted, not followed). jmp the same
+# way (ff /4): an indirect tail call, unless a notrack prefix (0x3e) marks it a jump table.
 _INDIRECT = re.compile(rb"\xff[\xd0-\xd7\x10-\x14\x16\x17\x50-\x57\x90-\x97]")
+_INDIRECT_JMP = re.compile(rb"\xff[\xe0-\xe7\x20-\x24\x26\x27\x60-\x67\xa0-\xa7]")
+_NOTRACK = 0x3E
+# Any ModRM byte with mod=00 rm=101 (RIP-relative in 64-bit mode), with the disp32 that follows it.
+_MODRM_RIP = re.compile(rb"[\x05\x0d\x15\x1d\x25\x2d\x35\x3d](.{4})", re.DOTALL)
+_IMM_SIZES = (0, 1, 2, 4)
 # An opcode byte followed by a ModRM with mod=00, rm=101: [rip + disp32]. One character class for the opcode
 # (a leading optional prefix or an alternation makes the regex engine several times slower): one-byte opcodes,
 # and the second byte of 0x0f-escaped ones, which count only after a 0x0f. Prefixes (REX, 0x66, 0xf2, 0xf3)
@@ -38,8 +52,9 @@ _ESCAPED_WRITES = frozenset({0x11, 0x29, 0x7F, 0xD6})
 class Skim(NamedTuple):
     calls: list  # (site address, target address, tail) in address order
     slots: list  # (site address, GOT slot address, tail)
-    refs: list  # (site address, data address, write, is_lea)
+    refs: list  # (site address, data address, write, is_lea) for the opcodes above (GOT loads among them)
     indirect: int
+    data: list  # (site address, data address): every RIP-relative candidate, whatever its encoding
 
 
 def call_pattern(span: int) -> re.Pattern:
@@ -51,25 +66,33 @@ def call_pattern(span: int) -> re.Pattern:
                       + b"])", re.DOTALL)
 
 
+def _each(rx: re.Pattern, code: bytes):
+    """Every match of ``rx`` in ``code``, overlapping ones too (finditer would resume after a match's end)."""
+    m = rx.search(code)
+    while m is not None:
+        yield m
+        m = rx.search(code, m.start() + 1)
+
+
 def skim(code: bytes, start: int, is_target: Callable[[int], bool], data_lo: int, data_hi: int,
          calls_rx: re.Pattern = _CALL) -> Skim:
     """The candidates in ``code`` (at link-time address ``start``): calls whose target passes ``is_target``,
     and data references into [data_lo, data_hi) (the writable sections and the GOT)."""
     end = start + len(code)
     calls = []
-    for m in calls_rx.finditer(code):
+    for m in _each(calls_rx, code):
         target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
         if is_target(target):
             calls.append((start + m.start(), target, False))
-    for m in _JMP.finditer(code):
+    for m in _each(_JMP, code):
         target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
         if not start <= target < end and is_target(target):
             calls.append((start + m.start(), target, True))
     calls.sort()
     slots = [(start + m.start(), start + m.end() + int.from_bytes(m.group(2), "little", signed=True),
-              m.group(1) == b"\x25") for m in _SLOT_CALL.finditer(code)]
+              m.group(1) == b"\x25") for m in _each(_SLOT_CALL, code)]
     refs = []
-    for m in _RIP.finditer(code):
+    for m in _each(_RIP, code):
         op = m.group(1)[0]
         at = m.start()
         escaped = at > 0 and code[at - 1] == 0x0F
@@ -84,4 +107,14 @@ def skim(code: bytes, start: int, is_target: Callable[[int], bool], data_lo: int
         if data_lo <= target < data_hi:
             write = op in (_ESCAPED_WRITES if escaped else _WRITES)
             refs.append((start + at, target, write, op == 0x8D and not escaped))
-    return Skim(calls, slots, refs, len(_INDIRECT.findall(code)))
+    data = []
+    lo, hi = data_lo - 4, data_hi  # disp32 + its end in [lo, hi) for some immediate size
+    for m in _each(_MODRM_RIP, code):
+        base = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
+        if lo <= base < hi:
+            for imm in _IMM_SIZES:
+                if data_lo <= base + imm < data_hi:
+                    data.append((start + m.start(), base + imm))
+    indirect = len(_INDIRECT.findall(code)) + sum(
+        1 for m in _each(_INDIRECT_JMP, code) if not (m.start() and code[m.start() - 1] == _NOTRACK))
+    return Skim(calls, slots, refs, indirect, data)

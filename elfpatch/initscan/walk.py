@@ -153,7 +153,7 @@ class Walker:
     def _skimmed(self, addr: int, sk: Skim, targets: list, depth: int, stack: frozenset) -> Summary:
         image = self.image
         reads: dict[int, tuple] = {}
-        for _site, target, _write, _lea in sk.refs:
+        for _site, target in sk.data:
             value = image.got(target)
             obj = image.object_at(value if isinstance(value, int) else target)
             if obj is not None:
