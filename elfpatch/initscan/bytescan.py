@@ -14,6 +14,8 @@ or a read found in it. So the filters err towards candidates, never away from a 
 - matches overlap (a look-alike inside one instruction must not swallow the real one that starts in its
   displacement);
 - a call's rel32 reaches at most the code's own span (the PLT is code too), which ``call_pattern`` keeps;
+- a jump out of the function (``jmp``/``jcc``, rel32 or rel8) to a function start is a tail call, as the
+  decoder takes it;
 - a ``jmp`` through a register or memory other than a notrack jump table is an indirect (tail) call, counted
   as the decoder counts it.
 """
@@ -25,6 +27,10 @@ from typing import Callable, NamedTuple
 # call rel32 / jmp rel32, and call/jmp through a RIP-relative slot (-fno-plt, or PLT-less GOT calls).
 _CALL = re.compile(rb"\xe8(.{4})", re.DOTALL)
 _JMP = re.compile(rb"\xe9(.{4})", re.DOTALL)
+# Jumps that can leave the function as tail calls too: jcc rel32, and jmp/jcc rel8 (only near either end).
+_JCC = re.compile(rb"\x0f[\x80-\x8f](.{4})", re.DOTALL)
+_JMP8 = re.compile(rb"[\xeb\x70-\x7f](.)", re.DOTALL)
+_REL8_REACH = 130
 _SLOT_CALL = re.compile(rb"\xff([\x15\x25])(.{4})", re.DOTALL)
 # call through a register or memory not RIP-relative: an indirect call (counted, not followed). jmp the same
 # way (ff /4): an indirect tail call, unless a notrack prefix (0x3e) marks it a jump table.
@@ -57,13 +63,42 @@ class Skim(NamedTuple):
     data: list  # (site address, data address): every RIP-relative candidate, whatever its encoding
 
 
+def _top_bytes(lo: int, hi: int) -> bytes:
+    """The possible top bytes of an int32 in [lo, hi] (little-endian: its fourth byte)."""
+    lo, hi = max(lo, -(1 << 31)), min(hi, (1 << 31) - 1)
+    return bytes(sorted({d & 0xFF for d in range(lo >> 24, (hi >> 24) + 1)}))
+
+
+def rel32_pattern(head: bytes, lo: int, hi: int) -> re.Pattern:
+    """``head`` then a disp32 in [lo, hi]: the disp32's top byte is tested in the regex, which drops most bytes
+    that only look like the instruction before any Python runs."""
+    return re.compile(re.escape(head) + b"(...[" + re.escape(_top_bytes(lo, hi)) + b"])", re.DOTALL)
+
+
 def call_pattern(span: int) -> re.Pattern:
-    """``call rel32`` whose displacement reaches at most ``span`` bytes either way: the top byte of a
-    displacement within a library's code is near 0x00 or 0xff, which drops most bytes that only look like a
-    call before any Python runs."""
-    top = min(span >> 24, 0x7F)
-    return re.compile(b"\xe8(...[" + re.escape(bytes(range(0, top + 1)) + bytes(range(0xFF - top, 0x100)))
-                      + b"])", re.DOTALL)
+    """``call rel32`` whose displacement reaches at most ``span`` bytes either way (the code's own span)."""
+    return rel32_pattern(b"\xe8", -span, span)
+
+
+class Patterns(NamedTuple):
+    """The displacement-filtered patterns for one file: calls and jumps within its code, RIP-relative operands
+    into its data (candidates outside those spans could not pass the range tests anyway)."""
+    call: re.Pattern
+    jmp: re.Pattern
+    jcc: re.Pattern
+    modrm: re.Pattern
+
+
+def patterns(code_lo: int, code_hi: int, data_lo: int, data_hi: int) -> Patterns:
+    span = code_hi - code_lo
+    tops = _top_bytes(data_lo - code_hi - 8, data_hi - code_lo)
+    modrm = re.compile(b"[\x05\x0d\x15\x1d\x25\x2d\x35\x3d](...[" + re.escape(tops) + b"])", re.DOTALL)
+    return Patterns(call_pattern(span), rel32_pattern(b"\xe9", -span, span),
+                    re.compile(b"\x0f[\x80-\x8f](...[" + re.escape(_top_bytes(-span, span)) + b"])", re.DOTALL),
+                    modrm)
+
+
+ANY = Patterns(_CALL, _JMP, _JCC, _MODRM_RIP)  # no span known: every displacement
 
 
 def _each(rx: re.Pattern, code: bytes):
@@ -75,19 +110,29 @@ def _each(rx: re.Pattern, code: bytes):
 
 
 def skim(code: bytes, start: int, is_target: Callable[[int], bool], data_lo: int, data_hi: int,
-         calls_rx: re.Pattern = _CALL) -> Skim:
+         rx: Patterns = ANY) -> Skim:
     """The candidates in ``code`` (at link-time address ``start``): calls whose target passes ``is_target``,
     and data references into [data_lo, data_hi) (the writable sections and the GOT)."""
     end = start + len(code)
     calls = []
-    for m in _each(calls_rx, code):
+    for m in _each(rx.call, code):
         target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
         if is_target(target):
             calls.append((start + m.start(), target, False))
-    for m in _each(_JMP, code):
+    for m in _each(rx.jmp, code):
         target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
         if not start <= target < end and is_target(target):
             calls.append((start + m.start(), target, True))
+    for m in _each(rx.jcc, code):
+        target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
+        if not start <= target < end and is_target(target):
+            calls.append((start + m.start(), target, True))
+    n = len(code)
+    for lo, hi in ((0, min(n, _REL8_REACH)), (max(_REL8_REACH, n - _REL8_REACH), n)):
+        for m in _each(_JMP8, code[lo:hi]):
+            target = start + lo + m.end() + int.from_bytes(m.group(1), "little", signed=True)
+            if not start <= target < end and is_target(target):
+                calls.append((start + lo + m.start(), target, True))
     calls.sort()
     slots = [(start + m.start(), start + m.end() + int.from_bytes(m.group(2), "little", signed=True),
               m.group(1) == b"\x25") for m in _each(_SLOT_CALL, code)]
@@ -109,7 +154,7 @@ def skim(code: bytes, start: int, is_target: Callable[[int], bool], data_lo: int
             refs.append((start + at, target, write, op == 0x8D and not escaped))
     data = []
     lo, hi = data_lo - 4, data_hi  # disp32 + its end in [lo, hi) for some immediate size
-    for m in _each(_MODRM_RIP, code):
+    for m in _each(rx.modrm, code):
         base = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
         if lo <= base < hi:
             for imm in _IMM_SIZES:

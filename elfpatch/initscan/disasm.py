@@ -159,6 +159,10 @@ class _X86:
                 st.pop(r, None)
             return
         if mnem[0] == "j":
+            target = _imm(op)
+            if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
+                out.append(Call(target, None, tuple(st.get(r) for r in X86_ARGS), True))
+            st["cmp"] = cmp
             return
         ops = op.split(", ", 1)
         dst = ops[0]

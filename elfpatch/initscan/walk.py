@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from elfpatch.initscan.bytescan import Skim, call_pattern, skim
+from elfpatch.initscan.bytescan import Skim, patterns, skim
 from elfpatch.initscan.disasm import EM_X86_64, Access, Disassembler, Value
 from elfpatch.initscan.image import Image
 
@@ -67,7 +67,7 @@ class Walker:
         self._helper: dict[str, bool] = {}
         lo = min((a for a, _ in image.code), default=0)
         hi = max((b for _, b in image.code), default=0)
-        self._calls_rx = call_pattern(hi - lo)
+        self._patterns = patterns(lo, hi, *image.data_span)
 
     def is_helper(self, name: str | None) -> bool:
         """A translation unit's own initializer helper (followed without costing depth)."""
@@ -129,7 +129,8 @@ class Walker:
         if hit is not None:
             return hit
         image = self.image
-        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span, self._calls_rx)
+        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span,
+                  self._patterns)
         # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
         # initializer so, after testing the weak symbol).
         loaded = [(a, t, False, True) for a, t, write, lea in sk.refs

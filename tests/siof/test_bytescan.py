@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from elfpatch.initscan.bytescan import call_pattern, skim
+from elfpatch.initscan.bytescan import ANY, call_pattern, patterns, skim
 
 capstone = pytest.importorskip("capstone")
 
@@ -45,8 +45,9 @@ def test_every_rip_relative_encoding_is_a_candidate(text: str, head: str, tail: 
     code = _insn(head, tail) + b"\xc3"
     (insn, ret) = _decoded(code)
     assert insn.startswith(text) and ret.startswith("ret")
-    sk = skim(code, START, lambda _t: False, *DATA)
-    assert [t for s, t in sk.data if START <= s < START + len(code) - 1].count(TARGET) == 1
+    for rx in (ANY, patterns(START, START + 0x100, *DATA)):  # any displacement; this file's spans
+        sk = skim(code, START, lambda _t: False, *DATA, rx)
+        assert [t for s, t in sk.data if START <= s < START + len(code) - 1].count(TARGET) == 1
 
 
 def test_a_look_alike_call_does_not_hide_the_real_one() -> None:
@@ -56,8 +57,20 @@ def test_a_look_alike_call_does_not_hide_the_real_one() -> None:
     code = bytes.fromhex("bee8000000") + b"\xe8" + (callee - (START + 10)).to_bytes(4, "little", signed=True)
     assert _decoded(code) == ["mov esi, 0xe8", f"call {callee:#x}"]
     for rx in (None, call_pattern(0x7FFFFFFF)):
-        sk = skim(code, START, lambda t: t == callee, *DATA, **({"calls_rx": rx} if rx else {}))
+        sk = skim(code, START, lambda t: t == callee, *DATA, **({"rx": ANY._replace(call=rx)} if rx else {}))
         assert (START + 5, callee, False) in sk.calls
+
+
+def test_file_patterns_keep_far_data() -> None:
+    """Data 300 MB past the code (as in a large library): the displacement filter keeps its references."""
+    code_lo, code_hi, data = 0x1000, 0x12000000, (0x13000000, 0x13800000)
+    for at in (code_lo, code_hi - 16):
+        for target in (data[0], data[1] - 1):
+            head = bytes.fromhex("488b05")
+            disp = target - (at + 7)
+            code = head + disp.to_bytes(4, "little", signed=True)
+            sk = skim(code, at, lambda _t: False, *data, patterns(code_lo, code_hi, *data))
+            assert target in [t for _s, t in sk.data]
 
 
 def test_call_pattern_reaches_the_whole_span() -> None:
@@ -75,3 +88,21 @@ def test_indirect_jumps_are_counted_as_the_decoder_counts_them(code: str, indire
     """``jmp rax`` / ``jmp [rax+16]``: an indirect tail call; ``notrack jmp rax``: a jump table; ``jmp [rip+X]``:
     a GOT slot, followed."""
     assert skim(bytes.fromhex(code), START, lambda _t: False, *DATA).indirect == indirect
+
+
+@pytest.mark.parametrize("head,size", [("eb", 1), ("74", 1), ("0f84", 4), ("e9", 4)])
+def test_jumps_out_of_the_function_are_tail_calls(head: str, size: int) -> None:
+    """``jmp``/``je`` to another function's start, short or near: what clang's conditional tail calls and GCC's
+    jumps into a ``.cold`` part look like; the skim and the decoder both take them as tail calls."""
+    from elfpatch.initscan.disasm import EM_X86_64, Call, Disassembler
+
+    code = bytes.fromhex("31c0" + head) + bytes(size) + b"\xc3"
+    callee = START + len(code) + 0x10  # past the function's end, within rel8 reach
+    disp = callee - (START + 2 + len(bytes.fromhex(head)) + size)
+    code = bytes.fromhex("31c0" + head) + disp.to_bytes(size, "little", signed=True) + b"\xc3"
+    assert _decoded(code)[1].split(" ")[1] == hex(callee)
+    for rx in (ANY, patterns(START, callee + 1, *DATA)):
+        sk = skim(code, START, lambda t: t == callee, *DATA, rx)
+        assert [(t, tail) for _s, t, tail in sk.calls] == [(callee, True)]
+    dis = Disassembler(EM_X86_64, lambda a, n: code[a - START: a - START + n], lambda _a: None)
+    assert [ev.target for ev in dis.sweep(START, START + len(code), {}) if isinstance(ev, Call)] == [callee]
