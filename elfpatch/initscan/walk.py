@@ -65,6 +65,7 @@ class Walker:
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._skims: dict[int, tuple[Skim, list | None]] = {}
         self._helper: dict[str, bool] = {}
+        self._plain: dict[int, list] = {}  # function -> its events with no argument known (touches)
         lo = min((a for a, _ in image.code), default=0)
         hi = max((b for _, b in image.code), default=0)
         self._patterns = patterns(lo, hi, *image.data_span)
@@ -91,7 +92,9 @@ class Walker:
             name = image.call_name(target, _NAME_MARKERS)
             out = (target, name)
             if name is None or not image.is_function(target):
-                slot = self.dis.stub_slot(target, image.function_end(target)) if image.in_code(target) else None
+                # Only a PLT stub jumps through a slot (any code when the file has no section headers to say).
+                stub = image.in_plt(target) if image.plt else image.in_code(target)
+                slot = self.dis.stub_slot(target, image.function_end(target)) if stub else None
                 bound = image.got(slot) if slot is not None else None
                 if isinstance(bound, str):
                     out = (None, _SYMBOL_VERSION.sub("", bound))
@@ -265,7 +268,10 @@ class Walker:
         """Whether the decoded function at ``addr`` loads, stores or passes the address of object ``obj``
         (confirms what a skim found)."""
         image = self.image
-        for ev in self.dis.sweep(addr, image.function_end(addr), {}):
+        events = self._plain.get(addr)
+        if events is None:  # one sweep per function, however many objects are asked about
+            events = self._plain[addr] = self.dis.sweep(addr, image.function_end(addr), {})
+        for ev in events:
             values = [ev.address] if isinstance(ev, Access) else [v for v in ev.args if isinstance(v, int)]
             for v in values:
                 o = image.object_at(v)
