@@ -40,27 +40,14 @@ _NOTRACK = 0x3E
 # Any ModRM byte with mod=00 rm=101 (RIP-relative in 64-bit mode), with the disp32 that follows it.
 _MODRM_RIP = re.compile(rb"[\x05\x0d\x15\x1d\x25\x2d\x35\x3d](.{4})", re.DOTALL)
 _IMM_SIZES = (0, 1, 2, 4)
-# An opcode byte followed by a ModRM with mod=00, rm=101: [rip + disp32]. One character class for the opcode
-# (a leading optional prefix or an alternation makes the regex engine several times slower): one-byte opcodes,
-# and the second byte of 0x0f-escaped ones, which count only after a 0x0f. Prefixes (REX, 0x66, 0xf2, 0xf3)
-# do not move the displacement.
-_ONE_BYTE = (b"\x8b\x89\x8d\x88\x8a\x3b\x39\x03\x01\x2b\x29\x85\x84\x83\x80\x81\xc7\xc6\xf7\x0b\x09\x23\x21\x33"
-             b"\x31\x38\x3a")
-_ESCAPED = b"\xb6\xb7\xbe\xbf\x10\x11\x28\x29\x6f\x7f\x7e\xd6"
-_RIP = re.compile(b"([" + re.escape(_ONE_BYTE + _ESCAPED) + b"])([\x05\x0d\x15\x1d\x25\x2d\x35\x3d])(.{4})",
-                  re.DOTALL)
-_ESCAPED_ONLY = frozenset(_ESCAPED) - frozenset(_ONE_BYTE)
-_IMM = {0x80: 1, 0x83: 1, 0xC6: 1, 0x81: 4, 0xC7: 4}
-_WRITES = frozenset({0x89, 0x88, 0xC6, 0xC7, 0x01, 0x09, 0x21, 0x29, 0x31})
-_ESCAPED_WRITES = frozenset({0x11, 0x29, 0x7F, 0xD6})
-
+_MOV_LOAD = 0x8B
 
 class Skim(NamedTuple):
     calls: list  # (site address, target address, tail) in address order
     slots: list  # (site address, GOT slot address, tail)
-    refs: list  # (site address, data address, write, is_lea) for the opcodes above (GOT loads among them)
+    data: list  # (ModRM address, data address, immediate size assumed): every RIP-relative candidate
+    loads: list  # (ModRM address, data address) of those after a ``mov r, [rip + disp32]`` opcode (0x8b)
     indirect: int
-    data: list  # (site address, data address): every RIP-relative candidate, whatever its encoding
 
 
 def _top_bytes(lo: int, hi: int) -> bytes:
@@ -136,30 +123,17 @@ def skim(code: bytes, start: int, is_target: Callable[[int], bool], data_lo: int
     calls.sort()
     slots = [(start + m.start(), start + m.end() + int.from_bytes(m.group(2), "little", signed=True),
               m.group(1) == b"\x25") for m in _each(_SLOT_CALL, code)]
-    refs = []
-    for m in _each(_RIP, code):
-        op = m.group(1)[0]
-        at = m.start()
-        escaped = at > 0 and code[at - 1] == 0x0F
-        if op in _ESCAPED_ONLY and not escaped:
-            continue
-        imm = 0 if escaped else _IMM.get(op, 0)
-        if op == 0xF7 and not escaped:
-            imm = 4 if (m.group(2)[0] >> 3) & 7 == 0 else 0
-        elif imm == 4 and at > 0 and code[at - 1] == 0x66:
-            imm = 2
-        target = start + m.end() + imm + int.from_bytes(m.group(3), "little", signed=True)
-        if data_lo <= target < data_hi:
-            write = op in (_ESCAPED_WRITES if escaped else _WRITES)
-            refs.append((start + at, target, write, op == 0x8D and not escaped))
-    data = []
+    data, loads = [], []
     lo, hi = data_lo - 4, data_hi  # disp32 + its end in [lo, hi) for some immediate size
     for m in _each(rx.modrm, code):
         base = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
         if lo <= base < hi:
             for imm in _IMM_SIZES:
                 if data_lo <= base + imm < data_hi:
-                    data.append((start + m.start(), base + imm))
+                    data.append((start + m.start(), base + imm, imm))
+            at = m.start()
+            if at and code[at - 1] == _MOV_LOAD and data_lo <= base < data_hi:
+                loads.append((start + at, base))
     indirect = len(_INDIRECT.findall(code)) + sum(
         1 for m in _each(_INDIRECT_JMP, code) if not (m.start() and code[m.start() - 1] == _NOTRACK))
-    return Skim(calls, slots, refs, indirect, data)
+    return Skim(calls, slots, data, loads, indirect)

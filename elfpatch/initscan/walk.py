@@ -136,8 +136,8 @@ class Walker:
                   self._patterns)
         # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
         # initializer so, after testing the weak symbol).
-        loaded = [(a, t, False, True) for a, t, write, lea in sk.refs
-                  if not write and not lea and isinstance(v := image.got(t), int) and image.is_function(v)]
+        loaded = [(a, t, False, True) for a, t in sk.loads
+                  if isinstance(v := image.got(t), int) and image.is_function(v)]
         sites = sorted([(a, t, tail, False) for a, t, tail in sk.calls]
                        + [(a, slot, tail, True) for a, slot, tail in sk.slots] + loaded)
         targets: list | None = []
@@ -157,7 +157,7 @@ class Walker:
     def _skimmed(self, addr: int, sk: Skim, targets: list, depth: int, stack: frozenset) -> Summary:
         image = self.image
         reads: dict[int, tuple] = {}
-        for _site, target in sk.data:
+        for _site, target, _imm in sk.data:
             value = image.got(target)
             obj = image.object_at(value if isinstance(value, int) else target)
             if obj is not None:

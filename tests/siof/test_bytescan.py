@@ -47,7 +47,7 @@ def test_every_rip_relative_encoding_is_a_candidate(text: str, head: str, tail: 
     assert insn.startswith(text) and ret.startswith("ret")
     for rx in (ANY, patterns(START, START + 0x100, *DATA)):  # any displacement; this file's spans
         sk = skim(code, START, lambda _t: False, *DATA, rx)
-        assert [t for s, t in sk.data if START <= s < START + len(code) - 1].count(TARGET) == 1
+        assert [t for s, t, _imm in sk.data if START <= s < START + len(code) - 1].count(TARGET) == 1
 
 
 def test_a_look_alike_call_does_not_hide_the_real_one() -> None:
@@ -70,7 +70,7 @@ def test_file_patterns_keep_far_data() -> None:
             disp = target - (at + 7)
             code = head + disp.to_bytes(4, "little", signed=True)
             sk = skim(code, at, lambda _t: False, *data, patterns(code_lo, code_hi, *data))
-            assert target in [t for _s, t in sk.data]
+            assert target in [t for _s, t, _imm in sk.data]
 
 
 def test_call_pattern_reaches_the_whole_span() -> None:
