@@ -38,6 +38,13 @@ def _decimal(field: bytes, what: str, path: str) -> int:
     return int(text)
 
 
+def _long_name_end(table: bytes, offset: int) -> int:
+    """Where the long name at ``offset`` of a ``//`` table ends: GNU ends names with "/\n", the MS/COFF
+    lib format (lib.exe; GNU ar and llvm-ar read it too) with NUL. -1 when it does not end."""
+    ends = [e for e in (table.find(b"/\n", offset), table.find(b"\0", offset)) if e >= 0]
+    return min(ends, default=-1)
+
+
 def parse(data: bytes, path: str) -> tuple[bool, list[Member]]:
     """(thin, members) of the archive in ``data``, in archive order, including the index members."""
     magic = bytes(data[:8])
@@ -68,7 +75,7 @@ def parse(data: bytes, path: str) -> tuple[bool, list[Member]]:
             msize -= n
         elif raw_name.startswith("/") and not special:  # GNU: "/N" is an offset into the "//" table
             off = _decimal(header[1:16], "long name offset", path)
-            end = longnames.find(b"/\n", off)
+            end = _long_name_end(longnames, off)
             if off >= len(longnames) or end < 0:
                 raise ParseError(f"ar member at {pos:#x}: long name offset {off} outside the name table", path)
             name = longnames[off:end].decode("utf-8", "surrogateescape")

@@ -17,15 +17,14 @@ import stat
 from itertools import combinations
 from typing import Any, Iterable, NamedTuple
 
-from elfpatch.elffile import SHN_UNDEF, ST_SHNDX_OFFSET, ElfFile
+from elfpatch.elfconst import SHN_UNDEF, ST_SHNDX_OFFSET, STT_FUNC, STT_GNU_IFUNC
+from elfpatch.elffile import ElfFile
 from elfpatch.errors import ParseError
 from elfpatch.packages import Owners, annotate
 from elfpatch.report import ERROR, SKIPPED, FileReport
 from elfpatch.symbols import demangle, unique_indexes
 from elfpatch.targets import CHECK, Exclude, Job
 from elfpatch.targets.dispatch import process
-
-STT_FUNC, STT_GNU_IFUNC = 2, 10  # references of these types never bind to a unique (data) symbol
 
 
 class ImageFacts(NamedTuple):
@@ -56,7 +55,8 @@ def image_facts(elf: ElfFile, member: bool) -> ImageFacts:
             else:
                 undefined.add(sym.name)
         # Undefined entries: st_shndx 0, found with two strided slices (one per byte) instead of a Python loop
-        # over every symbol; functions are skipped by type (unique symbols are objects).
+        # over every symbol; functions are skipped by type (references of STT_FUNC/STT_GNU_IFUNC never bind to a
+        # unique symbol, which is data).
         start = table.offset + ST_SHNDX_OFFSET[elf.elfclass]
         end = table.offset + table.count * table.entsize
         low = bytes(elf.data[start:end:table.entsize])

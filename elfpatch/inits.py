@@ -11,19 +11,31 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from elfpatch.elffile import ET_DYN, ET_EXEC, SHT_NOBITS, ElfFile
-from elfpatch.errors import UnsupportedError
+from elfpatch.elfconst import (
+    DT_FINI,
+    DT_FINI_ARRAY,
+    DT_FINI_ARRAYSZ,
+    DT_INIT,
+    DT_INIT_ARRAY,
+    DT_INIT_ARRAYSZ,
+    DT_PREINIT_ARRAY,
+    DT_PREINIT_ARRAYSZ,
+    ET_DYN,
+    ET_EXEC,
+    SHN_UNDEF,
+    SHT_FINI_ARRAY,
+    SHT_INIT_ARRAY,
+    SHT_NOBITS,
+    SHT_PREINIT_ARRAY,
+    STB_LOCAL,
+    STT_FILE,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    STT_NOTYPE,
+)
+from elfpatch.elffile import ElfFile
+from elfpatch.errors import UnsupportedError, warn
 from elfpatch.relocs import Relocator, Target
-
-DT_INIT, DT_FINI = 12, 13
-DT_INIT_ARRAY, DT_FINI_ARRAY, DT_INIT_ARRAYSZ, DT_FINI_ARRAYSZ = 25, 26, 27, 28
-DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ = 32, 33
-DT_FLAGS_1 = 0x6FFFFFFB
-DF_1_PIE = 0x08000000
-PT_INTERP = 3
-SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY = 14, 15, 16
-STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC = 0, 2, 10
-STB_LOCAL = 0
 
 INIT_KINDS = ("preinit_array", "init", "ctors", "init_array")
 FINI_KINDS = ("fini_array", "fini", "dtors")
@@ -83,13 +95,7 @@ def parse_cdtor_name(name: str | None) -> tuple[str | None, int | None]:
 
 def is_executable(elf: ElfFile) -> bool:
     """Whether glibc would treat this file as a main program (only those get DT_PREINIT_ARRAY run)."""
-    if elf.e_type == ET_EXEC:
-        return True
-    if elf.e_type != ET_DYN:
-        return False
-    if any(seg.p_type == PT_INTERP for seg in elf.segments):
-        return True
-    return bool((elf.dynamic_value(DT_FLAGS_1) or 0) & DF_1_PIE)
+    return elf.is_executable()
 
 
 class _Layout:
@@ -151,16 +157,9 @@ class _Symbolizer:
 
     def _scan(self, table: Any, wanted: set[int]) -> dict[int, str]:
         elf = self.elf
-        fmt = "IBBHQQ" if elf.elfclass == 64 else "IIIBBH"
-        s = elf.struct(fmt)
-        blob = elf.read(table.offset, table.count * table.entsize)
         best: dict[int, tuple[tuple[int, int], int]] = {}  # address -> (rank, st_name)
-        for fields in s.iter_unpack(blob):
-            if elf.elfclass == 64:
-                st_name, info, _other, shndx, value, _size = fields
-            else:
-                st_name, value, _size, info, _other, shndx = fields
-            if value not in wanted or shndx == 0 or st_name == 0:
+        for st_name, value, _size, info, _other, shndx in table.entries():
+            if value not in wanted or shndx == SHN_UNDEF or st_name == 0:
                 continue
             typ = info & 0xF
             if typ not in (STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE):
@@ -214,9 +213,6 @@ def initializers(elf: ElfFile) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-STT_FILE = 4
-
-
 def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
     """``source`` for entries whose name does not give it (GCC names a PIE or non-PIC unit's initializer after
     its first global symbol): the STT_FILE symbol that precedes the function's local symbol in .symtab."""
@@ -225,15 +221,9 @@ def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
     table = next((t for t in elf.symbol_tables() if t.name == ".symtab"), None)
     if not wanted or table is None:
         return
-    fmt = "IBBHQQ" if elf.elfclass == 64 else "IIIBBH"
-    blob = elf.read(table.offset, table.count * table.entsize)
     current: int | None = None  # st_name of the last STT_FILE symbol
     found: dict[int, int] = {}
-    for fields in elf.struct(fmt).iter_unpack(blob):
-        if elf.elfclass == 64:
-            st_name, info, _other, _shndx, value, _size = fields
-        else:
-            st_name, value, _size, info, _other, _shndx = fields
+    for st_name, value, _size, info, _other, _shndx in table.entries():
         if info >> 4 != STB_LOCAL:
             break  # every local symbol comes first: past them, no file owns a symbol
         typ = info & 0xF
@@ -289,4 +279,6 @@ def list_initializers(path: str) -> dict[str, Any]:
     with Source(path) as src:
         elf = ElfFile(src.data, path)
         listing = initializers(elf)
+    for message in elf.warnings:  # e.g. unusable section headers: listed from PT_DYNAMIC, names from .dynsym
+        warn(path, message)
     return {"path": path, **listing}

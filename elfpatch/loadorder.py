@@ -21,14 +21,19 @@ import struct
 from functools import lru_cache
 from typing import Mapping, NamedTuple
 
-from elfpatch.elffile import ElfFile
-from elfpatch.errors import ElfPatchError, ParseError
-from elfpatch.inits import is_executable
+from elfpatch.elfconst import (
+    DF_1_INITFIRST,
+    DF_1_NODEFLIB,
+    DT_FLAGS_1,
+    DT_NEEDED,
+    DT_RPATH,
+    DT_RUNPATH,
+    DT_SONAME,
+    PT_INTERP,
+)
+from elfpatch.elffile import ElfFile, parse_header
+from elfpatch.errors import ElfPatchError
 
-DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 = 1, 14, 15, 29, 0x6FFFFFFB
-DT_STRTAB, DT_STRSZ = 5, 10
-DF_1_INITFIRST, DF_1_NODEFLIB = 0x20, 0x800
-PT_INTERP = 3
 LD_SO_CACHE = "/etc/ld.so.cache"
 
 # Debian's multiarch directory per (e_machine, ELF class, little-endian); ld.so searches /lib/<triple> and
@@ -58,7 +63,7 @@ class ObjectInfo(NamedTuple):
     interp: str | None
     arch: tuple[int, int, bool]  # (e_machine, class, little-endian): what a dependency must match
     file_id: tuple[int, int]
-    executable: bool  # a main program (PIE or not), as inits.is_executable decides
+    executable: bool  # a main program (PIE or not), as ElfFile.is_executable decides
 
 
 def read_object(path: str) -> ObjectInfo:
@@ -67,33 +72,20 @@ def read_object(path: str) -> ObjectInfo:
 
     with Source(path) as src:
         elf = ElfFile(src.data, path)
-        dyn = elf.dynamic()
         interp = None
         for seg in elf.segments:
             if seg.p_type == PT_INTERP and seg.p_filesz:
                 interp = elf.cstring(seg.p_offset, seg.p_offset + seg.p_filesz)
-        strtab, strsz = elf.dynamic_value(DT_STRTAB), elf.dynamic_value(DT_STRSZ)
-        strings = {}
-        if strtab is not None and strsz:
-            base = elf.vaddr_to_offset(strtab, strsz)
-
-            def string(offset: int) -> str:
-                if offset >= strsz:
-                    raise ParseError(f"dynamic string offset {offset} past DT_STRSZ", path)
-                return elf.cstring(base + offset, base + strsz)
-
-            for tag, val in dyn:
-                if tag in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH):
-                    strings.setdefault(tag, []).append(string(val))
+        strings = {tag: elf.dynamic_strings(tag) for tag in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH)}
         flags_1 = elf.dynamic_value(DT_FLAGS_1) or 0
-        return ObjectInfo(path, tuple(strings.get(DT_NEEDED, ())), _first(strings, DT_SONAME),
+        return ObjectInfo(path, tuple(strings[DT_NEEDED]), _first(strings, DT_SONAME),
                           _first(strings, DT_RPATH), _first(strings, DT_RUNPATH), flags_1, interp,
                           (elf.e_machine, elf.elfclass, elf.little), (src.stat.st_dev, src.stat.st_ino),
-                          is_executable(elf))
+                          elf.is_executable())
 
 
 def _first(strings: dict[int, list[str]], tag: int) -> str | None:
-    values = strings.get(tag)
+    values = strings[tag]
     return values[0] if values else None
 
 
@@ -106,16 +98,16 @@ def _arch_of(path: str) -> tuple[int, int, bool] | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        head = os.pread(fd, 20, 0)
+        head = os.pread(fd, 64, 0)  # the ELF header, as ld.so's open_verify reads it
     except OSError:
         return None
     finally:
         os.close(fd)
-    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+    try:
+        h = parse_header(head, path)
+    except ElfPatchError:
         return None
-    little = head[5] == 1
-    (machine,) = struct.unpack_from("<H" if little else ">H", head, 18)
-    return machine, 64 if head[4] == 2 else 32, little
+    return h.e_machine, h.elfclass, h.little
 
 
 class LdCache:
@@ -235,12 +227,6 @@ def default_dirs(arch: tuple[int, int, bool]) -> list[str]:
 @lru_cache(maxsize=1)
 def _host_arch() -> tuple[int, int, bool] | None:
     return _arch_of("/proc/self/exe")
-
-
-def _origin(path: str, executable: bool) -> str:
-    # ld.so takes the main program's directory from /proc/self/exe (symlinks resolved) and every other
-    # object's from the path it was opened by.
-    return os.path.dirname(os.path.realpath(path) if executable else os.path.abspath(path))
 
 
 def resolve(root: str, env: Mapping[str, str] | None = None, cache: LdCache | None = None) -> Load:

@@ -46,6 +46,7 @@ class ImagePlan:
         self.rows: list[SymbolRow] = []
         self.edits: list[Edit] = []
         self.kept = 0
+        self.warnings: list[str] = []  # where the section headers and the loader's view part ways
 
 
 def plan_image(elf: ElfFile, to: int, names: NameFilter, base: int = 0) -> ImagePlan:
@@ -55,7 +56,9 @@ def plan_image(elf: ElfFile, to: int, names: NameFilter, base: int = 0) -> Image
     """
     tables = elf.symbol_tables()
     plan = ImagePlan(base)
+    plan.warnings = list(elf.warnings)
     target = binding_name(to)
+    seen: set[int] = set()  # st_info bytes two views share are edited (and reported) once
     for table in tables:
         info = table.info_bytes()
         plan.tables.append(TableState(table.name, table.offset, table.count, info))
@@ -64,6 +67,10 @@ def plan_image(elf: ElfFile, to: int, names: NameFilter, base: int = 0) -> Image
             raise UnsupportedError(f"EI_OSABI {elf.osabi} ({osabi_name(elf.osabi)}) gives binding 10 another "
                                    "meaning than STB_GNU_UNIQUE; left alone", elf.path)
         for index in hits:
+            offset = table.info_offset(index)
+            if offset in seen:
+                continue
+            seen.add(offset)
             sym = table.symbol(index)
             pretty = demangle(sym.name)
             if not names.selects(sym.name, pretty):

@@ -18,13 +18,9 @@ import struct
 import sys
 from typing import Iterable, NamedTuple
 
+from elfpatch.elfconst import DT_REL, DT_RELA, DT_RELAENT, DT_RELASZ, DT_RELENT, DT_RELSZ, EM_MIPS, SHN_UNDEF
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ParseError
-
-DT_RELA, DT_RELASZ, DT_RELAENT = 7, 8, 9
-DT_REL, DT_RELSZ, DT_RELENT = 17, 18, 19
-SHN_UNDEF = 0
-EM_MIPS = 8  # its r_info layout differs (and its relocations add to the word in place): read the word
 
 
 class Target(NamedTuple):
@@ -48,6 +44,7 @@ class Relocator:
         self.wordsize = elf.elfclass // 8
         self._relocs: dict[int, _Reloc] = {}
         self._dynsym = None
+        # EM_MIPS: its r_info layout differs (and its relocations add to the word in place): read the word.
         if self.ranges and elf.e_machine != EM_MIPS and elf.dynamic():
             self._read_table(DT_REL, DT_RELSZ, DT_RELENT, rela=False)
             self._read_table(DT_RELA, DT_RELASZ, DT_RELAENT, rela=True)
@@ -95,11 +92,11 @@ class Relocator:
 
     def _symbol(self, index: int) -> tuple[str, int | None]:
         """Name and link-time value (None when undefined here) of dynamic symbol ``index``."""
-        if self._dynsym is None:
-            tables = [t for t in self.elf.symbol_tables() if t.name == ".dynsym"]
-            if not tables:
+        if self._dynsym is None:  # r_info's symbol index is into the loader's table (DT_SYMTAB)
+            self._dynsym = self.elf.loader_table() or next(
+                (t for t in self.elf.symbol_tables() if t.name == ".dynsym"), None)  # no hash table: sections
+            if self._dynsym is None:
                 raise ParseError("symbol relocation without a dynamic symbol table", self.elf.path)
-            self._dynsym = tables[0]
         sym = self._dynsym.symbol(index)
         return sym.name, (None if sym.st_shndx == SHN_UNDEF else sym.st_value)
 

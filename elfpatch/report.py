@@ -28,11 +28,12 @@ class SymbolRow(NamedTuple):
 class FileReport:
     """What happened to one file (or one archive/wheel member, named by ``member``)."""
 
-    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason", "exception", "package", "facts")
+    __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason", "exception", "package", "facts",
+                 "warnings")
 
     def __init__(self, path: str, status: str, symbols: list[SymbolRow] | None = None, kept: int = 0,
                  error: str | None = None, member: str | None = None, reason: str | None = None,
-                 exception: ElfPatchError | None = None) -> None:
+                 exception: ElfPatchError | None = None, warnings: list[str] | None = None) -> None:
         self.path = path
         self.status = status
         self.symbols = symbols if symbols is not None else []
@@ -43,6 +44,7 @@ class FileReport:
         self.exception = exception  # what made status "error", for the API to raise as it was (not in JSON)
         self.package: Any = None  # the owning package (elfpatch.packages.Package), where known
         self.facts: Any = None  # what Job.inspect found in the image (elfpatch audit)
+        self.warnings = warnings if warnings is not None else []  # e.g. section headers that lie
 
     def __repr__(self) -> str:
         return f"FileReport({self.path!r}, {self.status!r}, symbols={len(self.symbols)}, member={self.member!r})"
@@ -56,7 +58,7 @@ class FileReport:
         if self.member is not None:
             doc["member"] = self.member
         doc.update(status=self.status, error=self.error, kept=self.kept,
-                   symbols=[s.to_json() for s in self.symbols])
+                   symbols=[s.to_json() for s in self.symbols], warnings=list(self.warnings))
         if self.reason is not None:
             doc["reason"] = self.reason
         doc["package"] = self.package.to_json() if self.package is not None else None
@@ -105,6 +107,7 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0, other: 
         label = one_line(f"{r.path}[{r.member}]" if r.member is not None else r.path)
         if r.status == SKIPPED:
             out.write(f"{label}: skipped: {one_line(r.reason)}\n")
+            out.writelines(f"  warning: {one_line(w)}\n" for w in r.warnings)
             continue
         n = len(r.symbols)
         if r.status == UNCHANGED:
@@ -114,6 +117,8 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0, other: 
         if r.kept:
             head += f" ({r.kept} kept unique by {kept_by})"
         out.write(head + "\n")
+        for w in r.warnings:
+            out.write(f"  warning: {one_line(w)}\n")
         for s in r.symbols:
             arrow = f"{s.from_} -> {s.to}" if r.status in (PATCHED, WOULD_PATCH) else s.from_
             out.write(f"  {s.table}[{s.index}]  {one_line(s.demangled or s.name)}  {arrow}\n")

@@ -4,13 +4,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable
 
+from elfpatch.elfconst import ELFOSABI_GNU, ELFOSABI_SYSV, STB_GLOBAL, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK
 from elfpatch.mangled import crude_bound, demangled_bound
 
-STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 BIND_NAMES = {STB_LOCAL: "LOCAL", STB_GLOBAL: "GLOBAL", STB_WEAK: "WEAK", STB_GNU_UNIQUE: "UNIQUE"}
 TARGET_BINDINGS = {"global": STB_GLOBAL, "weak": STB_WEAK}
 
-ELFOSABI_SYSV, ELFOSABI_GNU = 0, 3
 OSABI_NAMES = {0: "SYSV", 1: "HPUX", 2: "NetBSD", 3: "GNU", 6: "Solaris", 7: "AIX", 8: "IRIX", 9: "FreeBSD",
                10: "Tru64", 11: "Modesto", 12: "OpenBSD", 64: "ARM EABI", 97: "ARM", 255: "Standalone"}
 

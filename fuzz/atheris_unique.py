@@ -64,7 +64,7 @@ def read_elf(data: bytes) -> None:
     for table in elf.symbol_tables():
         for sym in table:
             _ = sym.name, sym.bind
-    _ = elf.dynamic()
+    _ = elf.dynamic(), elf.loader_table(), elf.warnings
 
 
 def zip_ok(data: bytes) -> bool:
@@ -140,6 +140,12 @@ def seeds(directory: Path) -> None:
                        "ar_inplace": bytes([3]) + archive, "whl_deflated": bytes([4]) + wheel(so, False),
                        "whl_stored": bytes([4]) + wheel(so, True)}.items():
         (directory / name).write_bytes(body)
+    # Headers that lie (the loader's view and the section view part ways): tests/unique/lies.py makes them.
+    sys.path.insert(0, str(ROOT / "tests"))
+    from unique.lies import EXTENDED, LOADER_LIES
+
+    for name, lie in {**LOADER_LIES, **EXTENDED}.items():
+        (directory / f"elf_lie_{name}").write_bytes(bytes([0]) + lie(so))
 
 
 def main() -> None:

@@ -6,13 +6,11 @@ import os
 from functools import lru_cache
 from typing import NamedTuple
 
-from elfpatch.elffile import DT_NEEDED, DT_STRSZ, DT_STRTAB, SHN_UNDEF, ElfFile
+from elfpatch.elfconst import DF_1_NODELETE, DT_FLAGS_1, DT_NEEDED, DT_SONAME, SHN_UNDEF
+from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError
 from elfpatch.symbols import unique_applies, unique_indexes
 
-DT_SONAME = 14
-DT_FLAGS_1 = 0x6FFFFFFB
-DF_1_NODELETE = 0x8
 # What GCC calls to register a thread_local's destructor; glibc keeps the object loaded until it has run.
 THREAD_ATEXIT = frozenset({"__cxa_thread_atexit", "__cxa_thread_atexit_impl"})
 
@@ -46,19 +44,12 @@ def _cached_facts(path: str, *identity: int) -> ObjectFacts | None:
 
 
 def _facts(elf: ElfFile) -> ObjectFacts:
-    strings = _dynstr(elf)
-    needed, soname, flags_1 = [], None, 0
-    for tag, val in elf.dynamic():
-        if tag == DT_NEEDED and strings is not None:
-            needed.append(strings(val))
-        elif tag == DT_SONAME and strings is not None:
-            soname = strings(val)
-        elif tag == DT_FLAGS_1:
-            flags_1 = val
+    needed = elf.dynamic_strings(DT_NEEDED)
+    sonames = elf.dynamic_strings(DT_SONAME)
+    flags_1 = elf.dynamic_value(DT_FLAGS_1) or 0
     unique, tls_dtors, defined = [], False, set()
-    for table in elf.symbol_tables():
-        if table.name != ".dynsym":
-            continue
+    table = elf.loader_table()  # what the loader sees, whatever the section headers say
+    if table is not None:
         if unique_applies(elf.osabi):
             for i in unique_indexes(table.info_bytes()):
                 sym = table.symbol(i)
@@ -69,15 +60,8 @@ def _facts(elf: ElfFile) -> ObjectFacts:
                 tls_dtors = tls_dtors or sym.name in THREAD_ATEXIT
             elif sym.name:
                 defined.add(sym.name)
-    return ObjectFacts(soname, needed, bool(flags_1 & DF_1_NODELETE), unique, tls_dtors, frozenset(defined))
-
-
-def _dynstr(elf: ElfFile):
-    addr, size = elf.dynamic_value(DT_STRTAB), elf.dynamic_value(DT_STRSZ)
-    if addr is None or size is None:
-        return None
-    base = elf.vaddr_to_offset(addr, max(size, 1))
-    return lambda off: elf.cstring(base + off, base + size)
+    return ObjectFacts(sonames[0] if sonames else None, needed, bool(flags_1 & DF_1_NODELETE), unique, tls_dtors,
+                       frozenset(defined))
 
 
 def defines_unique(path: str, symbol: str) -> bool:

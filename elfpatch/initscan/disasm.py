@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Callable, NamedTuple, Union
 
-EM_X86_64, EM_AARCH64 = 62, 183
+from elfpatch.elfconst import EM_AARCH64, EM_X86_64
+
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
 # A register's known value: a link-time address in this file (int) or an external symbol's name (str).

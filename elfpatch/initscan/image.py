@@ -13,22 +13,34 @@ from bisect import bisect_right
 from itertools import compress
 from typing import Sequence, Union
 
-from elfpatch.elffile import SHT_NOBITS, ElfFile, SymbolTable
+from elfpatch.elfconst import (
+    DT_JMPREL,
+    DT_PLTREL,
+    DT_PLTRELSZ,
+    DT_RELA,
+    DT_RELAENT,
+    DT_RELENT,
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+    SHF_WRITE,
+    SHT_NOBITS,
+    ST_SHNDX_OFFSET,
+    STB_LOCAL,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    STT_NOTYPE,
+    STT_OBJECT,
+)
+from elfpatch.elffile import ElfFile, SymbolTable
 from elfpatch.errors import ElfPatchError
-from elfpatch.relocs import DT_RELAENT, DT_RELENT, Relocator
+from elfpatch.relocs import Relocator
 
-DT_PLTRELSZ, DT_PLTREL, DT_JMPREL = 2, 20, 23
-DT_RELA_TAG = 7
-STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_FILE, STT_TLS, STT_GNU_IFUNC = 0, 1, 2, 4, 6, 10
-STB_LOCAL = 0
-SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
 MAX_FUNCTION = 1 << 20  # a size-less function is swept at most this far (up to the next symbol first)
 # Data that no initializer constructs and that a read of says nothing about order: the ABI's own objects.
 _NOT_DATA_PREFIXES = ("_ZTV", "_ZTI", "_ZTS", "_ZTT", "_ZGV", "__dso_handle", "__TMC_END__", "_GLOBAL_OFFSET",
                       "_DYNAMIC", "__init_array", "__fini_array", "__bss_start", "_edata", "_end")
 
 Value = Union[int, str]
-ST_SHNDX_OFFSET = {32: 14, 64: 6}
 # st_info -> the classes kept (0: dropped), ranked so that FUNC beats NOTYPE and GLOBAL beats LOCAL.
 _NOTYPE_LOCAL, _NOTYPE_GLOBAL, _FUNC_LOCAL, _FUNC_GLOBAL, _OBJECT = 1, 2, 3, 4, 5
 
@@ -53,7 +65,7 @@ class _GotRelocator(Relocator):
     def __init__(self, elf: ElfFile, ranges: list[tuple[int, int]]) -> None:
         super().__init__(elf, ranges)
         if self.ranges and elf.dynamic() and elf.dynamic_value(DT_JMPREL) is not None:
-            rela = elf.dynamic_value(DT_PLTREL) == DT_RELA_TAG
+            rela = elf.dynamic_value(DT_PLTREL) == DT_RELA
             self._read_table(DT_JMPREL, DT_PLTRELSZ, DT_RELAENT if rela else DT_RELENT, rela=rela)
 
 
@@ -118,11 +130,8 @@ class Image:
             else:
                 names, values, sizes = words[0::stride], words[1::stride], words[2::stride]
         else:  # a foreign byte order: unpack (slower, and only for cross-built files)
-            rows = list(elf.struct("IBBHQQ" if elf.elfclass == 64 else "IIIBBH").iter_unpack(blob))
-            if elf.elfclass == 64:
-                names, values, sizes = [r[0] for r in rows], [r[4] for r in rows], [r[5] for r in rows]
-            else:
-                names, values, sizes = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+            rows = list(table.entries())
+            names, values, sizes = [r.st_name for r in rows], [r.st_value for r in rows], [r.st_size for r in rows]
         self._names, self._sizes = names, sizes
         index = range(n)
         # Lowest rank first, so that a better symbol at the same address replaces it.

@@ -11,6 +11,7 @@ import os
 import stat
 from typing import Any, Callable, Iterable, Sequence
 
+from elfpatch.elfconst import ELFMAG
 from elfpatch.errors import ElfPatchError, warn
 from elfpatch.report import ERROR, PATCHED, FileReport
 from elfpatch.symbols import STB_GLOBAL, STB_WEAK, NameFilter
@@ -169,7 +170,7 @@ def kind_of(head: bytes, path: str) -> str | None:
     named *.whl), or None for anything else."""
     from elfpatch.arfmt import is_archive
 
-    if head[:4] == b"\x7fELF":
+    if head[:4] == ELFMAG:
         return ELF
     if is_archive(head):
         return ARCHIVE

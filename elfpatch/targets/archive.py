@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from elfpatch import arfmt
-from elfpatch.elffile import ELFMAG, ElfFile
+from elfpatch.elfconst import ELFMAG
+from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, UnsupportedError
 from elfpatch.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
@@ -55,7 +56,8 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
                     continue
                 except ElfPatchError as exc:
                     raise exc.within(f"member {m.name}", path) from exc
-                reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=m.name))
+                reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept,
+                                          warnings=plan.warnings, member=m.name))
                 if job.inspect is not None:
                     reports[-1].facts = job.inspect(image, True)
             plans.append((m, plan))

@@ -27,8 +27,10 @@ def process_elf(path: str, job: Job) -> FileReport:
         try:
             plan = plan_image(elf, job.to, job.names)
         except UnsupportedError as exc:
-            return FileReport(path, SKIPPED, reason=exc.message)
-        report = FileReport(path, status_for(plan, job), plan.rows, plan.kept)
+            if job.writes and job.output:  # -o OUT that exits 0 leaves OUT holding the result: the input
+                commit(src, [], lambda buf: None, job)
+            return FileReport(path, SKIPPED, reason=exc.message, warnings=list(elf.warnings))
+        report = FileReport(path, status_for(plan, job), plan.rows, plan.kept, warnings=plan.warnings)
         if job.inspect is not None:
             report.facts = job.inspect(elf, False)
         if not job.writes or not (plan.edits or job.output):

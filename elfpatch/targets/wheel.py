@@ -21,7 +21,8 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from elfpatch import zipfmt, zsplice
-from elfpatch.elffile import ELFMAG, ElfFile
+from elfpatch.elfconst import ELFMAG
+from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
 from elfpatch.plan import check_old_bytes, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
@@ -119,7 +120,8 @@ def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: li
             return None
         except ElfPatchError as exc:
             raise exc.within(f"member {e.name}", path) from exc
-        reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, member=e.name))
+        reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, warnings=plan.warnings,
+                                  member=e.name))
         if job.inspect is not None:
             reports[-1].facts = job.inspect(image, True)
         if not (job.writes and plan.edits):

@@ -171,7 +171,8 @@ def test_large_tree_uses_the_pool_keeps_order_and_reports_errors(unique_build: P
         shutil.copy(unique_build / "libholder_v1.so", d / f"lib{i:02}.so")
     broken = root / "d1" / "broken.so"
     data = bytearray((unique_build / "libholder_v1.so").read_bytes())
-    data[0x28:0x30] = (1 << 40).to_bytes(8, "little")  # e_shoff far past the end
+    data[4] = 3  # no ELF class: no view of it is usable (section headers past EOF would not do: the loader's
+    # view of such a file is complete, so it is processed from that)
     broken.write_bytes(bytes(data))
     proc = run_cli("unique", "--json", str(root))
     assert proc.returncode == 2

@@ -8,8 +8,9 @@ from typing import Callable
 import pytest
 from conftest import run_cli
 
-from elfpatch.elffile import DT_GNU_HASH, DT_HASH, DT_SYMTAB, PT_DYNAMIC, ElfFile
-from unique.helpers import drop_section_headers
+from elfpatch.elfconst import DT_GNU_HASH, DT_HASH, DT_SYMTAB, PT_DYNAMIC
+from elfpatch.elffile import ElfFile
+from unique.helpers import drop_section_headers, info_offsets
 
 Mutation = Callable[[bytearray, ElfFile], None]
 SHDR_FIELDS = {"sh_offset": (24, "Q"), "sh_size": (32, "Q"), "sh_link": (40, "I"), "sh_entsize": (56, "Q")}
@@ -65,19 +66,36 @@ def hash_table_field(tag: int, index: int, value: int) -> Mutation:
     return mutate
 
 
+def dynamic_vaddr(value: int) -> Mutation:
+    def mutate(data: bytearray, elf: ElfFile) -> None:
+        index = next(i for i, s in enumerate(elf.segments) if s.p_type == PT_DYNAMIC)
+        struct.pack_into("<Q", data, elf.e_phoff + index * elf.e_phentsize + 16, value)
+    return mutate
+
+
+# The loader's view (PT_DYNAMIC, DT_SYMTAB, its strings) or the file itself is broken: nothing usable remains.
 WITH_SECTIONS: dict[str, Mutation] = {
     "empty": truncate(0),
     "ident-only": truncate(15),
     "header-cut": truncate(40),
     "half": truncate(-5000),
-    "last-byte-cut": truncate(-1),
     "bad-class": poke(4, "B", 3),
     "bad-data": poke(5, "B", 0),
+    "phoff-past-end": poke(0x20, "Q", 1 << 50),
+    "name-out-of-range": unique_name_out_of_range,
+    "unterminated-strings": unterminated_dynstr,
+    "dynamic-vaddr-not-loaded": dynamic_vaddr(0x7FFF_0000_0000),
+    "symtab-not-loaded": dynamic_entry(DT_SYMTAB, 0x7FFF_0000_0000),
+}
+
+# Only the section view is broken: the loader's view is complete, so the file is processed from it, and the
+# report says what could not be read (these were errors before the loader's view was always read).
+SECTION_VIEW_BROKEN: dict[str, Mutation] = {
+    "last-byte-cut": truncate(-1),
     "shoff-past-end": poke(0x28, "Q", 1 << 40),
     "shoff-overflow": poke(0x28, "Q", (1 << 64) - 8),
     "shnum-huge": poke(0x3C, "H", 0xFFFF),
     "shentsize-zero": poke(0x3A, "H", 0),
-    "phoff-past-end": poke(0x20, "Q", 1 << 50),
     "dynsym-size-huge": poke_section(".dynsym", "sh_size", 1 << 60),
     "dynsym-size-odd": poke_section(".dynsym", "sh_size", 25),
     "dynsym-offset-past-end": poke_section(".dynsym", "sh_offset", 1 << 33),
@@ -86,8 +104,9 @@ WITH_SECTIONS: dict[str, Mutation] = {
     "dynsym-link-to-itself": poke_section(".dynsym", "sh_link", 0),
     "symtab-link-not-strtab": poke_section(".symtab", "sh_link", 1),
     "dynstr-past-end": poke_section(".dynstr", "sh_offset", 1 << 40),
-    "name-out-of-range": unique_name_out_of_range,
-    "unterminated-strings": unterminated_dynstr,
+    # in step with .dynsym, but over the ELF header and the hash table: never edited
+    "symtab-over-headers": poke_section(".symtab", "sh_offset", 0),
+    "symtab-over-dynstr": poke_section(".symtab", "sh_offset", 940),  # over .dynstr
 }
 
 WITHOUT_SECTIONS: dict[str, Mutation] = {
@@ -120,6 +139,27 @@ def assert_rejected(path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(WITH_SECTIONS))
 def test_broken_file_is_rejected(unique_build: Path, tmp_path: Path, name: str) -> None:
     assert_rejected(broken(unique_build / "libholder_v1.so", tmp_path, name, WITH_SECTIONS[name]))
+
+
+@pytest.mark.parametrize("name", sorted(SECTION_VIEW_BROKEN))
+def test_broken_section_view_falls_back_to_the_loaders(unique_build: Path, tmp_path: Path, name: str) -> None:
+    import json
+
+    path = broken(unique_build / "libholder_v1.so", tmp_path, name, SECTION_VIEW_BROKEN[name])
+    before = path.read_bytes()
+    proc = run_cli("unique", "--check", "--json", str(path))
+    entry = json.loads(proc.stdout)["files"][0]
+    assert proc.returncode == 1 and proc.stderr == "" and path.read_bytes() == before
+    assert entry["warnings"], "what could not be read is reported"
+    assert {s["name"] for s in entry["symbols"] if s["table"] == ".dynsym"} == {"_ZN6HolderIiE5valueE",
+                                                                                  "_ZZ7countervE1c"}
+    proc = run_cli("unique", str(path), check=True)
+    assert "  warning: " in proc.stdout
+    changed = [i for i, (x, y) in enumerate(zip(before, path.read_bytes())) if x != y]
+    table = ElfFile(before).loader_table()
+    loader = {table.info_offset(i) for i in range(table.count)}
+    assert set(changed) <= info_offsets(before) and len(loader & set(changed)) == 2
+    assert run_cli("unique", "--check", str(path)).returncode == 0
 
 
 @pytest.mark.parametrize("name", sorted(WITHOUT_SECTIONS))

@@ -4,6 +4,7 @@ and size is checked against the bytes actually there before anything is sized fr
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 import tracemalloc
 import zipfile
@@ -14,21 +15,51 @@ import pytest
 from targets.helpers import build_wheel, wheel_files
 
 import elfpatch
-from elfpatch.elffile import DT_GNU_HASH, DT_STRSZ, ElfFile
+from elfpatch.elfconst import DT_GNU_HASH, DT_STRSZ, PN_XNUM, PT_DYNAMIC
+from elfpatch.elffile import ElfFile
 from unique.helpers import drop_section_headers
+from unique.lies import set_shdr
 from unique.test_broken_input import Mutation, dynamic_entry, hash_table_field, poke, poke_section
 
 SLACK = 256 << 10  # Python objects of one scan (reports, a few headers): far below any honest claim here
 BILLIONS = 24 * 3_000_000_000  # sh_size of a .dynsym with three billion Elf64_Sym entries
 
-ELF_LIES: dict[str, tuple[bool, Mutation]] = {  # name: (drop section headers first, mutation)
-    "shnum-65535": (False, poke(0x3C, "H", 0xFFFF)),
-    "dynsym-3e9-symbols": (False, poke_section(".dynsym", "sh_size", BILLIONS)),
-    "symtab-3e9-symbols": (False, poke_section(".symtab", "sh_size", BILLIONS)),
-    "dynsym-2^60-bytes": (False, poke_section(".dynsym", "sh_size", 1 << 60)),
-    "gnu-hash-2^31-buckets": (True, hash_table_field(DT_GNU_HASH, 0, 0x7FFF_FFFF)),
-    "gnu-hash-2^31-bloom-words": (True, hash_table_field(DT_GNU_HASH, 2, 0x7FFF_FFFF)),
-    "dynstr-2^40-bytes": (True, dynamic_entry(DT_STRSZ, 1 << 40)),
+def section_zero(field: str, value: int) -> Mutation:
+    """Set a field of section header 0 (where extended numbering keeps the real counts)."""
+    def mutate(data: bytearray, elf: ElfFile) -> None:
+        set_shdr(data, elf, 0, field, value)
+    return mutate
+
+
+def both(*mutations: Mutation) -> Mutation:
+    def mutate(data: bytearray, elf: ElfFile) -> None:
+        for m in mutations:
+            m(data, elf)
+    return mutate
+
+
+def no_dt_null(data: bytearray, elf: ElfFile) -> None:
+    """The dynamic section's DT_NULL becomes another tag: the walk goes on to the end of the loaded bytes."""
+    seg = next(s for s in elf.segments if s.p_type == PT_DYNAMIC)
+    pos = seg.p_offset + len(elf.dynamic()) * 16
+    struct.pack_into("<q", data, pos, 0x6FFF_F000)
+
+
+# name: (drop section headers first, mutation, refused). Not refused: the lie is in the section view alone, and
+# the file is processed from the loader's view (with a warning) -- still within the file's size.
+ELF_LIES: dict[str, tuple[bool, Mutation, bool]] = {
+    "shnum-65535": (False, poke(0x3C, "H", 0xFFFF), False),
+    "dynsym-3e9-symbols": (False, poke_section(".dynsym", "sh_size", BILLIONS), False),
+    "symtab-3e9-symbols": (False, poke_section(".symtab", "sh_size", BILLIONS), False),
+    "dynsym-2^60-bytes": (False, poke_section(".dynsym", "sh_size", 1 << 60), False),
+    "gnu-hash-2^31-buckets": (True, hash_table_field(DT_GNU_HASH, 0, 0x7FFF_FFFF), True),
+    "gnu-hash-2^31-bloom-words": (True, hash_table_field(DT_GNU_HASH, 2, 0x7FFF_FFFF), True),
+    "gnu-hash-2^31-buckets-with-sections": (False, hash_table_field(DT_GNU_HASH, 0, 0x7FFF_FFFF), True),
+    "dynstr-2^40-bytes": (True, dynamic_entry(DT_STRSZ, 1 << 40), True),
+    "pn-xnum-2^32-phdrs": (False, both(poke(0x38, "H", PN_XNUM), section_zero("sh_info", 0xFFFF_FFFF)), True),
+    "shnum0-2^60-sections": (False, both(poke(0x3C, "H", 0), section_zero("sh_size", 1 << 60)), False),
+    "shstrndx-xindex-2^32": (False, both(poke(0x3E, "H", 0xFFFF), section_zero("sh_link", 0xFFFF_FFFF)), False),
+    "dynamic-without-dt-null": (True, no_dt_null, False),
 }
 
 
@@ -47,28 +78,36 @@ def peak_of_scan(path: Path) -> tuple[int, str]:
     return peak, error
 
 
-def assert_bounded(path: Path, mutate: Callable[[bytearray], None]) -> None:
+def assert_bounded(path: Path, mutate: Callable[[bytearray], None], refused: bool = True) -> None:
     """Scan ``path`` as it is (paying imports and first-call caches), then with ``mutate`` applied: refused,
-    naming the file, with no more allocated than the file's size, and the file untouched."""
+    naming the file (or, ``refused`` False, read from the loader's view), with no more allocated than the
+    file's size, and the file untouched."""
     elfpatch.scan(path)
     data = bytearray(path.read_bytes())
     mutate(data)
     before = bytes(data)
     path.write_bytes(before)
     peak, error = peak_of_scan(path)
-    assert error.startswith(str(path)), f"refused, naming the file: {error!r}"
+    if refused:
+        assert error.startswith(str(path)), f"refused, naming the file: {error!r}"
+    else:
+        assert error == "", error
     assert peak < len(before) + SLACK, f"{peak} bytes allocated for a {len(before)}-byte file"
     assert path.read_bytes() == before
 
 
 @pytest.mark.parametrize("name", sorted(ELF_LIES))
 def test_elf_claims_are_refused_within_the_file_size(unique_build: Path, tmp_path: Path, name: str) -> None:
-    no_sections, mutate = ELF_LIES[name]
+    no_sections, mutate, refused = ELF_LIES[name]
     path = tmp_path / "lib.so"
     shutil.copy(unique_build / "libholder_v1.so", path)
     if no_sections:
         drop_section_headers(path)
-    assert_bounded(path, lambda data: mutate(data, ElfFile(bytes(data), str(path))))
+    assert_bounded(path, lambda data: mutate(data, ElfFile(bytes(data), str(path))), refused)
+    if not refused:
+        (report,) = elfpatch.scan(path)
+        assert {s.table for s in report.symbols} >= {".dynsym"} and len(report.symbols) >= 2
+        assert report.warnings or no_sections or len(report.symbols) == 4, "a table not read is reported"
 
 
 def poke_ar_size(value: bytes) -> Callable[[bytearray], None]:

@@ -1,0 +1,59 @@
+"""ELF constants, named as the gABI, the GNU extensions and glibc's <elf.h> name them: the one home of each
+number elfpatch reads from a file. Every other module imports its constants from here."""
+from __future__ import annotations
+
+ELFMAG = b"\x7fELF"
+EI_NIDENT = 16
+ELFCLASS32, ELFCLASS64 = 1, 2
+ELFDATA2LSB, ELFDATA2MSB = 1, 2
+ELFOSABI_SYSV, ELFOSABI_GNU = 0, 3
+
+# e_type
+ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
+
+# e_machine (only those whose rules differ somewhere in elfpatch)
+EM_MIPS, EM_X86_64, EM_AARCH64 = 8, 62, 183
+
+# Extended numbering: e_phnum == PN_XNUM puts the real count in section header 0's sh_info.
+PN_XNUM = 0xFFFF
+
+# sh_type
+SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB = 0, 1, 2, 3
+SHT_RELA, SHT_HASH, SHT_DYNAMIC, SHT_NOBITS, SHT_REL, SHT_DYNSYM = 4, 5, 6, 8, 9, 11
+SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY = 14, 15, 16
+SHT_RELR = 19
+
+# Special section indexes; SHN_XINDEX in e_shstrndx puts the real index in section header 0's sh_link.
+SHN_UNDEF, SHN_LORESERVE, SHN_XINDEX = 0, 0xFF00, 0xFFFF
+
+# sh_flags
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
+
+# p_type
+PT_NULL, PT_LOAD, PT_DYNAMIC, PT_INTERP = 0, 1, 2, 3
+
+# d_tag
+DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB = 0, 1, 4, 5, 6
+DT_RELA, DT_RELASZ, DT_RELAENT = 7, 8, 9
+DT_STRSZ, DT_SYMENT = 10, 11
+DT_INIT, DT_FINI, DT_SONAME, DT_RPATH = 12, 13, 14, 15
+DT_REL, DT_RELSZ, DT_RELENT = 17, 18, 19
+DT_PLTRELSZ, DT_PLTREL, DT_JMPREL = 2, 20, 23
+DT_INIT_ARRAY, DT_FINI_ARRAY, DT_INIT_ARRAYSZ, DT_FINI_ARRAYSZ = 25, 26, 27, 28
+DT_RUNPATH = 29
+DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ = 32, 33
+DT_GNU_HASH = 0x6FFFFEF5
+DT_VERSYM = 0x6FFFFFF0
+DT_FLAGS_1 = 0x6FFFFFFB
+
+# DT_FLAGS_1 bits
+DF_1_NODELETE, DF_1_INITFIRST, DF_1_NODEFLIB, DF_1_PIE = 0x8, 0x20, 0x800, 0x08000000
+
+# st_info: binding (high nibble) and type (low nibble)
+STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
+STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_FILE, STT_TLS, STT_GNU_IFUNC = 0, 1, 2, 4, 6, 10
+
+# Symbol-table entry sizes, and where st_info sits inside one (by ELF class in bits).
+SYM_ENTSIZE = {32: 16, 64: 24}
+ST_INFO_OFFSET = {32: 12, 64: 4}
+ST_SHNDX_OFFSET = {32: 14, 64: 6}  # the 2-byte st_shndx (SHN_UNDEF, 0, reads the same in both byte orders)

@@ -1,0 +1,92 @@
+"""Inputs at the edges of what `unique` reads: ar archives in the MS/COFF lib layout (NUL-terminated long names),
+and `-o OUT` on a file reported `skipped` (OUT must still hold the result)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from conftest import run_cli
+
+COFF_OBJ = b"\x64\x86\x01\x00" + bytes(60)  # an IMAGE_FILE_MACHINE_AMD64 COFF header: not ELF
+
+
+def ar_member(name: bytes, body: bytes) -> bytes:
+    header = name.ljust(16) + b"0".ljust(12) + b"0".ljust(6) + b"0".ljust(6) + b"644".ljust(8)
+    header += str(len(body)).encode().ljust(10) + b"`\n"
+    assert len(header) == 60
+    return header + body + (b"\n" if len(body) % 2 else b"")
+
+
+def ms_lib(members: dict[bytes, bytes]) -> bytes:
+    """An archive as lib.exe writes it: two "/" linker members, then "//" with NUL-terminated names."""
+    names, refs = b"", {}
+    for name in members:
+        refs[name] = b"/%d" % len(names)
+        names += name + b"\0"
+    out = b"!<arch>\n" + ar_member(b"/", bytes(8)) + ar_member(b"/", bytes(8)) + ar_member(b"//", names)
+    for name, body in members.items():
+        out += ar_member(refs[name], body)
+    return out
+
+
+def test_ms_lib_without_elf_members_is_unchanged(tmp_path: Path) -> None:
+    lib = tmp_path / "windows_library_with_long_names.lib"
+    lib.write_bytes(ms_lib({b"first_object_with_a_long_name.obj": COFF_OBJ,
+                            b"second_object_with_a_long_name.obj": COFF_OBJ}))
+    listed = subprocess.run(["ar", "t", str(lib)], capture_output=True, text=True, check=True).stdout.split()
+    assert listed == ["first_object_with_a_long_name.obj", "second_object_with_a_long_name.obj"], "GNU ar reads it"
+    before = lib.read_bytes()
+    for mode in (["--check"], [], ["-n"]):
+        proc = run_cli("unique", "--json", *mode, str(lib))
+        assert proc.returncode == 0, proc.stderr
+        assert [f["status"] for f in json.loads(proc.stdout)["files"]] == ["unchanged"]
+    assert lib.read_bytes() == before
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(lib, tree / "x.a")
+    assert run_cli("unique", str(tree)).returncode == 0, "a tree that holds one does not fail"
+
+
+def test_ms_lib_long_names_name_elf_members(unique_build: Path, tmp_path: Path) -> None:
+    """The same layout with an ELF member: its NUL-terminated name is read, and it is patched in place."""
+    lib = tmp_path / "mixed.a"
+    lib.write_bytes(ms_lib({b"coff_object_with_a_long_name.obj": COFF_OBJ,
+                            b"holder_member_with_a_long_name.o": (unique_build / "holder_v1.o").read_bytes()}))
+    proc = run_cli("unique", "--json", str(lib), check=True)
+    files = json.loads(proc.stdout)["files"]
+    assert [(f["member"], f["status"]) for f in files] == [("holder_member_with_a_long_name.o", "patched")]
+    assert " UNIQUE " not in subprocess.run(["readelf", "-sW", str(lib)], capture_output=True, text=True).stdout
+
+
+def test_output_of_a_skipped_file_holds_the_input(unique_build: Path, tmp_path: Path) -> None:
+    """EI_OSABI FreeBSD: binding 10 means something else, the file is skipped; -o OUT still gets the result
+    (an unchanged copy), replacing a stale OUT."""
+    src = tmp_path / "freebsd.so"
+    data = bytearray((unique_build / "libholder_v1.so").read_bytes())
+    data[7] = 9  # ELFOSABI_FREEBSD
+    src.write_bytes(bytes(data))
+    out = tmp_path / "out.so"
+    out.write_bytes(b"stale output of an earlier run")
+    proc = run_cli("unique", "--json", "-o", str(out), str(src))
+    assert proc.returncode == 0, proc.stderr
+    assert [f["status"] for f in json.loads(proc.stdout)["files"]] == ["skipped"]
+    assert out.read_bytes() == bytes(data) == src.read_bytes()
+    assert out.stat().st_mode == src.stat().st_mode
+
+
+def test_wheel_member_with_lying_headers(unique_build: Path, tmp_path: Path) -> None:
+    """A wheel's ELF member is read like a file: its loader view is patched, and its entry carries the warning."""
+    from targets.helpers import build_wheel, wheel_files
+
+    from unique.lies import shdrs_past_eof
+
+    lib = tmp_path / "libholder.so"
+    lib.write_bytes(shdrs_past_eof((unique_build / "libholder_v1.so").read_bytes()))
+    whl = build_wheel(tmp_path, wheel_files(lib))
+    proc = run_cli("unique", "--json", str(whl), check=True)
+    (entry,) = json.loads(proc.stdout)["files"]
+    assert entry["member"] == "holderpkg/libholder.so" and entry["status"] == "patched"
+    assert {s["table"] for s in entry["symbols"]} == {".dynsym"} and entry["warnings"]
+    assert run_cli("unique", "--check", str(whl)).returncode == 0
