@@ -324,6 +324,35 @@ def system_elves(limit: int) -> list[str]:
 
 # -- the benchmarks -----------------------------------------------------------------------------------
 
+def _fresh_input(lib: Path, work: Path, *argv: str) -> Callable[[], list[str]]:
+    """A prepare step: a fresh copy of ``lib`` at ``work``, which "{}" in ``argv`` names."""
+    def prepare() -> list[str]:
+        fresh_copy(lib, work)
+        return [a.replace("{}", str(work)) for a in argv]
+    return prepare
+
+
+def _new_output(new: Path, *argv: str) -> Callable[[], list[str]]:
+    """A prepare step for a command that writes ``new`` (named by "{}" in ``argv``): no file there yet."""
+    def prepare() -> list[str]:
+        if new.exists():
+            new.unlink()
+        return [a.replace("{}", str(new)) for a in argv]
+    return prepare
+
+
+def _no_unique_left(path: Path, tables: tuple[str, ...] = (".dynsym", ".symtab")) -> Callable[[Run], str | None]:
+    def check(_: Run) -> str | None:
+        left = reader_counts(path)
+        bad = {t: left.get(t) for t in tables if left.get(t)}
+        return f"unique symbols left after the run: {bad}" if bad else None
+    return check
+
+
+def _median_extra(runs: list[Run], key: str) -> float | None:
+    return round(statistics.median(r.extra[key] for r in runs), 4) if runs else None
+
+
 def bench_library(lib: Path, expect: dict, reps: int, tmp: Path, results: dict) -> dict[str, Variant]:
     work = tmp / "lib.so"
     new = tmp / "new.so"
@@ -333,52 +362,33 @@ def bench_library(lib: Path, expect: dict, reps: int, tmp: Path, results: dict) 
     api.write_text(API_RECIPE)
     dyn_unique = expect[".dynsym"]["unique"]
 
-    def on_work(*argv: str) -> Callable[[], list[str]]:
-        def prepare() -> list[str]:
-            fresh_copy(lib, work)
-            return [a.replace("{}", str(work)) for a in argv]
-        return prepare
-
-    def to_new(*argv: str) -> Callable[[], list[str]]:
-        def prepare() -> list[str]:
-            if new.exists():
-                new.unlink()
-            return [a.replace("{}", str(new)) for a in argv]
-        return prepare
-
-    def no_unique_left(path: Path, tables: tuple[str, ...] = (".dynsym", ".symtab")) -> Callable[[Run], str | None]:
-        def check(_: Run) -> str | None:
-            left = reader_counts(path)
-            bad = {t: left.get(t) for t in tables if left.get(t)}
-            return f"unique symbols left after the run: {bad}" if bad else None
-        return check
-
     def recipe_check(r: Run) -> str | None:
         if r.out.strip() != str(dyn_unique):
             return f"the recipe patched {r.out.strip()!r} symbols, expected {dyn_unique}"
-        return no_unique_left(work, (".dynsym",))(r)
+        return _no_unique_left(work, (".dynsym",))(r)
 
     def api_check(r: Run) -> str | None:
         r.extra = json.loads(r.out)
-        return no_unique_left(work)(r)
+        return _no_unique_left(work)(r)
 
     v = {
-        "pyelftools": Variant("pyelftools recipe (.dynsym only)", on_work(PY, str(recipe), "{}"), recipe_check),
-        "inplace": Variant("elfpatch unique --inplace (CLI)", on_work(*ELFPATCH, "unique", "--inplace", "{}"),
-                           no_unique_left(work)),
-        "api": Variant("python: import elfpatch.api; patch(inplace=True)", on_work(PY, str(api), "{}"), api_check),
-        "cp": Variant("cp LIB NEW", to_new("cp", str(lib), "{}")),
-        "cpmv": Variant("cp LIB LIB.new && mv LIB.new LIB", on_work("sh", "-c", 'cp "$1" "$1.new" && mv "$1.new" "$1"',
-                                                                    "-", "{}")),
-        "atomic": Variant("elfpatch unique LIB (atomic replace)", on_work(*ELFPATCH, "unique", "{}"),
-                          no_unique_left(work)),
-        "output": Variant("elfpatch unique -o NEW LIB", to_new(*ELFPATCH, "unique", "-o", "{}", str(lib)),
-                          no_unique_left(new)),
+        "pyelftools": Variant("pyelftools recipe (.dynsym only)", _fresh_input(lib, work, PY, str(recipe), "{}"),
+                              recipe_check),
+        "inplace": Variant("elfpatch unique --inplace (CLI)",
+                           _fresh_input(lib, work, *ELFPATCH, "unique", "--inplace", "{}"), _no_unique_left(work)),
+        "api": Variant("python: import elfpatch.api; patch(inplace=True)", _fresh_input(lib, work, PY, str(api), "{}"),
+                       api_check),
+        "cp": Variant("cp LIB NEW", _new_output(new, "cp", str(lib), "{}")),
+        "cpmv": Variant("cp LIB LIB.new && mv LIB.new LIB",
+                        _fresh_input(lib, work, "sh", "-c", 'cp "$1" "$1.new" && mv "$1.new" "$1"', "-", "{}")),
+        "atomic": Variant("elfpatch unique LIB (atomic replace)", _fresh_input(lib, work, *ELFPATCH, "unique", "{}"),
+                          _no_unique_left(work)),
+        "output": Variant("elfpatch unique -o NEW LIB", _new_output(new, *ELFPATCH, "unique", "-o", "{}", str(lib)),
+                          _no_unique_left(new)),
     }
     interleave(list(v.values()), reps, "library")
-    api_runs = v["api"].runs
-    results["api_patch_s"] = round(statistics.median(r.extra["patch"] for r in api_runs), 4) if api_runs else None
-    results["api_import_s"] = round(statistics.median(r.extra["import"] for r in api_runs), 4) if api_runs else None
+    results["api_patch_s"] = _median_extra(v["api"].runs, "patch")
+    results["api_import_s"] = _median_extra(v["api"].runs, "import")
     if reader_counts(lib) != {t: c["unique"] for t, c in expect.items()}:
         raise SystemExit("bench: the cached library changed during the run (a variant wrote to it)")
     return v
@@ -481,11 +491,8 @@ def bench_audit(reps: int, results: dict) -> tuple[Variant, Variant]:
 NOT_SUPPORTED = re.compile(r"not supported|unsupported|unknown (kind|file)|not an ELF", re.I)
 
 
-def bench_wheel(reps: int, tmp: Path, results: dict) -> tuple[list[Variant], Variant] | None:
-    out = tmp / TORCH_WHEEL.name
-    unpacked = tmp / "unpacked"
-    dist = tmp / "dist"
-
+def _wheel_variants(out: Path, unpacked: Path, dist: Path) -> tuple[Variant, list[Variant]]:
+    """elfpatch writing a new wheel, and the baseline's stages: unpack, patch the tree, pack."""
     def new_out() -> list[str]:
         if out.exists():
             out.unlink()
@@ -507,28 +514,28 @@ def bench_wheel(reps: int, tmp: Path, results: dict) -> tuple[list[Variant], Var
     elfpatch = Variant("elfpatch unique -o OUT torch.whl", new_out)
     stages = [Variant("  wheel unpack", unpack), Variant("  elfpatch unique DIR (tree)", patch_tree),
               Variant("  wheel pack", pack)]
-    for rep in range(reps):
-        order = [elfpatch, stages] if rep % 2 == 0 else [stages, elfpatch]
-        for item in order:
-            print(f"  [wheel {rep + 1}/{reps}] {'elfpatch' if item is elfpatch else 'unpack+patch+pack'}",
-                  file=sys.stderr, flush=True)
-            if item is elfpatch:
-                elfpatch.once()
-                if rep == 0 and elfpatch.failure:
-                    if NOT_SUPPORTED.search(elfpatch.failure):
-                        print(f"wheel: not supported yet ({elfpatch.failure})")
-                        results.update(supported=False, failure=elfpatch.failure)
-                        return None
-                    print(f"wheel: elfpatch failed on the wheel: {elfpatch.failure}")
-                    results.update(supported=True, failure=elfpatch.failure)
-                    return None
-            else:
-                for s in stages:
-                    s.once()
-                    if s.failure:
-                        break
-        shutil.rmtree(unpacked, ignore_errors=True)
-    # Validate once, untimed: the new wheel has no unique symbols left and differs from the input only there.
+    return elfpatch, stages
+
+
+def _run_stages(stages: list[Variant]) -> None:
+    for s in stages:
+        s.once()
+        if s.failure:
+            break
+
+
+def _wheel_failed(failure: str, results: dict) -> None:
+    """elfpatch failed on its first run: say whether wheels are not supported yet or it broke."""
+    if NOT_SUPPORTED.search(failure):
+        print(f"wheel: not supported yet ({failure})")
+        results.update(supported=False, failure=failure)
+        return
+    print(f"wheel: elfpatch failed on the wheel: {failure}")
+    results.update(supported=True, failure=failure)
+
+
+def _check_wheel(out: Path, elfpatch: Variant, results: dict) -> None:
+    """Validate once, untimed: the new wheel has no unique symbols left and differs from the input only there."""
     check = subprocess.run([*ELFPATCH, "unique", "--check", "--json", str(out)], capture_output=True, text=True)
     try:
         summary = json.loads(check.stdout)["summary"]
@@ -538,6 +545,27 @@ def bench_wheel(reps: int, tmp: Path, results: dict) -> tuple[list[Variant], Var
                    input_mb=round(TORCH_WHEEL.stat().st_size / 1e6, 1))
     if summary.get("unique") or summary.get("errors") or "error" in summary:
         elfpatch.failure = f"the wheel elfpatch wrote still fails --check: {summary}"
+
+
+def bench_wheel(reps: int, tmp: Path, results: dict) -> tuple[list[Variant], Variant] | None:
+    out = tmp / TORCH_WHEEL.name
+    unpacked = tmp / "unpacked"
+    dist = tmp / "dist"
+    elfpatch, stages = _wheel_variants(out, unpacked, dist)
+    for rep in range(reps):
+        order = [elfpatch, stages] if rep % 2 == 0 else [stages, elfpatch]
+        for item in order:
+            print(f"  [wheel {rep + 1}/{reps}] {'elfpatch' if item is elfpatch else 'unpack+patch+pack'}",
+                  file=sys.stderr, flush=True)
+            if item is not elfpatch:
+                _run_stages(stages)
+                continue
+            elfpatch.once()
+            if rep == 0 and elfpatch.failure:
+                _wheel_failed(elfpatch.failure, results)
+                return None
+        shutil.rmtree(unpacked, ignore_errors=True)
+    _check_wheel(out, elfpatch, results)
     shutil.rmtree(dist, ignore_errors=True)
     return stages, elfpatch
 
