@@ -58,11 +58,13 @@ def check(paths: Paths, symbols: Iterable[str] = ()) -> bool:
 
 def patch(paths: Paths, to: str = "global", symbols: Iterable[str] = (), inplace: bool = False,
           output: str | None = None, fsync: bool = False, raise_errors: bool = True,
-          output_dir: str | None = None) -> list[FileReport]:
+          output_dir: str | None = None, lock_timeout: float | None = None) -> list[FileReport]:
     """Rewrite the selected unique symbols to GLOBAL or WEAK; atomically unless ``inplace``. ``output`` (one
     PATH) or ``output_dir`` (each PATH under its own name, the directory created if need be) leave the PATHs
-    untouched, as -o and -w do."""
-    job = _job(PATCH, to, symbols, inplace=inplace, output=output, fsync=fsync, output_dir=output_dir)
+    untouched, as -o and -w do. ``lock_timeout``: seconds to wait for another process's lock on a file, as
+    --lock-timeout (None: its default)."""
+    job = _job(PATCH, to, symbols, inplace=inplace, output=output, fsync=fsync, output_dir=output_dir,
+               lock_timeout=lock_timeout)
     return run(paths, job, raise_errors)
 
 

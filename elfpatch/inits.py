@@ -281,7 +281,7 @@ def list_initializers(path: str) -> dict[str, Any]:
     """``{"path", "init", "fini"}`` for the ELF file at ``path``: what runs at load and at unload, in order.
 
     Raises ElfPatchError (ParseError, UnsupportedError, ...) with a one-line message for bad input."""
-    from elfpatch.write import Source
+    from elfpatch.source import Source
 
     with Source(path) as src:
         elf = ElfFile(src.data, path)

@@ -68,7 +68,7 @@ class ObjectInfo(NamedTuple):
 
 def read_object(path: str) -> ObjectInfo:
     """DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 and PT_INTERP of the file at ``path``."""
-    from elfpatch.write import Source
+    from elfpatch.source import Source
 
     with Source(path) as src:
         elf = ElfFile(src.data, path)

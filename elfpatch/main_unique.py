@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "PATH untouched")
     p.add_argument("--fsync", action="store_true",
                    help="fsync the new file and its directory before returning (durable against power loss)")
+    p.add_argument("--lock-timeout", metavar="SECONDS", type=_seconds, default=None,
+                   help="how long to wait for another process's lock on a file before giving up on it "
+                        "(default: 60)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout (always every file)")
     verbosity = p.add_mutually_exclusive_group()
     verbosity.add_argument("-v", "--verbose", action="store_true",
@@ -52,6 +55,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbosity.add_argument("-q", "--quiet", action="store_true", help="print the summary line only")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
 
 
 def _usage_error(message: str) -> int:
@@ -64,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol, args.keep),
                   inplace=args.inplace, output=args.output, output_dir=args.output_dir, fsync=args.fsync,
-                  progress=sys.stderr.isatty(), exclude=Exclude(args.exclude))
+                  progress=sys.stderr.isatty(), exclude=Exclude(args.exclude), lock_timeout=args.lock_timeout)
         job.check_paths(args.paths)
     except ValueError as exc:  # a usage error: nothing was opened
         return _usage_error(str(exc))

@@ -6,8 +6,9 @@ so that verification can prove that exactly the planned bytes, and no other st_i
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
+from elfpatch.edits import Edit
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import UnsupportedError, VerifyError
 from elfpatch.report import SymbolRow
@@ -21,13 +22,6 @@ from elfpatch.symbols import (
     unique_applies,
     unique_indexes,
 )
-
-
-class Edit(NamedTuple):
-    offset: int  # in the file, not the image
-    old: int
-    new: int
-    why: str
 
 
 class TableState(NamedTuple):
@@ -80,13 +74,6 @@ def plan_image(elf: ElfFile, to: int, names: NameFilter, base: int = 0) -> Image
             plan.edits.append(Edit(base + sym.info_offset, sym.st_info, rebind(sym.st_info, to),
                                    f"{table.name}[{index}] {sym.name}"))
     return plan
-
-
-def check_old_bytes(data: bytes | memoryview, edits: Sequence[Edit]) -> None:
-    """Refuse to apply edits to bytes that are no longer what the plan read (the file changed under us)."""
-    for e in edits:
-        if e.offset >= len(data) or data[e.offset] != e.old:
-            raise VerifyError(f"byte at {e.offset:#x} ({e.why}) changed since it was read; nothing written")
 
 
 def verify_image(elf: ElfFile, plan: ImagePlan) -> None:

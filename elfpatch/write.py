@@ -1,12 +1,21 @@
-"""Getting a file's bytes in, and edited bytes out, without ever leaving a half-written file.
+"""The one commit protocol: every changed file (an ELF file, an archive, a wheel) reaches the disk through it.
 
-- ``Source`` opens an input once: the resolved path, one read-only map of its bytes, and (for writers) an
-  exclusive lock that is known to be on the inode the path names right now.
-- ``replace_atomic``: copy beside the original (copy_file_range, so a reflink or an in-kernel copy), apply
-  the one-byte edits, copy owner, mode and extended attributes, verify the copy, rename it over the original.
-  A failure or a kill at any moment leaves the original untouched and at most a temp file that the next run
-  in that directory removes.
-- ``write_inplace``: write only the changed bytes into the existing inode (keeps hard links; not atomic).
+1. Refuse early what cannot end well: a directory that is append-only or immutable (a temp could not be
+   removed again), an existing -o OUT that is not a regular file (a device, a FIFO).
+2. A temp in the destination's own directory (``Temp``): unnamed (O_TMPFILE) where the file system allows it,
+   so no other run can ever take it as an input and a kill leaves nothing; else a short, exclusively created
+   ``.elfpatch-<16 hex>.tmp`` (fits NAME_MAX beside any name) that the creating run holds a lock on.
+3. The content (a sparse copy that keeps holes, plus the one-byte edits; or a whole new wheel), then the
+   metadata: owner, mode, extended attributes, and exactly the original's access ACL (a directory's default
+   ACL inherited by the temp is dropped), then the caller's verification of the written bytes.
+4. Under the input's lock, check that its name still names the inode that was read (device, inode, size,
+   mtime); if not, nothing is written and the file gets an error.
+5. Give the temp its name (linkat), rename it over the destination (renameat, relative to the directory
+   file descriptor), fsync the directory with --fsync.
+
+Stale temps of killed runs are removed by the next run that creates a temp in that directory, and only
+those no live process holds a lock on (a PID says nothing across PID namespaces).
+``write_inplace`` writes only the changed bytes into the existing inode (keeps hard links; not atomic).
 """
 from __future__ import annotations
 
@@ -16,87 +25,84 @@ import mmap
 import os
 import re
 import stat
-from typing import Callable, Iterable
+import sys
+from contextvars import ContextVar
+from typing import Callable
 
-from elfpatch.errors import ElfPatchError, VerifyError, WriteError, warn
-from elfpatch.plan import Edit
+from elfpatch import teststop
+from elfpatch.edits import Edit, apply_to_fd, check_fd, reverted
+from elfpatch.errors import ElfPatchError, WriteError, warn
+from elfpatch.source import Place, Source, os_error
+
+__all__ = ["Temp", "replace_atomic", "write_inplace", "copy_fd", "copy_sparse"]
 
 Verifier = Callable[[bytes], None]
 
-TEMP_RE = re.compile(r"^\..*\.elfpatch-(\d+)-[0-9a-f]{8}\.tmp$")
-_LOCK_RETRIES = 8
+TEMP_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.tmp$")
+JOURNAL_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.links$")  # a tree's hard-link re-pointing in progress
+LEGACY_TEMP_RE = re.compile(r"^\..*\.elfpatch-\d+-[0-9a-f]{8}\.tmp$")  # runs before the lock-held temps
+COPY_STEP = 16 << 20  # bytes per copy call: a kill or stop point can land in the middle of a copy
+FS_IOC_GETFLAGS = 0x80086601
+FS_IMMUTABLE_FL, FS_APPEND_FL = 0x10, 0x20
+FICLONE = 0x40049409
+ACL_ACCESS = "system.posix_acl_access"
 
 
-def _os_error(exc: OSError, what: str, path: str) -> WriteError:
-    return WriteError(f"{what}: {exc.strerror or exc}", path)
+def _os_error(exc: OSError, what: str, path: str | None) -> WriteError:
+    return os_error(exc, what, path)
 
 
-class Source:
-    """One input file, opened and mapped once. Use as a context manager."""
+def link_temp_name() -> str:
+    """A fresh temp name: short, so that it fits NAME_MAX whatever the name it stands beside."""
+    return f".elfpatch-{os.urandom(8).hex()}.tmp"
 
-    def __init__(self, path: str, *, lock: bool = False, writable: bool = False) -> None:
-        self.path = path
-        self.real = os.path.realpath(path)
-        # O_NONBLOCK: opening a FIFO given as PATH must fail below (not a regular file), not hang.
-        flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC | os.O_NONBLOCK
-        for _ in range(_LOCK_RETRIES):
-            try:
-                self.fd = os.open(self.real, flags)
-            except OSError as exc:
-                if exc.errno == errno.ETXTBSY:
-                    raise WriteError("text file busy: the executable is running; --inplace cannot write it "
-                                     "(the default mode replaces it atomically)", path) from exc
-                raise _os_error(exc, "cannot open", path) from exc
-            self.stat = os.fstat(self.fd)
-            if not lock:
-                break
-            # Another run may rename a patched copy over this path while we wait: the lock is only
-            # meaningful if the path still names the inode we locked.
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-            try:
-                now = os.stat(self.real)
-            except OSError:
-                now = None
-            if now is not None and (now.st_dev, now.st_ino) == (self.stat.st_dev, self.stat.st_ino):
-                self.stat = os.fstat(self.fd)
-                clean_stale_temps_once(os.path.dirname(self.real))
-                break
-            os.close(self.fd)
-        else:
-            raise WriteError("file keeps being replaced by another process", path)
-        if not stat.S_ISREG(self.stat.st_mode):
-            os.close(self.fd)
-            raise ElfPatchError("not a regular file", path)
-        self.size = self.stat.st_size
-        self._map = mmap.mmap(self.fd, 0, access=mmap.ACCESS_READ) if self.size else None
-        self.data: bytes | mmap.mmap = self._map if self._map is not None else b""
 
-    def close(self) -> None:
-        if self._map is not None:
-            try:
-                self._map.close()
-            except BufferError:  # a memoryview still points into the map; the GC will close it
-                pass
-            self._map = None
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> Source:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def is_temp(name: str) -> bool:
+    """Whether a directory entry is an elfpatch temp (a tree walk passes over these: never inputs)."""
+    return bool(TEMP_RE.match(name) or LEGACY_TEMP_RE.match(name))
 
 
 # -- temp files --------------------------------------------------------------------------------------
 
-_cleaned_dirs: set[str] = set()
+_cleaned_dirs: set[tuple[int, int]] = set()
+
+# Called with the finished temp's stat just before it is renamed into place: a tree records there, in a
+# journal, the hard links it is about to re-point, so that no kill leaves them split without a record.
+before_install: ContextVar[Callable[[os.stat_result], None] | None] = ContextVar("before_install", default=None)
 
 
-def temp_name(target: str) -> str:
-    head, tail = os.path.split(target)
-    return os.path.join(head, f".{tail}.elfpatch-{os.getpid()}-{os.urandom(4).hex()}.tmp")
+def clean_stale_temps(dir_fd: int) -> list[str]:
+    """Remove the temps of dead runs in the directory ``dir_fd``: those no process holds a lock on."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(dir_fd)
+    except OSError:
+        return removed
+    for name in names:
+        legacy = LEGACY_TEMP_RE.match(name)
+        if not TEMP_RE.match(name) and not (legacy and not _pid_alive(int(name.rsplit("-", 2)[1]))):
+            continue  # an old version's temp is kept while its PID lives (old versions take no lock)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live run holds it
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                os.unlink(name, dir_fd=dir_fd)
+                removed.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _pid_alive(pid: int) -> bool:
@@ -109,46 +115,161 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_temps(directory: str) -> list[str]:
-    """Remove temp files that a killed run left in ``directory`` (their pid is no longer alive)."""
-    removed = []
+def clean_stale_temps_once(dir_fd: int) -> None:
+    """clean_stale_temps, once per directory per process."""
+    st = os.fstat(dir_fd)
+    if (st.st_dev, st.st_ino) not in _cleaned_dirs:
+        _cleaned_dirs.add((st.st_dev, st.st_ino))
+        clean_stale_temps(dir_fd)
+
+
+def _dir_flags(dir_fd: int) -> int:
+    buf = bytearray(8)
     try:
-        names = os.listdir(directory or ".")
+        fcntl.ioctl(dir_fd, FS_IOC_GETFLAGS, buf)
     except OSError:
-        return removed
-    for name in names:
-        m = TEMP_RE.match(name)
-        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+        return 0
+    return int.from_bytes(buf[:4], "little" if sys.byteorder == "little" else "big")
+
+
+def check_replaceable(dest: Place, *, output: bool) -> None:
+    """Refuse, before anything is created, what the rename could not do cleanly or must not do."""
+    flags = _dir_flags(dest.dir_fd)
+    if flags & (FS_APPEND_FL | FS_IMMUTABLE_FL):
+        what = "append-only (chattr +a)" if flags & FS_APPEND_FL else "immutable (chattr +i)"
+        raise WriteError(f"its directory is {what}: a file in it cannot be replaced (a temp could not be removed "
+                         "either); use --inplace or -o elsewhere", dest.path)
+    if output:
+        st = dest.lstat()
+        if st is not None and stat.S_ISLNK(st.st_mode):
             try:
-                os.unlink(os.path.join(directory, name))
-                removed.append(name)
+                st = os.stat(dest.name, dir_fd=dest.dir_fd)
+            except OSError:
+                st = None  # a dangling link: replaced by the new file, as any link OUT is
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise WriteError(f"-o {dest.path} exists and is not a regular file; refusing to replace it", dest.path)
+
+
+class Temp:
+    """A temp file in ``dest``'s directory, removed unless ``install`` renamed it over ``dest``."""
+
+    def __init__(self, dest: Place) -> None:
+        self.dest = dest
+        self.name = ""  # set once it has a name in the directory
+        self.fd = -1
+        clean_stale_temps_once(dest.dir_fd)
+        try:
+            self.fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=dest.dir_fd)
+            self.unnamed = True
+        except (OSError, AttributeError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL,
+                                                                errno.ENOENT):
+                raise _os_error(exc, "cannot create a temp file beside it", dest.path) from exc
+            self.unnamed = False
+            self.fd, self.name = self._create_named()
+        fcntl.flock(self.fd, fcntl.LOCK_EX)  # our own: liveness for clean_stale_temps
+        teststop.stop("temp")
+
+    def _create_named(self) -> tuple[int, str]:
+        for _ in range(16):
+            name = link_temp_name()
+            try:
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=self.dest.dir_fd)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise _os_error(exc, "cannot create a temp file beside it", self.dest.path) from exc
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # A cleaner may have taken it for stale between the create and the lock: then start again.
+            try:
+                now = os.stat(name, dir_fd=self.dest.dir_fd, follow_symlinks=False)
+                st = os.fstat(fd)
+                if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                    return fd, name
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        raise WriteError("cannot create a unique temp file name", self.dest.path)
+
+    def _link(self) -> None:
+        """Give an unnamed temp a (temp) name: linkat through /proc, which needs no capability."""
+        for _ in range(16):
+            name = link_temp_name()
+            try:
+                os.link(f"/proc/self/fd/{self.fd}", name, dst_dir_fd=self.dest.dir_fd, follow_symlinks=True)
+            except FileExistsError:
+                continue
+            self.name = name
+            return
+        raise WriteError("cannot create a unique temp file name", self.dest.path)
+
+    def install(self) -> None:
+        """Rename the temp over the destination (after ``before_install``'s hook, if one is set)."""
+        hook = before_install.get()
+        if hook is not None:
+            hook(os.fstat(self.fd))
+        if not self.name:
+            self._link()
+        teststop.stop("linked")
+        os.replace(self.name, self.dest.name, src_dir_fd=self.dest.dir_fd, dst_dir_fd=self.dest.dir_fd)
+        self.name = ""
+
+    def close(self) -> None:
+        if self.name:
+            try:
+                os.unlink(self.name, dir_fd=self.dest.dir_fd)
             except OSError:
                 pass
-    return removed
+            self.name = ""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
+    def __enter__(self) -> Temp:
+        return self
 
-def clean_stale_temps_once(directory: str) -> None:
-    """clean_stale_temps, once per directory per process: every writing run, whether or not it then needs a
-    temp of its own (--inplace, nothing left to patch), removes what killed runs left."""
-    directory = directory or "."
-    if directory not in _cleaned_dirs:
-        _cleaned_dirs.add(directory)
-        clean_stale_temps(directory)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-
-def create_temp(target: str) -> tuple[int, str]:
-    """An exclusively created, private temp file in ``target``'s own directory (no symlink races)."""
-    clean_stale_temps_once(os.path.dirname(target))
-    for _ in range(16):
-        tmp = temp_name(target)
+    def commit(self, src: Source, verify: Verifier, *, owner: bool, fsync: bool) -> None:
+        """Steps 3 (metadata, verification) to 5 of the protocol, for a temp whose content is written."""
+        path = src.path
         try:
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            continue
+            copy_metadata(src.stat, src.fd, self.fd, path, owner=owner)
+            teststop.stop("written")
+            if fsync:
+                os.fsync(self.fd)
         except OSError as exc:
-            raise _os_error(exc, "cannot create a temp file beside it", target) from exc
-        return fd, tmp
-    raise WriteError("cannot create a unique temp file name", target)
+            raise _os_error(exc, "cannot write the patched copy", path) from exc
+        _verify_fd(self.fd, verify)
+        teststop.stop("verified")
+        if owner:
+            if not src.unchanged():
+                raise WriteError("changed on disk during the run (replaced, rewritten or truncated); nothing "
+                                 "written, run again", path)
+        else:
+            check_replaceable(self.dest, output=True)
+        try:
+            self.install()
+        except OSError as exc:
+            raise _os_error(exc, "cannot rename the patched copy into place", self.dest.path) from exc
+        teststop.stop("renamed")
+        if fsync:
+            os.fsync(self.dest.dir_fd)
+
+
+def open_temp(src: Source, output: str | None) -> tuple[Temp, Place]:
+    """The destination (src's own place, or -o OUT's) checked, and a temp beside it. The caller closes both
+    (the place only when it differs from src's)."""
+    dest = Place.of(output, follow=False) if output else src.place
+    try:
+        check_replaceable(dest, output=bool(output))
+        return Temp(dest), dest
+    except BaseException:
+        if dest is not src.place:
+            dest.close()
+        raise
 
 
 # -- copying -----------------------------------------------------------------------------------------
@@ -159,9 +280,10 @@ def copy_fd(src: int, dst: int, size: int, src_offset: int = 0, dst_offset: int 
     use_cfr = hasattr(os, "copy_file_range")
     while done < size:
         n = 0
+        step = min(size - done, COPY_STEP)
         if use_cfr:
             try:
-                n = os.copy_file_range(src, dst, size - done, src_offset + done, dst_offset + done)
+                n = os.copy_file_range(src, dst, step, src_offset + done, dst_offset + done)
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
                     raise
@@ -169,15 +291,49 @@ def copy_fd(src: int, dst: int, size: int, src_offset: int = 0, dst_offset: int 
                 continue
         else:
             os.lseek(dst, dst_offset + done, os.SEEK_SET)
-            n = os.sendfile(dst, src, src_offset + done, size - done)
+            n = os.sendfile(dst, src, src_offset + done, step)
         if n == 0:
             raise WriteError("source file shrank while it was copied")
         done += n
+        if done < size:
+            teststop.stop("copying")
+
+
+def copy_sparse(src: int, dst: int, size: int) -> None:
+    """A whole-file copy that keeps holes: a reflink where the file system has them, else the data extents
+    (SEEK_DATA/SEEK_HOLE) copied and the rest left unwritten."""
+    try:
+        fcntl.ioctl(dst, FICLONE, src)
+        if os.fstat(dst).st_size == size:
+            return
+    except OSError:
+        pass
+    pos = 0
+    try:
+        while pos < size:
+            try:
+                start = os.lseek(src, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    break  # only a hole is left
+                raise
+            if start >= size:
+                break
+            end = min(os.lseek(src, start, os.SEEK_HOLE), size)
+            copy_fd(src, dst, end - start, start, start)
+            pos = end
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP) or pos:
+            raise
+        copy_fd(src, dst, size)  # no SEEK_DATA here: a plain copy
+        return
+    os.ftruncate(dst, size)
 
 
 def copy_metadata(st: os.stat_result, src_fd: int, dst_fd: int, path: str, *, owner: bool = True) -> None:
     """Owner, group, mode bits and extended attributes (file capabilities included), in the order that keeps
-    them: chown clears set-id bits and security.capability, so it goes first."""
+    them: chown clears set-id bits and security.capability, so it goes first. The access ACL is exactly the
+    original's: one that the temp inherited from its directory's default ACL is removed."""
     if owner:
         dst = os.fstat(dst_fd)
         if (dst.st_uid, dst.st_gid) != (st.st_uid, st.st_gid):
@@ -185,32 +341,26 @@ def copy_metadata(st: os.stat_result, src_fd: int, dst_fd: int, path: str, *, ow
                 os.fchown(dst_fd, st.st_uid, st.st_gid)
             except PermissionError as exc:
                 raise WriteError("cannot keep its owner and group (not permitted); use --inplace", path) from exc
-    os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
     try:
         names = os.listxattr(src_fd)
     except OSError as exc:
-        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
-            return
-        raise
+        if exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+        names = []
+    if ACL_ACCESS not in names:
+        try:
+            os.removexattr(dst_fd, ACL_ACCESS)
+        except OSError as exc:
+            if exc.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise _os_error(exc, "cannot drop the access ACL its directory's default ACL gave", path) from exc
+    os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
     for name in names:
         try:
             os.setxattr(dst_fd, name, os.getxattr(src_fd, name))
         except OSError as exc:
             raise _os_error(exc, f"cannot keep extended attribute {name}", path) from exc
-
-
-def _apply(fd: int, edits: Iterable[Edit]) -> None:
-    for e in edits:
-        if os.pwrite(fd, bytes((e.new,)), e.offset) != 1:
-            raise WriteError(f"short write at {e.offset:#x}")
-
-
-def _check_fd(fd: int, edits: Iterable[Edit], want_old: bool = True) -> None:
-    for e in edits:
-        got = os.pread(fd, 1, e.offset)
-        want = e.old if want_old else e.new
-        if got != bytes((want,)):
-            raise VerifyError(f"byte at {e.offset:#x} ({e.why}) is not what the plan read; nothing written")
+    if stat.S_IMODE(os.fstat(dst_fd).st_mode) != stat.S_IMODE(st.st_mode):
+        os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
 
 
 def _verify_fd(fd: int, verify: Verifier) -> None:
@@ -222,49 +372,25 @@ def _verify_fd(fd: int, verify: Verifier) -> None:
         verify(m)
 
 
-def fsync_dir(directory: str) -> None:
-    fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # -- the two write modes -----------------------------------------------------------------------------
 
 def replace_atomic(src: Source, edits: list[Edit], verify: Verifier, *, output: str | None = None,
                    fsync: bool = False) -> None:
-    """Write src's bytes with ``edits`` to a temp file beside the destination, verify, rename into place.
-
-    The destination is the file src resolves to (a symlink stays a symlink), or ``output``.
-    """
-    target = os.path.abspath(output) if output else src.real
-    tmp_fd, tmp = create_temp(target)
+    """src's bytes with ``edits``, committed over src (a symlink PATH stays a symlink) or to ``output``."""
+    tmp, dest = open_temp(src, output)
     try:
         try:
-            copy_fd(src.fd, tmp_fd, src.size)
-            _check_fd(tmp_fd, edits)
-            _apply(tmp_fd, edits)
-            copy_metadata(src.stat, src.fd, tmp_fd, src.path, owner=output is None)
-            if fsync:
-                os.fsync(tmp_fd)
+            copy_sparse(src.fd, tmp.fd, src.size)
+            src.check_intact()
+            check_fd(tmp.fd, edits)
+            apply_to_fd(tmp.fd, edits)
         except OSError as exc:
             raise _os_error(exc, "cannot write the patched copy", src.path) from exc
-        _verify_fd(tmp_fd, verify)
-        try:
-            os.replace(tmp, target)
-        except OSError as exc:
-            raise _os_error(exc, "cannot rename the patched copy into place", output or src.path) from exc
-        tmp = ""
-        if fsync:
-            fsync_dir(os.path.dirname(target))
+        tmp.commit(src, verify, owner=output is None, fsync=fsync)
     finally:
-        os.close(tmp_fd)
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        tmp.close()
+        if dest is not src.place:
+            dest.close()
 
 
 CAPABILITY = "security.capability"
@@ -310,20 +436,23 @@ def _restore_privileges(src: Source, cap: bytes | None) -> None:
 def write_inplace(src: Source, edits: list[Edit], verify: Verifier, *, fsync: bool = False) -> None:
     """Write the changed bytes into the open file itself, then put back the set-id bits and file capability
     the kernel drops on a write; on a failed verification, put the old bytes back."""
-    _check_fd(src.fd, edits)
+    check_fd(src.fd, edits)
+    if not src.unchanged():
+        raise WriteError("changed on disk during the run (replaced, rewritten or truncated); nothing written, "
+                         "run again", src.path)
     try:
         cap = _may_restore_privileges(src)
     except OSError as exc:
         raise _os_error(exc, "cannot read its file capability", src.path) from exc
     try:
-        _apply(src.fd, edits)
+        apply_to_fd(src.fd, edits, "inplace")
         _restore_privileges(src, cap)
         if fsync:
             os.fsync(src.fd)
         _verify_fd(src.fd, verify)
     except (OSError, ElfPatchError) as exc:
         try:
-            _apply(src.fd, [Edit(e.offset, e.new, e.old, e.why) for e in edits])
+            apply_to_fd(src.fd, reverted(edits))
             _restore_privileges(src, cap)
         except OSError:
             warn(src.path, "could not restore the original bytes")

@@ -1,13 +1,14 @@
 """Shared fixtures: the native_tests builds, and the rule for tests that need cross toolchains."""
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hypothesis import settings
@@ -92,27 +93,35 @@ def _reachable_by_nobody(python: str) -> bool:
     return proc.returncode == 0
 
 
-@pytest.fixture(scope="session")
-def nobody_python() -> Iterator[tuple[str, Path]]:
-    """(interpreter, directory): an interpreter that user nobody can run and a world-readable copy of the
-    elfpatch package for it. The checkout and its venv may sit in a directory nobody cannot enter (a 0700
-    home, `mktemp -d`), and so may the interpreter the venv points at (pyenv under /root)."""
+@functools.cache
+def nobody_interpreter() -> str:
+    """An interpreter user nobody can run: the checkout's venv, or the one it points at, may sit where nobody
+    cannot enter (a 0700 home, pyenv under /root); `unique` needs only the standard library."""
     if shutil.which("setpriv") is None:
         require_tool("setpriv", packages="util-linux")
     candidates = [sys.executable, os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3"]
-    python = next((c for c in candidates if os.path.exists(c) and _reachable_by_nobody(c)), None)
-    if python is None:
-        pytest.fail(f"no Python interpreter that user nobody can run among {candidates}")
+    for candidate in candidates:
+        if os.path.exists(candidate) and _reachable_by_nobody(candidate):
+            return candidate
+    pytest.fail(f"no Python interpreter that user nobody can run among {candidates}")
+
+
+@functools.cache
+def nobody_package(source: Path = ROOT) -> Path:
+    """A world-readable copy of ``source``'s elfpatch package, once per session (removed at exit): the
+    checkout may sit in a directory nobody cannot enter (`mktemp -d`, a Debian 12 home directory)."""
     home = Path(tempfile.mkdtemp(prefix="elfpatch-nobody-", dir="/tmp"))
-    try:
-        shutil.copytree(ROOT / "elfpatch", home / "elfpatch", ignore=shutil.ignore_patterns("__pycache__"))
-        for d in [home, *(p for p in home.rglob("*") if p.is_dir())]:
-            d.chmod(0o755)
-        for f in home.rglob("*.py"):
-            f.chmod(0o644)
-        yield python, home
-    finally:
-        shutil.rmtree(home)
+    atexit.register(shutil.rmtree, home, True)
+    shutil.copytree(source / "elfpatch", home / "elfpatch", ignore=shutil.ignore_patterns("__pycache__"))
+    for p in [home, *home.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return home
+
+
+@pytest.fixture(scope="session")
+def nobody_python() -> tuple[str, Path]:
+    """(interpreter, directory holding the package) for runs as user nobody."""
+    return nobody_interpreter(), nobody_package()
 
 
 def run_as_nobody(nobody_python: tuple[str, Path], *args: str, cwd: str | None = None,

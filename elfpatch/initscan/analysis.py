@@ -190,7 +190,7 @@ def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH,
     """analyze() for the file at ``path`` (``listing`` is its list_initializers() result)."""
     from capstone import CsError
 
-    from elfpatch.write import Source
+    from elfpatch.source import Source
 
     with Source(path) as src:
         try:

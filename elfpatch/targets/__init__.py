@@ -9,12 +9,15 @@ from __future__ import annotations
 import copy
 import os
 import stat
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from elfpatch.elfconst import ELFMAG
 from elfpatch.errors import ElfPatchError, warn
 from elfpatch.report import ERROR, PATCHED, FileReport
 from elfpatch.symbols import STB_GLOBAL, STB_WEAK, NameFilter
+
+if TYPE_CHECKING:
+    from elfpatch.source import Place, Source
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
 ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
@@ -60,12 +63,15 @@ class Job:
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
                  progress: bool = False, exclude: Exclude | None = None,
-                 inspect: Callable[[Any, bool], Any] | None = None, output_dir: str | None = None) -> None:
+                 inspect: Callable[[Any, bool], Any] | None = None, output_dir: str | None = None,
+                 lock_timeout: float | None = None) -> None:
         if mode not in (PATCH, CHECK, DRY_RUN):
             raise ValueError(f"mode must be one of {PATCH!r}, {CHECK!r} or {DRY_RUN!r}, not {mode!r}")
         if to not in (STB_GLOBAL, STB_WEAK):
             raise ValueError(f"the new binding must be STB_GLOBAL or STB_WEAK, not {to!r}")
         _check_writes(mode, inplace, output, output_dir)
+        if lock_timeout is not None and not 0 <= lock_timeout < float("inf"):
+            raise ValueError(f"the lock timeout must be a number of seconds, not {lock_timeout!r}")
         self.mode = mode
         self.to = to
         self.names = names if names is not None else NameFilter()
@@ -76,6 +82,7 @@ class Job:
         self.progress = progress  # a progress line on stderr for trees
         self.exclude = exclude if exclude is not None else Exclude()
         self.inspect = inspect
+        self.lock_timeout = lock_timeout  # seconds to wait for another process's lock (None: the default)
 
     def check_paths(self, paths: Sequence[str]) -> None:
         """Refuse (ValueError) what this job cannot do with these PATHs, before any of them is opened. With
@@ -153,10 +160,12 @@ def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> Fi
     return FileReport(path, ERROR, error=exc.message, member=member, exception=exc)
 
 
-def read_head(path: str) -> bytes:
+def read_head(path: str, dir_fd: int | None = None) -> bytes:
     """The first 8 bytes of a file (raises OSError). O_NONBLOCK: a FIFO must not hang the run; only
-    regular files have a kind."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    regular files have a kind. With ``dir_fd`` (a tree walk's directory), ``path`` is a name in it and a
+    symlink put there since the walk is not followed."""
+    nofollow = os.O_NOFOLLOW if dir_fd is not None else 0
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return b""
@@ -194,7 +203,17 @@ def renamed(reports: list[FileReport], job: Job) -> bool:
     return job.writes and not job.inplace and not job.output and any(r.status == PATCHED for r in reports)
 
 
-def commit(src: object, edits: list, verify: Callable[[bytes], None], job: Job) -> None:
+def open_source(path: str, job: Job, place: Place | None = None) -> Source:
+    """The input of a kind, opened as the job needs it: locked when the job writes over it, writable for
+    --inplace, relative to ``place`` when a tree walk found it."""
+    from elfpatch.source import LOCK_TIMEOUT, Source
+
+    writes = job.writes and not job.output
+    timeout = job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT
+    return Source(path, lock=writes, writable=writes and job.inplace, place=place, lock_timeout=timeout)
+
+
+def commit(src: Source, edits: list, verify: Callable[[bytes], None], job: Job) -> None:
     """Write ``edits`` to the file behind ``src`` the way the job asks: in place, or atomically (to -o OUT)."""
     from elfpatch.write import replace_atomic, write_inplace
 

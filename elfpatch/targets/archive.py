@@ -7,6 +7,7 @@ A thin archive holds no member data: the files it names (relative to the archive
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -16,9 +17,9 @@ from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, UnsupportedError
 from elfpatch.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
-from elfpatch.targets import DRY_RUN, Job, commit
+from elfpatch.source import Place
+from elfpatch.targets import DRY_RUN, Job, commit, open_source
 from elfpatch.targets.elf import process_elf, status_for
-from elfpatch.write import Source
 
 
 @contextmanager
@@ -33,10 +34,9 @@ def _member_image(view: memoryview, m: arfmt.Member, path: str) -> ElfFile:
     return ElfFile(view, f"{path}[{m.name}]")
 
 
-def process_archive(path: str, job: Job, root: str | None = None) -> list[FileReport]:
+def process_archive(path: str, job: Job, root: str | None = None, place: Place | None = None) -> list[FileReport]:
     """Every ELF member of the archive at ``path`` (``root``: the tree being walked, if any)."""
-    writes = job.writes and not job.output
-    with Source(path, lock=writes, writable=writes and job.inplace) as src:
+    with open_source(path, job, place) as src:
         thin, members = arfmt.parse(src.data, path)
         if thin:
             return _process_thin(path, members, job, root)
@@ -76,11 +76,20 @@ def process_archive(path: str, job: Job, root: str | None = None) -> list[FileRe
 
 
 def _is_elf_file(path: str) -> bool:
+    """Whether a thin member names an ELF file. Never blocks: a FIFO (or a device) is opened O_NONBLOCK and,
+    as anything not a regular file, is handed to process_elf, which reports it."""
     try:
-        with open(path, "rb", buffering=0) as f:
-            return f.read(4) == ELFMAG
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return True  # let process_elf report why it cannot be read
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True
+        return os.pread(fd, 4, 0) == ELFMAG
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _process_thin(path: str, members: list[arfmt.Member], job: Job, root: str | None) -> list[FileReport]:

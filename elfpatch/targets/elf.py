@@ -7,10 +7,10 @@ from elfpatch.elffile import ElfFile
 from elfpatch.errors import UnsupportedError
 from elfpatch.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import FOUND, PATCHED, SKIPPED, UNCHANGED, WOULD_PATCH, FileReport
-from elfpatch.targets import commit
-from elfpatch.write import Source
+from elfpatch.targets import commit, open_source
 
 if TYPE_CHECKING:
+    from elfpatch.source import Place
     from elfpatch.targets import Job
 
 
@@ -21,8 +21,8 @@ def status_for(plan: ImagePlan, job: Job) -> str:
     return {"check": FOUND, "dry-run": WOULD_PATCH}.get(job.mode, PATCHED)
 
 
-def process_elf(path: str, job: Job) -> FileReport:
-    with Source(path, lock=job.writes and not job.output, writable=job.writes and job.inplace) as src:
+def process_elf(path: str, job: Job, place: Place | None = None) -> FileReport:
+    with open_source(path, job, place) as src:
         elf = ElfFile(src.data, path)
         try:
             plan = plan_image(elf, job.to, job.names)

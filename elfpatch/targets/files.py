@@ -5,35 +5,40 @@ loads no zip code."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import FileReport
 from elfpatch.targets import ARCHIVE, WHEEL, Job, error_report, renamed
 
+if TYPE_CHECKING:
+    from elfpatch.source import Place
+
 
 def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
-                 root: str | None = None) -> list[FileReport]:
+                 root: str | None = None, place: Place | None = None) -> list[FileReport]:
     """One regular file of a known kind (None: treated as ELF, whose reader names what is wrong).
 
     ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself;
-    ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's)."""
+    ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's);
+    ``place``: where the file is (a tree's directory fd and name), else found from ``path``."""
     try:
-        links = os.stat(path).st_nlink
-    except OSError:
+        links = place.lstat().st_nlink if place is not None else os.stat(path).st_nlink
+    except (OSError, AttributeError):
         links = 1  # the kind's own open reports the error
     try:
         if kind == ARCHIVE:
             from elfpatch.targets.archive import process_archive
 
-            reports = process_archive(path, job, root)
+            reports = process_archive(path, job, root, place=place)
         elif kind == WHEEL:
             from elfpatch.targets.wheel import process_wheel
 
-            reports = process_wheel(path, job)
+            reports = process_wheel(path, job, place=place)
         else:
             from elfpatch.targets.elf import process_elf
 
-            reports = [process_elf(path, job)]
+            reports = [process_elf(path, job, place=place)]
     except ElfPatchError as exc:
         return [error_report(path, exc)]
     if links > in_tree_links and renamed(reports, job):

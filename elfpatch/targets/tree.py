@@ -1,123 +1,397 @@
 """A directory PATH: walked in sorted order without following symlinks; every regular file that is an ELF
 file, an ar archive or a wheel is processed, anything else is counted (as other).
 
+- Everything is done relative to directory file descriptors: the walk opens each directory with
+  O_NOFOLLOW | O_DIRECTORY below the one before and records its identity (device, inode); a file is later
+  read, replaced and re-linked relative to its directory reopened the same way, every step checked against
+  the walk's identity. A directory swapped for a symlink (or another directory) after the walk fails that
+  file; nothing is ever opened, written or linked outside the tree.
 - Symlinks are never followed: a link (to a file or a directory, inside the tree or out of it) is left as it
-  is and counted as skipped; a target inside the tree is visited under its own name.
+  is and counted as skipped; a target inside the tree is visited under its own name. Temps of elfpatch runs
+  (``.elfpatch-*.tmp``) are passed over: never inputs.
 - Hard links: each inode is processed once, under its first name in sorted order. When the default mode
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
   name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
-  keep the old file, with a warning; --inplace keeps every name, since it writes into the inode itself.
-- The walk reads every directory before anything is written: an unreadable directory fails the whole tree
-  and changes nothing. Each file is then committed on its own (atomically, as a single PATH would be).
+  keep the old file, with a warning; --inplace keeps every name, since it writes into the inode itself. A
+  re-pointing that fails is reported on that name (the first name is reported patched: it was). A journal
+  (``.elfpatch-*.links``, beside the first name) is written just before the first name's rename: a run
+  killed from then on is completed by the next writing run over the tree, before it reads anything.
+- The walk reads every directory before anything is written: a directory that cannot be read or entered
+  fails the whole tree and changes nothing. Each file is then committed on its own (atomically, as a single
+  PATH would be).
 - Larger trees are spread over a process pool (one process per core); reports stay in sorted order.
 - ``--exclude`` globs match paths relative to the root; excluded files are counted as skipped. Regular
   files that are no target kind are counted apart, as ``other``.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
 import pickle
 import stat
 import sys
 import time
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
-from elfpatch.errors import LOG, ElfPatchError, WriteError
-from elfpatch.report import FileReport
+from elfpatch import teststop
+from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line
+from elfpatch.report import ERROR, FileReport
+from elfpatch.source import Place
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
-from elfpatch.write import temp_name
+from elfpatch.write import JOURNAL_RE, before_install, is_temp, link_temp_name
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
 PARALLEL_MIN_BYTES = 32 << 20
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Step(NamedTuple):
+    """One directory on the way from the root: its name in its parent (the root: its path) and identity."""
+
+    name: str
+    dev: int
+    ino: int
+
+
+Chain = tuple  # tuple[Step, ...], the root first
+
+
+class Name(NamedTuple):
+    path: str  # for reports
+    chain: Chain  # the directories from the root to the one holding it
+    name: str
+
 
 class Group:
     """One inode of the tree: its names (sorted; the first is processed) and its size."""
 
-    __slots__ = ("paths", "size")
+    __slots__ = ("names", "size", "ident")
 
-    def __init__(self, paths: list[str], size: int) -> None:
-        self.paths = paths
+    def __init__(self, names: list[Name], size: int, ident: tuple[int, int] = (0, 0)) -> None:
+        self.names = names
         self.size = size
+        self.ident = ident
+
+    @property
+    def paths(self) -> list[str]:
+        return [n.path for n in self.names]
 
 
-def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int]:
-    """Regular files below ``root`` grouped by inode, in sorted order of their first name, and how many
-    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches)."""
+def open_chain(chain: Chain) -> int:
+    """The directory at the end of ``chain``, opened step by step with O_NOFOLLOW and each step checked
+    against the walk's identity (raises WriteError when one was replaced)."""
+    root = chain[0]
+    fd = os.open(root.name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the root as named: may be a link
+    path = root.name
+    try:
+        for i, step in enumerate(chain):
+            if i:
+                path = os.path.join(path, step.name)
+                nxt = os.open(step.name, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (step.dev, step.ino):
+                raise WriteError("directory replaced since the tree was read; not followed", path)
+    except OSError as exc:
+        os.close(fd)
+        what = "a symlink now (replaced since the tree was read); not followed" if exc.errno in (
+            errno.ELOOP, errno.ENOTDIR) else exc.strerror
+        raise WriteError(f"cannot open directory: {what}", path) from exc
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def place_of(n: Name) -> Place:
+    """Where a file of the walk is now, its directory checked (errors name the file, and the directory)."""
+    try:
+        return Place(open_chain(n.chain), n.name, n.path)
+    except WriteError as exc:
+        raise WriteError(f"{exc.message} ({exc.path})", n.path) from exc
+
+
+def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int, list[tuple[Chain, str, str]]]:
+    """Regular files below ``root`` grouped by inode, in sorted order of their first name, how many
+    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches), and the
+    re-linking journals found."""
     groups: dict[tuple[int, int], Group] = {}
     skipped = 0
-
-    def onerror(exc: OSError) -> None:
-        raise WriteError(f"cannot read directory: {exc.strerror}", exc.filename)
-
-    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
-        dirnames.sort()
-        skipped += sum(os.path.islink(os.path.join(dirpath, d)) for d in dirnames)  # never descended into
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            if exclude and exclude.excludes(os.path.relpath(path, root)):
-                skipped += 1
-                continue
-            try:
-                st = os.lstat(path)
-            except OSError:
-                skipped += 1
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                skipped += 1
-                continue
-            group = groups.get((st.st_dev, st.st_ino))
-            if group is None:
-                groups[(st.st_dev, st.st_ino)] = Group([path], st.st_size)
-            else:
-                group.paths.append(path)
-    for group in groups.values():
-        group.paths.sort()
-    return sorted(groups.values(), key=lambda g: g.paths[0]), skipped
-
-
-def relink(first: str, others: list[str]) -> None:
-    """Point every name in ``others`` at ``first``'s inode, each switch atomic."""
-    for other in others:
-        tmp = temp_name(other)
-        try:
-            os.link(first, tmp)
-            os.replace(tmp, other)
-        except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise WriteError(f"cannot re-link to the patched {first}: {exc.strerror}", other) from exc
-
-
-def process_group(paths: list[str], job: Job, root: str) -> tuple[list[FileReport], int]:
-    """One inode of the tree: (its reports, 0), or ([], number of names) when it is no target kind."""
     try:
-        head = read_head(paths[0])
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        return [error_report(paths[0], ElfPatchError(f"cannot open: {exc.strerror}"))], 0
-    kind = kind_of(head, paths[0])
-    if kind is None:
-        return [], len(paths)
-    reports = process_file(paths[0], job, kind, in_tree_links=len(paths), root=root)
-    if len(paths) > 1 and renamed(reports, job):
-        relink(paths[0], paths[1:])
+        raise WriteError(f"cannot read directory: {exc.strerror}", root) from exc
+    st = os.fstat(top)
+    stack: list[tuple[int, str, Chain]] = [(top, root, (Step(root, st.st_dev, st.st_ino),))]
+    journals: list[tuple[Chain, str, str]] = []
+    while stack:
+        fd, dirpath, chain = stack.pop()
+        try:
+            try:
+                names = sorted(os.listdir(fd))
+            except OSError as exc:
+                raise WriteError(f"cannot read directory: {exc.strerror}", dirpath) from exc
+            subdirs = []
+            for name in names:
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed since it was listed
+                except OSError as exc:  # listed but not enterable (no search permission): fail the tree
+                    raise WriteError(f"cannot read directory: {exc.strerror}", dirpath) from exc
+                if stat.S_ISDIR(st.st_mode):
+                    subdirs.append((name, path, st))
+                elif not stat.S_ISREG(st.st_mode):
+                    skipped += 1
+                elif JOURNAL_RE.match(name):
+                    journals.append((chain, name, path))
+                elif is_temp(name):
+                    continue  # another run's temp: never an input
+                elif exclude and exclude.excludes(os.path.relpath(path, root)):
+                    skipped += 1
+                else:
+                    entry = Name(path, chain, name)
+                    group = groups.get((st.st_dev, st.st_ino))
+                    if group is None:
+                        groups[(st.st_dev, st.st_ino)] = Group([entry], st.st_size, (st.st_dev, st.st_ino))
+                    else:
+                        group.names.append(entry)
+            for name, path, st in reversed(subdirs):
+                try:
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:  # swapped for a symlink while we looked: not followed
+                        skipped += 1
+                        continue
+                    raise WriteError(f"cannot read directory: {exc.strerror}", path) from exc
+                sst = os.fstat(sub)
+                if (sst.st_dev, sst.st_ino) != (st.st_dev, st.st_ino):
+                    os.close(sub)
+                    raise WriteError("directory replaced while the tree was read", path)
+                stack.append((sub, path, (*chain, Step(name, sst.st_dev, sst.st_ino))))
+        except BaseException:
+            for other, _, _ in stack:
+                os.close(other)
+            raise
+        finally:
+            os.close(fd)
+    for group in groups.values():
+        group.names.sort()
+    return sorted(groups.values(), key=lambda g: g.names[0].path), skipped, journals
+
+
+def process_group(group: Group, job: Job, root: str) -> tuple[list[FileReport], int]:
+    """One inode of the tree: (its reports, 0), or ([], number of names) when it is no target kind."""
+    first = group.names[0]
+    with place_of(first) as place:
+        try:
+            head = read_head(place.name, place.dir_fd)
+        except OSError as exc:
+            return [error_report(first.path, ElfPatchError(f"cannot open: {exc.strerror}"))], 0
+        kind = kind_of(head, first.path)
+        if kind is None:
+            return [], len(group.names)
+        if len(group.names) > 1:  # the names are re-pointed at what is read: it must be the walk's inode
+            now = place.lstat()
+            if now is None or (now.st_dev, now.st_ino) != group.ident:
+                return [error_report(first.path, WriteError("replaced since the tree was read (its hard links "
+                                                            "were not); left as it is, run again"))], 0
+        if len(group.names) == 1 or not job.writes or job.inplace:
+            return process_file(first.path, job, kind, root=root, place=place), 0
+        journal: list[tuple[str, int]] = []
+
+        def record(new: os.stat_result) -> None:  # just before the rename: the journal of the switch to come
+            journal.append(write_journal(place, {"first": place.name, "new": ident(new), "old": list(group.ident),
+                                                 "others": _journal_rows(first, group.names[1:])}))
+
+        token = before_install.set(record)
+        try:
+            reports = process_file(first.path, job, kind, in_tree_links=len(group.names), root=root, place=place)
+            if renamed(reports, job) and journal:
+                reports += relink(first, group.names[1:], group.ident, job)
+        finally:
+            before_install.reset(token)
+            for name, fd in journal:  # switched, or the rename failed: either way nothing left to complete
+                os.unlink(name, dir_fd=place.dir_fd)
+                os.close(fd)
     return reports, 0
+
+
+# -- re-pointing hard links ------------------------------------------------------------------------------
+
+def _journal_rows(first: Name, others: list[Name]) -> list[str]:
+    base = os.path.dirname(first.path)
+    return [os.path.relpath(o.path, base) for o in others]
+
+
+def relink(first: Name, others: list[Name], old: tuple[int, int], job: Job) -> list[FileReport]:
+    """Point every name in ``others`` (which named the inode ``old``) at ``first``'s new inode, each switch
+    atomic (link beside it, rename over it). The caller's journal beside ``first`` (written before the
+    rename of ``first``) lists the switch while it runs, so that a run killed half-way is completed by the
+    next. Returns an error report for each name not re-pointed (it still names the unpatched file)."""
+    from elfpatch.source import LOCK_TIMEOUT, lock_file
+
+    failed: list[tuple[Name, str]] = []
+    errors: list[FileReport] = []
+    with place_of(first) as fp:
+        fd = os.open(fp.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fp.dir_fd)
+        try:
+            lock_file(fd, job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT, first.path)
+            new = os.fstat(fd)
+            for other in others:
+                try:
+                    with place_of(other) as op:
+                        switch(fp, new, op, old)
+                    teststop.stop("relinked")
+                except (OSError, ElfPatchError) as exc:
+                    failed.append((other, exc.message if isinstance(exc, ElfPatchError) else exc.strerror))
+            # Say what each failed name names now: through a bind mount, a directory of the tree can be
+            # another's, so a name that could not be switched may have been switched under its other path.
+            for other, why in failed:
+                if not _names(other, new):
+                    errors.append(FileReport(other.path, ERROR, error=f"not re-pointed at the patched "
+                                             f"{first.path} ({why}): this name still names the unpatched "
+                                             "file; the first name is patched"))
+        finally:
+            os.close(fd)
+    return errors
+
+
+def _names(n: Name, st: os.stat_result) -> bool:
+    """Whether ``n`` names the inode ``st`` now."""
+    try:
+        with place_of(n) as p:
+            now = p.lstat()
+    except ElfPatchError:
+        return False
+    return now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+
+
+def ident(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def switch(fp: Place, new: os.stat_result, op: Place, old: tuple[int, int]) -> None:
+    """Make ``op``'s name a hard link of ``fp``'s inode (``new``), if it still names ``old``."""
+    from elfpatch.write import check_replaceable
+
+    st = op.lstat()
+    if st is not None and (st.st_dev, st.st_ino) == (new.st_dev, new.st_ino):
+        return  # already (the same directory reached through a bind mount)
+    if st is None or (st.st_dev, st.st_ino) != tuple(old[:2]):
+        raise WriteError("changed since the tree was read; left as it is")
+    now = fp.lstat()
+    if now is None or ident(now) != ident(new):
+        raise WriteError("the patched first name was replaced meanwhile; left as it is")
+    check_replaceable(op, output=False)
+    tmp = link_temp_name()
+    os.link(fp.name, tmp, src_dir_fd=fp.dir_fd, dst_dir_fd=op.dir_fd, follow_symlinks=False)
+    try:
+        os.replace(tmp, op.name, src_dir_fd=op.dir_fd, dst_dir_fd=op.dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=op.dir_fd)
+        except OSError:
+            pass
+        raise
+
+
+def write_journal(place: Place, record: dict) -> tuple[str, int]:
+    """A locked journal file beside the first name: its lock says the run is alive."""
+    import json
+
+    for _ in range(16):
+        name = link_temp_name().replace(".tmp", ".links")
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=place.dir_fd)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held while the journal exists: a live run's is never replayed
+        try:
+            os.write(fd, json.dumps(record).encode())
+        except OSError as exc:
+            os.close(fd)
+            os.unlink(name, dir_fd=place.dir_fd)
+            raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
+        return name, fd
+    raise WriteError("cannot create a unique journal name", place.path)
+
+
+def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group], job: Job) -> int:
+    """Complete the re-pointing that killed runs left half done; how many names were switched.
+
+    A journal is trusted only if it is a regular file of this user, writable by no one else, that no live
+    run holds a lock on; a name is switched only if it is a file of this walk that still names the journal's
+    old inode while the first name still names its new one (same device, inode, size and mtime)."""
+    import json
+
+    by_path = {n.path: (n, g.ident) for g in groups for n in g.names}
+    switched = 0
+    for chain, jname, jpath in journals:
+        try:
+            dfd = open_chain(chain)
+        except ElfPatchError:
+            continue
+        try:
+            fd = os.open(jname, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError:
+            os.close(dfd)
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_nlink != 1:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live run's
+            record = json.loads(os.pread(fd, 1 << 20, 0))
+            base = os.path.dirname(jpath)
+            first = by_path.get(os.path.join(base, record["first"]))
+            complete = first is not None
+            if first is not None:
+                with place_of(first[0]) as fp:
+                    new = fp.lstat()
+                    if new is not None and ident(new) == record["new"]:
+                        for rel in record["others"]:
+                            other = by_path.get(os.path.normpath(os.path.join(base, rel)))
+                            if other is None:
+                                complete = False  # outside this walk: left for a run over the whole tree
+                                continue
+                            if other[1] != tuple(record["old"][:2]):
+                                continue  # already switched, or changed since: nothing to complete
+                            with place_of(other[0]) as op:
+                                switch(fp, new, op, tuple(record["old"][:2]))
+                            switched += 1
+            if complete:
+                os.unlink(jname, dir_fd=dfd)
+        except (OSError, ValueError, KeyError, TypeError, ElfPatchError) as exc:
+            job.warn(jpath, f"could not complete the re-linking a killed run left: {one_line(str(exc))}")
+        finally:
+            os.close(fd)
+            os.close(dfd)
+    return switched
 
 
 Result = tuple[list[FileReport], int, list[logging.LogRecord]]
 
 
-def _run(args: tuple[list[str], Job, str]) -> Result:
-    paths, job, root = args
+def _run(args: tuple[Group, Job, str]) -> Result:
+    group, job, root = args
     try:
-        return (*process_group(paths, job, root), [])
+        return (*process_group(group, job, root), [])
     except ElfPatchError as exc:
-        return [error_report(exc.path or paths[0], exc)], 0, []
+        return [error_report(exc.path or group.names[0].path, exc)], 0, []
 
 
 class _Capture(logging.Handler):
@@ -129,7 +403,7 @@ class _Capture(logging.Handler):
         self.records.append(record)
 
 
-def _run_in_worker(args: tuple[list[str], Job, str]) -> Result:
+def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
     """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers."""
     capture = _Capture()
     LOG.handlers, LOG.propagate = [capture], False
@@ -162,9 +436,12 @@ def process_tree(root: str, job: Job) -> Outcome:
         raise WriteError("-o/--output takes a file, not a directory", root)
     if job.output_dir:
         raise WriteError("-w/--output-dir takes files, archives and wheels, not a directory", root)
-    groups, skipped = walk(root, job.exclude)
+    groups, skipped, journals = walk(root, job.exclude)
+    if journals and job.writes and replay_journals(journals, groups, job):
+        groups, skipped, journals = walk(root, job.exclude)  # names were re-pointed: group them again
+    teststop.stop("walked")
     outcome = Outcome(skipped=skipped)
-    tasks = [(g.paths, job, root) for g in groups]
+    tasks = [(g, job, root) for g in groups]
     progress = Progress(len(tasks)) if job.progress and sys.stderr.isatty() else None
     n = _parallel(groups, job)
     if n > 1:

@@ -7,10 +7,11 @@ Memory stays bounded whatever the sizes: an ELF member over 32 MiB is inflated i
 (``Scratch``) of which only the pages the reader touches are mapped, at most ``wheel_queue.HELD`` bytes of
 smaller ones are in memory at once, compressed data is copied by the kernel (``Span``), never read into the
 process, and the central directory costs a few bytes per member (``zipfmt.Directory``, ``zipfmt.Written``).
-Member names are only ever strings: nothing is extracted to the file system. The new wheel is written to an
-exclusive temp file beside the target, verified (every changed member's new stream inflated and checked
-against the patched bytes' size and CRC, the central directory re-read), then renamed over the original
-(or to -o OUT); a failure leaves the original untouched and no temp file behind.
+Member names are only ever strings: nothing is extracted to the file system. The new wheel goes through the
+one commit protocol (elfpatch.write: a temp beside the target, metadata, identity check), verified (every
+changed member's new stream inflated and checked against the patched bytes' size and CRC, the central
+directory re-read), then renamed over the original (or to -o OUT); a failure leaves the original untouched
+and no temp file behind.
 """
 from __future__ import annotations
 
@@ -21,30 +22,60 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from elfpatch import zipfmt, zsplice
+from elfpatch.edits import check_old_bytes
 from elfpatch.elfconst import ELFMAG
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
-from elfpatch.plan import check_old_bytes, plan_image, verify_image
+from elfpatch.plan import plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
+from elfpatch.source import Source
 from elfpatch.spans import Scratch, Span
+from elfpatch.targets import open_source
 from elfpatch.targets.elf import status_for
 from elfpatch.targets.wheel_queue import Patched, Queue
-from elfpatch.targets.wheel_record import Record
-from elfpatch.write import Source, copy_metadata, create_temp, fsync_dir, replace_atomic
+from elfpatch.targets.wheel_record import SIGNATURES, Record
+from elfpatch.write import open_temp, replace_atomic
 
 if TYPE_CHECKING:
+    from elfpatch.source import Place
     from elfpatch.targets import Job
 
+
+def _max_member() -> int:
+    """ELFPATCH_MAX_MEMBER (bytes), checked: a bad value is the setting's error, not every wheel's."""
+    text = os.environ.get("ELFPATCH_MAX_MEMBER")
+    if text is None:
+        return 8 << 30
+    try:
+        value = int(text, 0)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise ElfPatchError(f"invalid setting ELFPATCH_MAX_MEMBER={text!r}: want a positive byte count")
+    return value
+
+
 # A member that claims to inflate to more than this is refused before anything is allocated.
-MAX_MEMBER = int(os.environ.get("ELFPATCH_MAX_MEMBER", 8 << 30))
+try:
+    MAX_MEMBER = _max_member()
+except ElfPatchError as _exc:
+    MAX_MEMBER, _MAX_MEMBER_ERROR = 0, _exc
+else:
+    _MAX_MEMBER_ERROR = None
 
 
-def process_wheel(path: str, job: Job) -> list[FileReport]:
+def _is_record_or_signature(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] in ("RECORD", *SIGNATURES)
+
+
+def process_wheel(path: str, job: Job, place: Place | None = None) -> list[FileReport]:
     if job.writes and job.inplace:
         raise ElfPatchError("--inplace cannot patch a wheel (its members are compressed); use the default "
                             "mode or -o", path)
-    writes = job.writes and not job.output
-    with Source(path, lock=writes) as src:
+    if _MAX_MEMBER_ERROR is not None:
+        raise ElfPatchError(_MAX_MEMBER_ERROR.message, path)
+    with open_source(path, job, place) as src:
         entries, comment = zipfmt.read_entries(src.data, path)  # names given once, members not overlapping
         writer = None  # started at the first change; -o of an unchanged wheel is a byte-identical copy
         reports: list[FileReport] = []
@@ -101,10 +132,15 @@ def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: li
     start, _ = e.data_span(src.data, path)
     if zipfmt.inflate(src.data, e, start, path, MAX_MEMBER, max_length=4) != ELFMAG:
         return None
+    if _is_record_or_signature(e.name):
+        reports.append(FileReport(path, SKIPPED, member=e.name, reason="the wheel's RECORD or its signature is "
+                                  "rewritten or dropped by the wheel writer, never patched as a member"))
+        return None
     name = f"{path}[{e.name}]"
-    target = job.output or src.real
+    # Scratch space beside the target only when the run writes there anyway; read-only modes use $TMPDIR.
+    scratch_dir = os.path.dirname(os.path.abspath(job.output or src.real)) if job.writes else None
     try:
-        scratch = Scratch(e.usize, os.path.dirname(os.path.abspath(target)))
+        scratch = Scratch(e.usize, scratch_dir)
     except OSError as exc:
         raise WriteError(f"cannot create a temp file to inflate member {e.name}: {exc.strerror or exc}",
                          path) from exc
@@ -153,7 +189,8 @@ class _Writer:
         self.scratch_dir = os.path.dirname(self.target)
         self.workers = _workers()
         self.pool = ThreadPoolExecutor(self.workers)
-        self.fd, self.tmp = create_temp(self.target)
+        self.temp, self.dest = open_temp(src, job.output)  # the one commit protocol (elfpatch.write)
+        self.fd = self.temp.fd
         self.out = os.fdopen(self.fd, "w+b", closefd=False)
         self.queue = Queue(src.fd, src.data, self.path, self.out, self.written, self.pool, self.scratch_dir)
 
@@ -183,38 +220,25 @@ class _Writer:
             self.out.flush()
             for check in self.queue.checks:
                 check.result()  # raises VerifyError: the new stream does not inflate to the patched bytes
-            copy_metadata(self.src.stat, self.src.fd, self.fd, self.path, owner=self.job.output is None)
-            if self.job.fsync:
-                os.fsync(self.fd)
-            self._verify()
-            os.replace(self.tmp, self.target)
-            self.tmp = ""
-            if self.job.fsync:
-                fsync_dir(os.path.dirname(self.target))
+            self.temp.commit(self.src, self._verify, owner=self.job.output is None, fsync=self.job.fsync)
         except OSError as exc:
             raise WriteError(f"cannot write the patched wheel: {exc.strerror or exc}", self.path) from exc
 
-    def _verify(self) -> None:
+    def _verify(self, m: bytes) -> None:
         """Re-read the written central directory: every entry where it was written, with its size and CRC."""
-        import mmap
-
-        with mmap.mmap(self.fd, 0, access=mmap.ACCESS_READ) as m:
-            entries, _ = zipfmt.read_entries(m, self.path)
-            if not zipfmt.same_entries(entries, self.written):
-                raise VerifyError("the written wheel's directory differs from what was written", self.path)
-            for e in entries:
-                e.data_span(m, self.path)
+        entries, _ = zipfmt.read_entries(m, self.path)
+        if not zipfmt.same_entries(entries, self.written):
+            raise VerifyError("the written wheel's directory differs from what was written", self.path)
+        for e in entries:
+            e.data_span(m, self.path)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.queue.close()
         self.out.close()
-        os.close(self.fd)
-        if self.tmp:
-            try:
-                os.unlink(self.tmp)
-            except OSError:
-                pass
+        self.temp.close()
+        if self.dest is not self.src.place:
+            self.dest.close()
 
 
 def _workers() -> int:

@@ -3,6 +3,8 @@ caller gets keeps its kind, and a member's error keeps its kind through an archi
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,24 @@ def test_gnu_long_name_offset_with_a_non_utf8_byte(tmp_path: Path) -> None:
     proc = run_cli("unique", str(archive))
     assert proc.returncode == 2 and "internal error" not in proc.stderr and "long name offset" in proc.stderr
     assert archive.read_bytes() == before
+
+
+def test_api_lock_timeout_bounds_the_wait(lib: Path) -> None:
+    """A lock another process holds makes the API give up after lock_timeout with a one-line error, the file
+    untouched; a negative or infinite timeout is refused before anything is opened."""
+    before = lib.read_bytes()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'rb'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+                               str(lib)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(elfpatch.ElfPatchError, match="lock") as info:
+            elfpatch.patch(lib, lock_timeout=0.1)
+        assert "\n" not in str(info.value)
+    finally:
+        holder.communicate("")
+    assert lib.read_bytes() == before
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError):
+            elfpatch.patch(lib, lock_timeout=bad)
+    assert lib.read_bytes() == before

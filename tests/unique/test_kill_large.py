@@ -1,29 +1,30 @@
-"""SIGKILL at random moments of a run on a ~100 MB library (and a wheel holding it): the kill lands in the
-middle of the copy, not only before or after it as it does with the 16 KB library of test_safety.py.
+"""SIGKILL during a run on a ~100 MB library (and a wheel holding it), at every phase of the run for sure.
 
-- Default mode: the file is byte-identical to the original or to the fully patched file, never anything else;
-  a killed run's temp file is named `.NAME.elfpatch-PID-HEX.tmp` (PID of a killed run), and the next run removes
-  every such temp and leaves the file patched.
-- ``--inplace``: weaker guarantee, each `st_info` byte is old or new and no other byte changes; the next run
-  completes the patch exactly. Some runs get a slowed `os.pwrite` so that kills land between the byte writes.
+Each kill is aimed with the test-only stop point (ELFPATCH_TEST_STOP=PHASE, elfpatch.teststop): the run stops
+itself at the phase, the test checks where it is (for ``copying``: the run's own temp, seen through
+/proc/PID/fd, is shorter than the file), then SIGKILLs it. No timer decides which phase is hit, so the
+campaign holds on a loaded machine.
+
+- Default mode: the file is byte-identical to the original (every phase before the rename) or to the fully
+  patched file (after it), never anything else; the only phase that leaves a temp beside it is the one between
+  naming the unnamed temp and renaming it; the next run removes that temp and leaves the file patched.
+- ``--inplace``: weaker guarantee, each `st_info` byte is old or new and no other byte changes (killed after
+  the first byte write: a mix); the next run completes the patch exactly.
 - A wheel: the same all-or-nothing rule as the default mode.
-
-Delays are seeded and scaled by the measured duration of an uninterrupted run; as a run's phases are only a few
-tens of milliseconds long, a few extra kills aimed at a phase are added when the random ones missed it. The
-outcome counts are printed (`pytest -s`) and recorded as properties ("kills").
+- An extra seeded random campaign kills at moments scaled by an uninterrupted run; it checks the same
+  invariants but asserts nothing about which phases it happened to hit (it reports them, `pytest -s`).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -35,12 +36,9 @@ import elfpatch
 
 BLOB = 100_000_000  # bytes of random data in .rodata: the library is ~100 MB
 SEED = 20240611
-FIXED_DELAYS = (0.0, 0.001, 0.005)
-MAX_EXTRA = 20  # kills aimed at a phase the random delays missed, per phase
-# Where a kill of an atomic run can land, in time order: before its temp exists, while the temp is shorter than
-# the file (the copy), once it is whole (edits, verification), after the rename, after the exit.
-PHASES = ("before", "copying", "written", "after", "finished")
-SLOW_WRITE = 0.005  # seconds slept before each pwrite in the slowed --inplace runs
+# Phases of a default-mode run, in order (elfpatch.teststop); the file is the original until "renamed".
+PHASES = ("locked", "mapped", "temp", "copying", "written", "verified", "linked", "renamed")
+WHEEL_PHASES = ("locked", "mapped", "temp", "written", "verified", "linked", "renamed")
 
 RecordProperty = Callable[[str, object], None]  # pytest's record_property fixture
 
@@ -59,18 +57,6 @@ extern "C" int touch(int i) {
 }
 """
 
-# `python -m elfpatch` with every os.pwrite delayed: write.py looks os.pwrite up at each call.
-SLOW_PWRITE = (
-    "import os, runpy, time\n"
-    "real = os.pwrite\n"
-    "def slow(fd, data, offset):\n"
-    f"    time.sleep({SLOW_WRITE!r})\n"
-    "    return real(fd, data, offset)\n"
-    "os.pwrite = slow\n"
-    "runpy.run_module('elfpatch', run_name='__main__', alter_sys=True)\n"
-)
-
-
 def diff_offsets(a: Path, b: Path) -> list[tuple[int, int, int]]:
     """(offset, byte in a, byte in b) wherever two files of one size differ."""
     out = []
@@ -84,18 +70,6 @@ def diff_offsets(a: Path, b: Path) -> list[tuple[int, int, int]]:
     return out
 
 
-def temp_re(target: Path) -> re.Pattern[str]:
-    return re.compile(rf"^\.{re.escape(target.name)}\.elfpatch-(\d+)-[0-9a-f]{{8}}\.tmp$")
-
-
-@dataclass
-class Phases:
-    """Seconds from Popen: the temp file appears, it is renamed into place, the process has exited."""
-
-    temp: float
-    rename: float
-    total: float
-
 
 @dataclass
 class Big:
@@ -105,67 +79,92 @@ class Big:
     original_digest: str
     patched_digest: str
     edits: list[tuple[int, int, int]]  # (offset, old, new) of the st_info bytes a run changes
-    phases: Phases
-
-
-@dataclass
-class Tally:
-    original: int = 0
-    patched: int = 0  # killed after the rename
-    finished: int = 0  # exited (patched) before the signal was sent
-    temps: int = 0  # kills that left their own temp file
-    partial: int = 0  # of them, temps shorter than the file: killed in the middle of the copy (or wheel write)
-    extra: int = 0  # kills aimed at a missed phase
-    killed_pids: set[int] = field(default_factory=set)
-
-    def line(self, what: str) -> str:
-        return (f"{what}: {self.original} original, {self.patched} patched, {self.finished} finished before the "
-                f"kill, temps seen {self.temps} ({self.partial} partial), {self.extra} aimed kills")
+    total: float  # seconds of an uninterrupted run (scales the random campaign only)
 
 
 def elfpatch_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "elfpatch", "unique", *args]
 
 
-def kill_after(cmd: list[str], delay: float) -> tuple[int, int, str]:
-    """Start ``cmd``, SIGKILL it after ``delay`` s (unless it is done); (pid, return code, stderr)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    time.sleep(delay)
-    proc.kill()  # a no-op once it has exited
-    _, err = proc.communicate()
-    return proc.pid, proc.returncode, err
+class Run:
+    """`elfpatch unique ...` stopped at a phase (``stopped``), or finished without reaching it."""
+
+    def __init__(self, cmd: list[str], phase: str) -> None:
+        env = dict(os.environ, ELFPATCH_TEST_STOP=phase)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                     env=env)
+        _, status = os.waitpid(self.proc.pid, os.WUNTRACED)
+        self.stopped = os.WIFSTOPPED(status)
+        if not self.stopped:
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+
+    def temp_size(self) -> int | None:
+        """The size of the run's own temp file (an unnamed O_TMPFILE or a named one), from /proc/PID/fd."""
+        fds = Path(f"/proc/{self.proc.pid}/fd")
+        for fd in fds.iterdir():
+            try:
+                if ".elfpatch-" in os.readlink(fd) or "#" in os.readlink(fd):
+                    return os.stat(fd).st_size
+            except OSError:
+                continue
+        return None
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.communicate()
 
 
-def time_run(cmd: list[str], target: Path) -> Phases:
-    """One uninterrupted run, its directory polled every 0.5 ms to see when its temp appears and goes."""
-    directory = target.parent
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    seen = gone = None
-    while proc.poll() is None:
-        now = time.monotonic() - t0
-        tmp = any(n.endswith(".tmp") for n in os.listdir(directory))
-        if tmp and seen is None:
-            seen = now
-        elif not tmp and seen is not None and gone is None:
-            gone = now
-        time.sleep(0.0005)
-    total = time.monotonic() - t0
-    assert proc.returncode == 0, proc.stderr.read()
-    proc.stderr.close()
-    # A phase shorter than the polling step was not seen: place it just before the end.
-    seen = total * 0.6 if seen is None else seen
-    gone = max(seen, total * 0.7) if gone is None else gone
-    return Phases(seen, gone, total)
+def temps(directory: Path) -> list[str]:
+    return [n for n in os.listdir(directory) if ".elfpatch-" in n]
 
 
-def median_phases(cmd: list[str], target: Path, pristine: Path, runs: int = 3) -> Phases:
-    timed = []
-    for _ in range(runs):
+def kill_at_phases(target: Path, pristine: Path, expected: Path, phases: tuple[str, ...], args: tuple[str, ...] = ()
+                   ) -> list[str]:
+    """Kill a run over ``target`` at each phase, on a fresh original each time; check the file is whole (the
+    original before the rename, the patched file after), and that only a kill between link and rename leaves a
+    temp; then the next run cleans up and patches. Returns a line per phase."""
+    original, patched = file_digest(pristine), file_digest(expected)
+    lines = []
+    for phase in phases:
         shutil.copyfile(pristine, target)
-        timed.append(time_run(cmd, target))
-    timed.sort(key=lambda p: p.total)
-    return timed[len(timed) // 2]
+        run = Run(elfpatch_cmd(*args, str(target)), phase)
+        assert run.stopped, f"phase {phase} was not reached: {run.proc.communicate()[1]}"
+        note = ""
+        if phase == "copying":
+            size = run.temp_size()
+            assert size is not None and 0 < size < pristine.stat().st_size, size
+            note = f" (temp {size / 1e6:.0f} of {pristine.stat().st_size / 1e6:.0f} MB)"
+        run.kill()
+        digest = file_digest(target)
+        assert digest == (patched if phase == "renamed" else original), phase
+        left = temps(target.parent)
+        assert len(left) == (phase == "linked"), (phase, left)
+        lines.append(f"{phase}: {'patched' if digest == patched else 'original'}, {len(left)} temp{note}")
+    run_cli("unique", *args, str(target), check=True)
+    assert file_digest(target) == patched and temps(target.parent) == []
+    return lines
+
+
+def random_campaign(target: Path, pristine: Path, expected: Path, total: float, n: int, seed: int) -> str:
+    """Extra: kills at seeded random moments in [0, 1.2 T]. Same invariants; which phase each kill hit is only
+    counted, never asserted (on a loaded machine a timer cannot aim)."""
+    rng = random.Random(seed)
+    original, patched = file_digest(pristine), file_digest(expected)
+    counts = {"original": 0, "patched": 0, "finished": 0}
+    for _ in range(n):
+        shutil.copyfile(pristine, target)
+        proc = subprocess.Popen(elfpatch_cmd(str(target)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, cwd=ROOT)
+        time.sleep(rng.uniform(0, 1.2 * total))
+        proc.kill()
+        _, err = proc.communicate()
+        assert proc.returncode in (0, -signal.SIGKILL), err
+        digest = file_digest(target)
+        assert digest in (original, patched)
+        counts["finished" if proc.returncode == 0 else "patched" if digest == patched else "original"] += 1
+    run_cli("unique", str(target), check=True)
+    assert file_digest(target) == patched and temps(target.parent) == []
+    return ", ".join(f"{v} {k}" for k, v in counts.items())
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +195,10 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Big]:
     work = d / "timing"
     work.mkdir()
     target = work / pristine.name
-    phases = median_phases(elfpatch_cmd(str(target)), target, pristine)
+    shutil.copyfile(pristine, target)
+    t0 = time.monotonic()
+    run_cli("unique", str(target), check=True)
+    total = time.monotonic() - t0  # only to scale the extra random campaign
     patched_digest = file_digest(target)
     assert patched_digest == file_digest(via_output)
     assert os.listdir(work) == [target.name]
@@ -204,100 +206,8 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Big]:
     # Exactly the 8 st_info bytes, each only in its binding nibble: UNIQUE (10) -> GLOBAL (1).
     assert len(edits) == 8
     assert all(old >> 4 == 10 and new >> 4 == 1 and old & 15 == new & 15 for _, old, new in edits)
-    yield Big(pristine, via_output, size, file_digest(pristine), patched_digest, edits, phases)
+    yield Big(pristine, via_output, size, file_digest(pristine), patched_digest, edits, total)
     shutil.rmtree(d)  # pytest keeps the last three sessions' temp dirs: not 100 MB files each
-
-
-def delays_for(rng: random.Random, phases: Phases, uniform: int, in_window: int, after: int) -> list[float]:
-    """The fixed early delays, ``uniform`` over [0, 1.1 T], and, since a run's phases are short, ``in_window``
-    while the temp is written and ``after`` between the rename and the exit."""
-    delays = list(FIXED_DELAYS)
-    delays += [rng.uniform(0, 1.1 * phases.total) for _ in range(uniform)]
-    delays += [rng.uniform(phases.temp, phases.rename) for _ in range(in_window)]
-    delays += [rng.uniform(phases.rename, phases.total) for _ in range(after)]
-    rng.shuffle(delays)
-    return delays
-
-
-def aim(rng: random.Random, lo: float, hi: float, attempt: Callable[[float], int]) -> int:
-    """Kill at delays in [lo, hi] until ``attempt(delay)`` says it hit the phase wanted (0), narrowing the range
-    on each miss (< 0: too early, > 0: too late), as the measured phases drift with the machine's load; at most
-    MAX_EXTRA kills. Returns how many were made."""
-    for n in range(1, MAX_EXTRA + 1):
-        if hi - lo < 0.01:  # collapsed on a noisy boundary: reopen it a little
-            mid = (lo + hi) / 2
-            lo, hi = max(0.0, mid - 0.01), mid + 0.01
-        delay = rng.uniform(lo + (hi - lo) / 4, hi - (hi - lo) / 4)
-        got = attempt(delay)
-        if got == 0:
-            return n
-        lo, hi = (delay, hi) if got < 0 else (lo, delay)
-    return MAX_EXTRA
-
-
-def kill_campaign(target: Path, pristine: Path, expected: Path, phases: Phases, delays: list[float],
-                  rng: random.Random) -> Tally:
-    """Kill `elfpatch unique TARGET` after each delay, on a fresh original each time: the file must be whole
-    (byte-identical to ``pristine`` or to ``expected``), the other files in its directory only killed runs'
-    temps. Then the next uninterrupted run removes every temp and patches the file."""
-    tally = Tally()
-    original, patched = file_digest(pristine), file_digest(expected)
-    sizes = {pristine.stat().st_size, expected.stat().st_size}
-    pattern = temp_re(target)
-    cmd = elfpatch_cmd(str(target))
-
-    def one(delay: float) -> str:
-        """One kill and its checks; the phase (PHASES) it hit."""
-        shutil.copyfile(pristine, target)
-        pid, code, err = kill_after(cmd, delay)
-        assert code in (0, -signal.SIGKILL), err
-        assert target.stat().st_size in sizes
-        digest = file_digest(target)
-        assert digest in (original, patched), f"neither original nor patched after a kill at {delay:.4f} s"
-        if code == 0:
-            assert digest == patched, err
-            tally.finished += 1
-        else:
-            tally.killed_pids.add(pid)
-            if digest == patched:
-                tally.patched += 1
-            else:
-                tally.original += 1
-        own_temp = partial = False
-        for name in os.listdir(target.parent):
-            if name == target.name:
-                continue
-            m = pattern.match(name)
-            assert m, f"{name!r} beside the target is not a temp file by its name"
-            assert int(m.group(1)) in tally.killed_pids, f"{name!r} is not a killed run's temp"
-            if int(m.group(1)) == pid:
-                own_temp = True
-                partial = (target.parent / name).stat().st_size < min(sizes)
-        tally.temps += own_temp
-        tally.partial += partial
-        if code == 0:
-            return "finished"
-        return "after" if digest == patched else "copying" if partial else "written" if own_temp else "before"
-
-    def attempt(want: str) -> Callable[[float], int]:
-        return lambda delay: PHASES.index(one(delay)) - PHASES.index(want)
-
-    for delay in delays:
-        one(delay)
-    # A phase the random delays missed: aim kills at it.
-    if not tally.partial:
-        tally.extra += aim(rng, 0.0, 1.1 * phases.total, attempt("copying"))
-    if not tally.patched:
-        tally.extra += aim(rng, 0.0, 1.1 * phases.total, attempt("after"))
-    assert tally.original and tally.patched and tally.partial, tally.line("kills")
-    # Leave at least one temp for the final run to clean (a later killed run may have removed the others).
-    if len(os.listdir(target.parent)) == 1:
-        tally.extra += aim(rng, 0.0, 1.1 * phases.total, attempt("copying"))
-    assert len(os.listdir(target.parent)) > 1, "no temp left for the final run to clean"
-    run_cli("unique", str(target), check=True)
-    assert file_digest(target) == patched
-    assert os.listdir(target.parent) == [target.name], "the next run removes every temp of a killed run"
-    return tally
 
 
 def report(record_property: RecordProperty, line: str) -> None:
@@ -306,16 +216,11 @@ def report(record_property: RecordProperty, line: str) -> None:
 
 
 def test_kill_default_mode_large(big: Big, tmp_path: Path, record_property: RecordProperty) -> None:
-    """17 seeded kills of the default mode: 3 early, 8 uniform over [0, 1.1 T], 4 while the temp is written,
-    2 after the rename."""
     target = tmp_path / "work" / big.pristine.name
     target.parent.mkdir()
-    rng = random.Random(SEED)
-    delays = delays_for(rng, big.phases, uniform=8, in_window=4, after=2)
-    tally = kill_campaign(target, big.pristine, big.patched, big.phases, delays, rng)
-    p = big.phases
-    report(record_property, tally.line(f"default mode, {big.size / 1e6:.0f} MB, T={p.total * 1e3:.0f} ms "
-                                       f"(temp at {p.temp * 1e3:.0f}, renamed at {p.rename * 1e3:.0f})"))
+    lines = kill_at_phases(target, big.pristine, big.patched, PHASES)
+    extra = random_campaign(target, big.pristine, big.patched, big.total, 6, SEED)
+    report(record_property, f"default mode, {big.size / 1e6:.0f} MB: " + "; ".join(lines) + f"; random: {extra}")
     shutil.rmtree(target.parent)
 
 
@@ -332,78 +237,33 @@ def check_old_or_new(target: Path, big: Big) -> int:
     return new
 
 
-def write_window(cmd: list[str], target: Path, big: Big) -> tuple[float, float, float]:
-    """(first st_info byte written, last written, exit) of one uninterrupted --inplace run, by polling."""
-    shutil.copyfile(big.pristine, target)
-    fd = os.open(target, os.O_RDONLY)
-    try:
-        t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-        first = last = None
-        while proc.poll() is None:
-            now = time.monotonic() - t0
-            new = sum(os.pread(fd, 1, off) == bytes((b,)) for off, _, b in big.edits)
-            if new and first is None:
-                first = now
-            if new == len(big.edits) and last is None:
-                last = now
-            time.sleep(0.0005)
-        total = time.monotonic() - t0
-    finally:
-        os.close(fd)
-    assert proc.returncode == 0 and file_digest(target) == big.patched_digest
-    first = total * 0.5 if first is None else first
-    last = max(first, total * 0.6) if last is None else last
-    return first, last, total
-
-
 def test_kill_inplace_large(big: Big, tmp_path: Path, record_property: RecordProperty) -> None:
-    """--inplace killed at random moments: the size and inode are kept, each st_info byte is old or new and no
-    other byte changes, no file is left beside it, and the next --inplace run completes the patch exactly.
-    Half of the runs sleep before each byte write, so that kills land between writes and leave a mix."""
+    """--inplace killed at its phases: before any write (original), after the first byte write (a mix: each
+    st_info byte old or new, no other byte changed); the inode is kept, nothing is left beside it, and the
+    next --inplace run completes the patch exactly."""
     work = tmp_path / "work"
     work.mkdir()
     target = work / big.pristine.name
-    plain = elfpatch_cmd("--inplace", str(target))
-    slowed = [sys.executable, "-c", SLOW_PWRITE, "unique", "--inplace", str(target)]
-    _, _, t_plain = write_window(plain, target, big)
-    first, last, _ = write_window(slowed, target, big)
-    rng = random.Random(SEED + 1)
-    runs = [(plain, d) for d in FIXED_DELAYS] + [(plain, rng.uniform(0, 1.1 * t_plain)) for _ in range(5)]
-    runs += [(slowed, rng.uniform(first - SLOW_WRITE, last)) for _ in range(8)]
-    counts = {"original": 0, "mixed": 0, "patched": 0, "finished": 0}
-
-    def one(cmd: list[str], delay: float) -> int:
-        """One kill and its checks; -1, 0 or 1 as it came before, in the middle of or after the byte writes."""
+    lines = []
+    for phase, want in (("locked", 0), ("mapped", 0), ("inplace", 1)):
         shutil.copyfile(big.pristine, target)
         inode = target.stat().st_ino
-        _, code, err = kill_after(cmd, delay)
-        assert code in (0, -signal.SIGKILL), err
+        run = Run(elfpatch_cmd("--inplace", str(target)), phase)
+        assert run.stopped, f"phase {phase} was not reached"
+        run.kill()
         assert target.stat().st_ino == inode and os.listdir(work) == [target.name]
         new = check_old_or_new(target, big)
-        if code == 0:
-            assert new == len(big.edits), err
-            counts["finished"] += 1
-        else:
-            counts["original" if new == 0 else "patched" if new == len(big.edits) else "mixed"] += 1
+        assert new == want, (phase, new)
+        lines.append(f"{phase}: {new} of {len(big.edits)} bytes new")
         run_cli("unique", "--inplace", str(target), check=True)
         assert file_digest(target) == big.patched_digest and target.stat().st_ino == inode
-        return -1 if new == 0 else 1 if new == len(big.edits) else 0
-
-    for cmd, delay in runs:
-        one(cmd, delay)
-    extra = 0 if counts["mixed"] else aim(rng, 0.0, 1.5 * last, lambda delay: one(slowed, delay))
-    report(record_property, f"--inplace, T={t_plain * 1e3:.0f} ms (slowed: writes {first * 1e3:.0f}-"
-                            f"{last * 1e3:.0f} ms): {counts['original']} original, {counts['mixed']} mixed, "
-                            f"{counts['patched']} patched, {counts['finished']} finished before the kill, "
-                            f"{extra} aimed kills")
-    assert counts["mixed"] and counts["original"], counts
+    report(record_property, "--inplace: " + "; ".join(lines))
     shutil.rmtree(work)
 
 
 def test_kill_wheel_large(big: Big, tmp_path: Path, record_property: RecordProperty) -> None:
-    """A ~100 MB wheel (the library deflated) killed at random moments: the wheel is the original or the result
-    of an uninterrupted run, byte for byte; the next run removes the killed runs' temps."""
+    """A ~100 MB wheel (the library deflated) killed at each phase: the wheel is the original or the result
+    of an uninterrupted run, byte for byte; the next run removes what a killed run left."""
     src = tmp_path / "src"
     src.mkdir()
     pristine = build_wheel(src, wheel_files(big.pristine))
@@ -412,14 +272,8 @@ def test_kill_wheel_large(big: Big, tmp_path: Path, record_property: RecordPrope
     run_cli("unique", "-o", str(out), str(pristine), check=True)
     target = tmp_path / "work" / pristine.name
     target.parent.mkdir()
-    phases = median_phases(elfpatch_cmd(str(target)), target, pristine, runs=1)
-    patched = file_digest(target)
-    assert patched == file_digest(out) != file_digest(pristine)
-    rng = random.Random(SEED + 2)
-    delays = delays_for(rng, phases, uniform=5, in_window=3, after=2)
-    tally = kill_campaign(target, pristine, out, phases, delays, rng)
-    report(record_property, tally.line(f"wheel, {pristine.stat().st_size / 1e6:.0f} MB, T={phases.total * 1e3:.0f}"
-                                       f" ms (temp at {phases.temp * 1e3:.0f}, renamed at "
-                                       f"{phases.rename * 1e3:.0f})"))
+    assert file_digest(out) != file_digest(pristine)
+    lines = kill_at_phases(target, pristine, out, WHEEL_PHASES)
+    report(record_property, f"wheel, {pristine.stat().st_size / 1e6:.0f} MB: " + "; ".join(lines))
     for directory in (src, out.parent, target.parent):
         shutil.rmtree(directory)

@@ -3,6 +3,7 @@ run, two runs on one file at once."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import subprocess
 import sys
@@ -50,46 +51,73 @@ def test_inplace_fault_restores_bytes(lib: Path, monkeypatch: pytest.MonkeyPatch
     assert lib.read_bytes() == before, "the bytes written before the fault are put back"
 
 
+def stale_temp(directory: Path, hexname: str = "0123456789abcdef") -> Path:
+    """A temp as a killed run leaves it (only a kill between its link and its rename leaves one named): no
+    process holds its lock."""
+    p = directory / f".elfpatch-{hexname}.tmp"
+    p.write_bytes(b"half written")
+    return p
+
+
 def test_temp_of_a_killed_run_is_cleaned_by_the_next(lib: Path) -> None:
+    stale = stale_temp(lib.parent)
+    alive = stale_temp(lib.parent, "fedcba9876543210")  # a live run's (it holds the lock): kept
+    fd = os.open(alive, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        run_cli("unique", str(lib), check=True)
+    finally:
+        os.close(fd)
+    assert not stale.exists() and alive.exists()
+
+
+def test_old_versions_temps_are_cleaned_once_their_pid_is_gone(lib: Path) -> None:
+    """Temps of versions before the lock-held temps (`.NAME.elfpatch-PID-HEX.tmp`, no lock): removed once no
+    process has their PID, kept while one has (it may be that old run, alive)."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     stale = lib.parent / f".{lib.name}.elfpatch-{dead.pid}-0123abcd.tmp"
-    stale.write_bytes(b"half written")
-    alive = lib.parent / f".{lib.name}.elfpatch-{os.getpid()}-0123abcd.tmp"  # a live run's: kept
-    alive.write_bytes(b"in progress")
+    alive = lib.parent / f".{lib.name}.elfpatch-{os.getpid()}-0123abcd.tmp"
+    for p in (stale, alive):
+        p.write_bytes(b"half written")
     run_cli("unique", str(lib), check=True)
     assert not stale.exists() and alive.exists()
 
 
-def test_every_writing_run_cleans_temps_and_read_only_runs_do_not(lib: Path) -> None:
-    """--inplace and a default run with nothing left to patch need no temp of their own, yet remove a dead
-    run's; --check and --dry-run write nothing, so they leave it."""
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = lib.parent / f".{lib.name}.elfpatch-{dead.pid}-0123abcd.tmp"
-    for args, removed in ((["--check"], False), (["-n"], False), (["--inplace"], True), ([], True)):
-        stale.write_bytes(b"half written")
+def test_only_runs_that_create_a_temp_clean_temps(lib: Path) -> None:
+    """Stale temps are removed by a run that creates a temp in that directory; --check, --dry-run, --inplace
+    and a run with nothing to patch create none and leave them."""
+    stale = stale_temp(lib.parent)
+    original = lib.read_bytes()
+    for args, removed in ((["--check"], False), (["-n"], False), (["--inplace"], False), ([], False)):
         run_cli("unique", *args, str(lib))
         assert stale.exists() != removed, args
-    assert "0 patched" in run_cli("unique", str(lib), check=True).stdout  # already patched by --inplace
+    lib.write_bytes(original)
+    run_cli("unique", str(lib), check=True)
+    assert not stale.exists()
 
 
-def test_killed_run_leaves_original_or_patched(lib: Path, tmp_path: Path) -> None:
-    """SIGKILL at several moments of the default mode: the file is always whole, unpatched or patched."""
+# Phases of a default-mode run (elfpatch.teststop), in order; the file is the original up to the rename.
+ATOMIC_PHASES = ("locked", "mapped", "temp", "written", "verified", "linked", "renamed")
+
+
+@pytest.mark.parametrize("phase", ATOMIC_PHASES)
+def test_killed_run_leaves_original_or_patched(lib: Path, tmp_path: Path, phase: str) -> None:
+    """SIGKILL at each phase of the default mode, reached for sure (the run stops itself there): the file is
+    whole, the original before the rename and the patched file after it; the next run finishes the job and
+    leaves no temp (a kill after the link, before the rename, is the one that leaves a named temp)."""
     original = lib.read_bytes()
     patched_path = tmp_path / "expected.so"
     run_cli("unique", "-o", str(patched_path), str(lib), check=True)
     patched = patched_path.read_bytes()
-    for delay in (0.0, 0.02, 0.05, 0.08, 0.12, 0.2):
-        lib.write_bytes(original)
-        proc = subprocess.Popen([sys.executable, "-m", "elfpatch", "unique", str(lib)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            proc.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        assert lib.read_bytes() in (original, patched), delay
+    proc = subprocess.Popen([sys.executable, "-m", "elfpatch", "unique", str(lib)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ, ELFPATCH_TEST_STOP=phase))
+    _, status = os.waitpid(proc.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), f"phase {phase} was not reached"
+    proc.kill()
+    proc.wait()
+    assert lib.read_bytes() == (patched if phase == "renamed" else original)
+    assert len(temps(lib.parent)) == (phase == "linked")
     run_cli("unique", str(lib), check=True)
     assert lib.read_bytes() == patched and temps(lib.parent) == []
 
@@ -107,3 +135,36 @@ def test_two_runs_at_once_patch_exactly_once(lib: Path, tmp_path: Path) -> None:
             assert p.returncode == 0, err
         assert lib.read_bytes() == expected.read_bytes()
         assert temps(lib.parent) == []
+
+
+def test_named_temp_where_o_tmpfile_is_missing_is_locked_and_removed(lib: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without O_TMPFILE (a file system or kernel without it) the temp is a short named file, locked by its
+    creator for as long as it exists (another run must neither take nor remove it), and gone after the run."""
+    expected = tmp_path / "expected.so"
+    run_cli("unique", "-o", str(expected), str(lib), check=True)
+    monkeypatch.delattr(write.os, "O_TMPFILE")
+    seen: dict[str, object] = {}
+
+    def at(phase: str) -> None:
+        if phase == "written":
+            (name,) = temps(lib.parent)
+            fd = os.open(lib.parent / name, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen["locked"] = False
+            except BlockingIOError:
+                seen["locked"] = True
+            finally:
+                os.close(fd)
+            seen["name"] = name
+            dfd = os.open(lib.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                seen["removed"] = write.clean_stale_temps(dfd)
+            finally:
+                os.close(dfd)
+
+    monkeypatch.setattr(write.teststop, "stop", at)
+    elfpatch.patch(lib)
+    assert write.TEMP_RE.match(seen["name"]) and seen["locked"] and seen["removed"] == []
+    assert lib.read_bytes() == expected.read_bytes() and temps(lib.parent) == []
