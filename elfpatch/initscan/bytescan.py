@@ -6,8 +6,18 @@ Decoding each instruction of a 400 MB library's call trees with capstone costs m
 functions register nothing and read nothing another initializer constructs. A match here is only a
 candidate (the bytes may sit inside another instruction): a call counts only when its target is a known
 function start or PLT stub, and the walker decodes a function with capstone before it reports a registration
-or a read found in it. What this can miss: data references in encodings not listed below (VEX/EVEX-encoded
-loads, which compilers use for vector copies), so a read found only that way is not seen.
+or a read found in it. So the filters err towards candidates, never away from a real instruction:
+
+- every RIP-relative operand, whatever the encoding (legacy, 0x0f/0x0f38/0x0f3a maps, VEX, EVEX, x87), is a
+  ModRM byte with mod=00 rm=101 followed by its disp32 and then 0, 1, 2 or 4 bytes of immediate: each such byte
+  is a data-reference candidate at each of those four ends;
+- matches overlap (a look-alike inside one instruction must not swallow the real one that starts in its
+  displacement);
+- a call's rel32 reaches at most the code's own span (the PLT is code too), which ``call_pattern`` keeps;
+- a jump out of the function (``jmp``/``jcc``, rel32 or rel8) to a function start is a tail call, as the
+  decoder takes it;
+- a ``jmp`` through a register or memory other than a notrack jump table is an indirect (tail) call, counted
+  as the decoder counts it.
 """
 from __future__ import annotations
 
@@ -17,71 +27,113 @@ from typing import Callable, NamedTuple
 # call rel32 / jmp rel32, and call/jmp through a RIP-relative slot (-fno-plt, or PLT-less GOT calls).
 _CALL = re.compile(rb"\xe8(.{4})", re.DOTALL)
 _JMP = re.compile(rb"\xe9(.{4})", re.DOTALL)
+# Jumps that can leave the function as tail calls too: jcc rel32, and jmp/jcc rel8 (only near either end).
+_JCC = re.compile(rb"\x0f[\x80-\x8f](.{4})", re.DOTALL)
+_JMP8 = re.compile(rb"[\xeb\x70-\x7f](.)", re.DOTALL)
+_REL8_REACH = 130
 _SLOT_CALL = re.compile(rb"\xff([\x15\x25])(.{4})", re.DOTALL)
-# call through a register or memory not RIP-relative: an indirect call (counted, not followed).
+# call through a register or memory not RIP-relative: an indirect call (counted, not followed). jmp the same
+# way (ff /4): an indirect tail call, unless a notrack prefix (0x3e) marks it a jump table.
 _INDIRECT = re.compile(rb"\xff[\xd0-\xd7\x10-\x14\x16\x17\x50-\x57\x90-\x97]")
-# An opcode byte followed by a ModRM with mod=00, rm=101: [rip + disp32]. One character class for the opcode
-# (a leading optional prefix or an alternation makes the regex engine several times slower): one-byte opcodes,
-# and the second byte of 0x0f-escaped ones, which count only after a 0x0f. Prefixes (REX, 0x66, 0xf2, 0xf3)
-# do not move the displacement.
-_ONE_BYTE = (b"\x8b\x89\x8d\x88\x8a\x3b\x39\x03\x01\x2b\x29\x85\x84\x83\x80\x81\xc7\xc6\xf7\x0b\x09\x23\x21\x33"
-             b"\x31\x38\x3a")
-_ESCAPED = b"\xb6\xb7\xbe\xbf\x10\x11\x28\x29\x6f\x7f\x7e\xd6"
-_RIP = re.compile(b"([" + re.escape(_ONE_BYTE + _ESCAPED) + b"])([\x05\x0d\x15\x1d\x25\x2d\x35\x3d])(.{4})",
-                  re.DOTALL)
-_ESCAPED_ONLY = frozenset(_ESCAPED) - frozenset(_ONE_BYTE)
-_IMM = {0x80: 1, 0x83: 1, 0xC6: 1, 0x81: 4, 0xC7: 4}
-_WRITES = frozenset({0x89, 0x88, 0xC6, 0xC7, 0x01, 0x09, 0x21, 0x29, 0x31})
-_ESCAPED_WRITES = frozenset({0x11, 0x29, 0x7F, 0xD6})
-
+_INDIRECT_JMP = re.compile(rb"\xff[\xe0-\xe7\x20-\x24\x26\x27\x60-\x67\xa0-\xa7]")
+_NOTRACK = 0x3E
+# Any ModRM byte with mod=00 rm=101 (RIP-relative in 64-bit mode), with the disp32 that follows it.
+_MODRM_RIP = re.compile(rb"[\x05\x0d\x15\x1d\x25\x2d\x35\x3d](.{4})", re.DOTALL)
+_IMM_SIZES = (0, 1, 2, 4)
+_MOV_LOAD = 0x8B
 
 class Skim(NamedTuple):
     calls: list  # (site address, target address, tail) in address order
     slots: list  # (site address, GOT slot address, tail)
-    refs: list  # (site address, data address, write, is_lea)
+    data: list  # (ModRM address, data address, immediate size assumed): every RIP-relative candidate
+    loads: list  # (ModRM address, data address) of those after a ``mov r, [rip + disp32]`` opcode (0x8b)
     indirect: int
 
 
+def _top_bytes(lo: int, hi: int) -> bytes:
+    """The possible top bytes of an int32 in [lo, hi] (little-endian: its fourth byte)."""
+    lo, hi = max(lo, -(1 << 31)), min(hi, (1 << 31) - 1)
+    return bytes(sorted({d & 0xFF for d in range(lo >> 24, (hi >> 24) + 1)}))
+
+
+def rel32_pattern(head: bytes, lo: int, hi: int) -> re.Pattern:
+    """``head`` then a disp32 in [lo, hi]: the disp32's top byte is tested in the regex, which drops most bytes
+    that only look like the instruction before any Python runs."""
+    return re.compile(re.escape(head) + b"(...[" + re.escape(_top_bytes(lo, hi)) + b"])", re.DOTALL)
+
+
 def call_pattern(span: int) -> re.Pattern:
-    """``call rel32`` whose displacement reaches at most ``span`` bytes either way: the top byte of a
-    displacement within a library's code is near 0x00 or 0xff, which drops most bytes that only look like a
-    call before any Python runs."""
-    top = min(span >> 24, 0x7F)
-    return re.compile(b"\xe8(...[" + re.escape(bytes(range(0, top + 1)) + bytes(range(0xFF - top, 0x100)))
-                      + b"])", re.DOTALL)
+    """``call rel32`` whose displacement reaches at most ``span`` bytes either way (the code's own span)."""
+    return rel32_pattern(b"\xe8", -span, span)
+
+
+class Patterns(NamedTuple):
+    """The displacement-filtered patterns for one file: calls and jumps within its code, RIP-relative operands
+    into its data (candidates outside those spans could not pass the range tests anyway)."""
+    call: re.Pattern
+    jmp: re.Pattern
+    jcc: re.Pattern
+    modrm: re.Pattern
+
+
+def patterns(code_lo: int, code_hi: int, data_lo: int, data_hi: int) -> Patterns:
+    span = code_hi - code_lo
+    tops = _top_bytes(data_lo - code_hi - 8, data_hi - code_lo)
+    modrm = re.compile(b"[\x05\x0d\x15\x1d\x25\x2d\x35\x3d](...[" + re.escape(tops) + b"])", re.DOTALL)
+    return Patterns(call_pattern(span), rel32_pattern(b"\xe9", -span, span),
+                    re.compile(b"\x0f[\x80-\x8f](...[" + re.escape(_top_bytes(-span, span)) + b"])", re.DOTALL),
+                    modrm)
+
+
+ANY = Patterns(_CALL, _JMP, _JCC, _MODRM_RIP)  # no span known: every displacement
+
+
+def _each(rx: re.Pattern, code: bytes):
+    """Every match of ``rx`` in ``code``, overlapping ones too (finditer would resume after a match's end)."""
+    m = rx.search(code)
+    while m is not None:
+        yield m
+        m = rx.search(code, m.start() + 1)
 
 
 def skim(code: bytes, start: int, is_target: Callable[[int], bool], data_lo: int, data_hi: int,
-         calls_rx: re.Pattern = _CALL) -> Skim:
+         rx: Patterns = ANY) -> Skim:
     """The candidates in ``code`` (at link-time address ``start``): calls whose target passes ``is_target``,
     and data references into [data_lo, data_hi) (the writable sections and the GOT)."""
     end = start + len(code)
     calls = []
-    for m in calls_rx.finditer(code):
+    for m in _each(rx.call, code):
         target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
         if is_target(target):
             calls.append((start + m.start(), target, False))
-    for m in _JMP.finditer(code):
+    for m in _each(rx.jmp, code):
         target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
         if not start <= target < end and is_target(target):
             calls.append((start + m.start(), target, True))
+    for m in _each(rx.jcc, code):
+        target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
+        if not start <= target < end and is_target(target):
+            calls.append((start + m.start(), target, True))
+    n = len(code)
+    for lo, hi in ((0, min(n, _REL8_REACH)), (max(_REL8_REACH, n - _REL8_REACH), n)):
+        for m in _each(_JMP8, code[lo:hi]):
+            target = start + lo + m.end() + int.from_bytes(m.group(1), "little", signed=True)
+            if not start <= target < end and is_target(target):
+                calls.append((start + lo + m.start(), target, True))
     calls.sort()
     slots = [(start + m.start(), start + m.end() + int.from_bytes(m.group(2), "little", signed=True),
-              m.group(1) == b"\x25") for m in _SLOT_CALL.finditer(code)]
-    refs = []
-    for m in _RIP.finditer(code):
-        op = m.group(1)[0]
-        at = m.start()
-        escaped = at > 0 and code[at - 1] == 0x0F
-        if op in _ESCAPED_ONLY and not escaped:
-            continue
-        imm = 0 if escaped else _IMM.get(op, 0)
-        if op == 0xF7 and not escaped:
-            imm = 4 if (m.group(2)[0] >> 3) & 7 == 0 else 0
-        elif imm == 4 and at > 0 and code[at - 1] == 0x66:
-            imm = 2
-        target = start + m.end() + imm + int.from_bytes(m.group(3), "little", signed=True)
-        if data_lo <= target < data_hi:
-            write = op in (_ESCAPED_WRITES if escaped else _WRITES)
-            refs.append((start + at, target, write, op == 0x8D and not escaped))
-    return Skim(calls, slots, refs, len(_INDIRECT.findall(code)))
+              m.group(1) == b"\x25") for m in _each(_SLOT_CALL, code)]
+    data, loads = [], []
+    lo, hi = data_lo - 4, data_hi  # disp32 + its end in [lo, hi) for some immediate size
+    for m in _each(rx.modrm, code):
+        base = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
+        if lo <= base < hi:
+            for imm in _IMM_SIZES:
+                if data_lo <= base + imm < data_hi:
+                    data.append((start + m.start(), base + imm, imm))
+            at = m.start()
+            if at and code[at - 1] == _MOV_LOAD and data_lo <= base < data_hi:
+                loads.append((start + at, base))
+    indirect = len(_INDIRECT.findall(code)) + sum(
+        1 for m in _each(_INDIRECT_JMP, code) if not (m.start() and code[m.start() - 1] == _NOTRACK))
+    return Skim(calls, slots, data, loads, indirect)

@@ -160,6 +160,10 @@ class _X86:
                 st.pop(r, None)
             return
         if mnem[0] == "j":
+            target = _imm(op)
+            if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
+                out.append(Call(target, None, tuple(st.get(r) for r in X86_ARGS), True))
+            st["cmp"] = cmp
             return
         ops = op.split(", ", 1)
         dst = ops[0]
@@ -501,6 +505,12 @@ class Disassembler:
 
     def stub_slot(self, start: int, end: int) -> int | None:
         """The GOT slot a PLT stub jumps through (``jmp *slot`` / ``adrp; ldr x17; br x17``)."""
+        if self.machine == EM_X86_64:  # .plt / .plt.sec / .plt.got: [endbr64] [bnd] jmp [rip + disp32] first
+            head = self.read_code(start, min(end - start, 16))
+            for skip in (0, 1, 4, 5):
+                if head[skip: skip + 2] == b"\xff\x25" and head[:skip] in (b"", b"\xf2", b"\xf3\x0f\x1e\xfa",
+                                                                        b"\xf3\x0f\x1e\xfa\xf2"):
+                    return start + skip + 6 + int.from_bytes(head[skip + 2: skip + 6], "little", signed=True)
         for ev in self.sweep(start, min(end, start + 32), {}):
             if isinstance(ev, Call):
                 return ev.slot

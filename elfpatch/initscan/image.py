@@ -244,7 +244,10 @@ class Image:
     def guarded(self, name: str) -> bool:
         """Whether an object has an ABI guard variable (inline and template variables, local statics)."""
         if self._guard_names is None:  # built on first use: only --siof asks
-            self._guard_names = {n for j in self._objects.values() if (n := self._name_of(j)).startswith("_ZGV")}
+            # Tested on the string table's bytes: decoding every object's name costs a second on libtorch.
+            data, base, size, names = self.elf.data, self.table.str_offset, self.table.str_size, self._names
+            self._guard_names = {self._name_of(j) for j in self._objects.values()
+                                 if 0 < (o := names[j] & 0xFFFFFFFF) < size and data[base + o: base + o + 4] == b"_ZGV"}
         guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
         return guard in self._guard_names
 

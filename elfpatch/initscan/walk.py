@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from elfpatch.initscan.bytescan import Skim, call_pattern, skim
+from elfpatch.initscan.bytescan import Skim, patterns, skim
 from elfpatch.initscan.disasm import EM_X86_64, Access, Disassembler, Value
 from elfpatch.initscan.image import Image
 
@@ -65,9 +65,10 @@ class Walker:
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._skims: dict[int, tuple[Skim, list | None]] = {}
         self._helper: dict[str, bool] = {}
+        self._plain: dict[int, list] = {}  # function -> its events with no argument known (touches)
         lo = min((a for a, _ in image.code), default=0)
         hi = max((b for _, b in image.code), default=0)
-        self._calls_rx = call_pattern(hi - lo)
+        self._patterns = patterns(lo, hi, *image.data_span)
 
     def is_helper(self, name: str | None) -> bool:
         """A translation unit's own initializer helper (followed without costing depth)."""
@@ -91,7 +92,9 @@ class Walker:
             name = image.call_name(target, _NAME_MARKERS)
             out = (target, name)
             if name is None or not image.is_function(target):
-                slot = self.dis.stub_slot(target, image.function_end(target)) if image.in_code(target) else None
+                # Only a PLT stub jumps through a slot (any code when the file has no section headers to say).
+                stub = image.in_plt(target) if image.plt else image.in_code(target)
+                slot = self.dis.stub_slot(target, image.function_end(target)) if stub else None
                 bound = image.got(slot) if slot is not None else None
                 if isinstance(bound, str):
                     out = (None, _SYMBOL_VERSION.sub("", bound))
@@ -129,11 +132,12 @@ class Walker:
         if hit is not None:
             return hit
         image = self.image
-        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span, self._calls_rx)
+        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span,
+                  self._patterns)
         # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
         # initializer so, after testing the weak symbol).
-        loaded = [(a, t, False, True) for a, t, write, lea in sk.refs
-                  if not write and not lea and isinstance(v := image.got(t), int) and image.is_function(v)]
+        loaded = [(a, t, False, True) for a, t in sk.loads
+                  if isinstance(v := image.got(t), int) and image.is_function(v)]
         sites = sorted([(a, t, tail, False) for a, t, tail in sk.calls]
                        + [(a, slot, tail, True) for a, slot, tail in sk.slots] + loaded)
         targets: list | None = []
@@ -153,7 +157,7 @@ class Walker:
     def _skimmed(self, addr: int, sk: Skim, targets: list, depth: int, stack: frozenset) -> Summary:
         image = self.image
         reads: dict[int, tuple] = {}
-        for _site, target, _write, _lea in sk.refs:
+        for _site, target, _imm in sk.data:
             value = image.got(target)
             obj = image.object_at(value if isinstance(value, int) else target)
             if obj is not None:
@@ -264,7 +268,10 @@ class Walker:
         """Whether the decoded function at ``addr`` loads, stores or passes the address of object ``obj``
         (confirms what a skim found)."""
         image = self.image
-        for ev in self.dis.sweep(addr, image.function_end(addr), {}):
+        events = self._plain.get(addr)
+        if events is None:  # one sweep per function, however many objects are asked about
+            events = self._plain[addr] = self.dis.sweep(addr, image.function_end(addr), {})
+        for ev in events:
             values = [ev.address] if isinstance(ev, Access) else [v for v in ev.args if isinstance(v, int)]
             for v in values:
                 o = image.object_at(v)

@@ -1,6 +1,6 @@
 # The order fixtures (x86-64, g++): each program plain (-O2 and -O0, for elfpatch) and with ASan's
 # init-order checker (the run-time truth), same sources, same link order. NAME := units in link order.
-SIOF_PROGS := cross_ab cross_ba third overwrite safe nodestructor thread_local inline prio ctorn registrar indirect
+SIOF_PROGS := cross_ab cross_ba third overwrite safe nodestructor thread_local inline prio ctorn registrar indirect vector
 cross_ab := cfg user
 cross_ba := user cfg
 third := third_user cfg third_helper
@@ -13,9 +13,10 @@ prio := prio_user prio_def cfg
 ctorn := ctorn cfg
 registrar := reg_plugin reg_map
 indirect := vcall vcall_impl
+vector := vec_user vec_table vec_helper
 SB := $(B)/siof
 ASAN := -fsanitize=address -fsanitize-recover=address
-SIOF_HDRS := cfg.hpp inl.hpp
+SIOF_HDRS := cfg.hpp inl.hpp vec.hpp
 
 # Also clang -O2 (with its own ASan build, clang-asan) and, for elfpatch only, AArch64 -O2/-O0, where those
 # compilers are present.
