@@ -34,7 +34,8 @@ CROSS_ARCHES = {
 
 # Markers (pyproject's [tool.pytest.ini_options]): `make test-fast` runs `-m "not slow and not cross"`.
 # - cross: needs a cross toolchain or qemu (the cross_build/init cross fixtures, or an architecture in the id);
-# - slow: hypothesis campaigns (test_fuzz*), kill campaigns, large files, whole system directories, pip installs;
+# - slow: all but the first case of a parametrized matrix, hypothesis campaigns (test_fuzz*), kill
+#   campaigns, large files, whole system directories, pip installs;
 # - root: needs root (chown, setcap, mount, setpriv), marked where the module says so.
 SLOW_MODULES = {"test_kill_large.py"}
 SLOW_TESTS = {
@@ -49,7 +50,15 @@ SLOW_TESTS = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    seen: set[tuple[str, str]] = set()
     for item in items:
+        # A parametrized matrix keeps its first case in `make test-fast`; the rest of it is breadth, for
+        # `make test` and CI.
+        if getattr(item, "callspec", None) is not None:
+            key = (str(item.path), getattr(item, "originalname", item.name))
+            if key in seen:
+                item.add_marker(pytest.mark.slow)
+            seen.add(key)
         fixtures = set(getattr(item, "fixturenames", ()))
         ident = getattr(getattr(item, "callspec", None), "id", "")
         if "cross_build" in fixtures or item.path.name == "test_cross.py" or any(a in ident for a in CROSS_ARCHES):
