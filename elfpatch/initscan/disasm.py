@@ -386,6 +386,70 @@ class _A64:
 # -- the per-file decoder --------------------------------------------------------------------------------
 
 
+def _blocks(kinds: list, index: dict[int, int]) -> tuple[list, dict[int, list]]:
+    """Basic blocks as (first, last) instruction indexes in address order, and each one's successors
+    [(block, taken: True/False for a conditional branch's two ways, None for the only way)]."""
+    count = len(kinds)
+    leaders = {0}
+    for n, (kind, target) in enumerate(kinds):
+        if kind != "none":
+            leaders.add(n + 1)
+            if target is not None and target in index:
+                leaders.add(index[target])
+    starts = sorted(x for x in leaders if x < count)
+    block_of = {s: b for b, s in enumerate(starts)}
+    spans = [(s, (starts[b + 1] if b + 1 < len(starts) else count) - 1) for b, s in enumerate(starts)]
+    succ: dict[int, list] = {}
+    for b, (_first, last) in enumerate(spans):
+        kind, target = kinds[last]
+        out = []
+        inside = target is not None and target in index
+        if kind in ("none", "cond") and b + 1 < len(spans):
+            out.append((b + 1, False if kind == "cond" else None))
+        if kind in ("cond", "jmp") and inside:
+            out.append((block_of[index[target]], True if kind == "cond" else None))
+        succ[b] = out
+    return spans, succ
+
+
+def _reverse_post_order(spans: list, succ: dict[int, list]) -> tuple[list[int], set[int]]:
+    """Reverse post-order from the entry (iterative DFS), then the blocks nothing reaches in address order;
+    and the blocks some edge jumps back to (loop heads)."""
+    order: list[int] = []
+    seen = {0} if spans else set()
+    stack = [(0, iter(succ.get(0, ())))] if spans else []
+    back = set()
+    on_stack = {0}
+    while stack:
+        b, it = stack[-1]
+        for s, _taken in it:
+            if s in on_stack:
+                back.add(s)
+            if s not in seen:
+                seen.add(s)
+                on_stack.add(s)
+                stack.append((s, iter(succ.get(s, ()))))
+                break
+        else:
+            stack.pop()
+            on_stack.discard(b)
+            order.append(b)
+    order.reverse()
+    order += [b for b in range(len(spans)) if b not in seen]
+    return order, back
+
+
+def _decided(cmp: bool | None, mnem: str) -> bool | None:
+    """Whether the block's closing ``je``/``jne`` is taken, when a compare of two known values decided it."""
+    if cmp is None:
+        return None
+    if mnem in ("je", "b.eq"):
+        return cmp
+    if mnem in ("jne", "b.ne"):
+        return not cmp
+    return None
+
+
 def _meet(a: dict, b: dict) -> dict:
     return {k: v for k, v in a.items() if b.get(k) == v and k != "cmp"}
 
@@ -415,49 +479,8 @@ class Disassembler:
     def _decode(self, start: int, end: int) -> Decoded:
         insns = list(self.md.disasm_lite(self.read_code(start, end - start), start))
         flow = self.arch.flow
-        kinds = [flow(i[2], i[3]) for i in insns]
-        index = {i[0]: n for n, i in enumerate(insns)}
-        leaders = {0}
-        for n, (kind, target) in enumerate(kinds):
-            if kind != "none":
-                leaders.add(n + 1)
-                if target is not None and target in index:
-                    leaders.add(index[target])
-        starts = sorted(x for x in leaders if x < len(insns))
-        block_of = {s: b for b, s in enumerate(starts)}
-        spans = [(s, (starts[b + 1] if b + 1 < len(starts) else len(insns)) - 1) for b, s in enumerate(starts)]
-        succ: dict[int, list] = {}
-        for b, (_first, last) in enumerate(spans):
-            kind, target = kinds[last]
-            out = []
-            inside = target is not None and target in index
-            if kind in ("none", "cond") and b + 1 < len(spans):
-                out.append((b + 1, False if kind == "cond" else None))
-            if kind in ("cond", "jmp") and inside:
-                out.append((block_of[index[target]], True if kind == "cond" else None))
-            succ[b] = out
-        # Reverse post-order from the entry (iterative DFS), then the blocks nothing reaches in address order.
-        order: list[int] = []
-        seen = {0} if spans else set()
-        stack = [(0, iter(succ.get(0, ())))] if spans else []
-        back = set()
-        on_stack = {0}
-        while stack:
-            b, it = stack[-1]
-            for s, _taken in it:
-                if s in on_stack:
-                    back.add(s)
-                if s not in seen:
-                    seen.add(s)
-                    on_stack.add(s)
-                    stack.append((s, iter(succ.get(s, ()))))
-                    break
-            else:
-                stack.pop()
-                on_stack.discard(b)
-                order.append(b)
-        order.reverse()
-        order += [b for b in range(len(spans)) if b not in seen]
+        spans, succ = _blocks([flow(i[2], i[3]) for i in insns], {i[0]: n for n, i in enumerate(insns)})
+        order, back = _reverse_post_order(spans, succ)
         pos = {b: p for p, b in enumerate(order)}
         blocks = [spans[b] for b in order]
         succs = {pos[b]: [(pos[s], t) for s, t in succ[b]] for b in succ}
@@ -487,13 +510,7 @@ class Disassembler:
                 step(insns[n], st, out, start, end)
             cmp = st.get("cmp")
             step(insns[last], st, out, start, end)
-            taken_known = None
-            if cmp is not None:
-                mnem = insns[last][2]
-                if mnem in ("je", "b.eq"):
-                    taken_known = cmp
-                elif mnem in ("jne", "b.ne"):
-                    taken_known = not cmp
+            taken_known = _decided(cmp, insns[last][2])
             for s, taken in dec.succs.get(p, ()):
                 if taken is not None and taken_known is not None and taken != taken_known:
                     continue
