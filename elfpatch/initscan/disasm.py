@@ -77,7 +77,28 @@ _X86_MEM = re.compile(r"(?:(\w+):)?\[([^\]]*)\]")
 _X86_WRITES = ("mov", "stos", "set", "cmov")  # a memory first operand of these is only written
 _X86_READS = ("cmp", "test", "bt", "ucomis", "comis", "push")  # a memory first operand of these is only read
 _HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
+# Instructions that write registers not named in their operands: those registers become unknown.
+_X86_IMPLICIT = ("xchg", "cpuid", "rdtsc", "syscall", "div", "idiv", "mul", "imul", "cqo", "cdq", "pop", "stos",
+                 "movs", "cmpxchg")
+_X86_IMPLICIT_CLOBBER = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "r12", "r13", "r14", "r15")
 _PREFIXES = ("bnd ", "notrack ", "rep ", "repe ", "repne ", "lock ", "addr32 ", "data16 ")
+
+
+def _x86_accesses(a: int, mnem: str, mem_first: bool) -> list[Access]:
+    """The global accesses of an instruction whose memory operand is at ``a``."""
+    if not mem_first or mnem.startswith(_X86_READS):
+        return [Access(a, False)]
+    if mnem.startswith(_X86_WRITES):
+        return [Access(a, True)]
+    return [Access(a, False), Access(a, True)]  # read-modify-write
+
+
+def _put(st: dict, key: str, value: Value | None) -> None:
+    """Sets a register's (or stack slot's) known value; None forgets it."""
+    if value is None:
+        st.pop(key, None)
+    else:
+        st[key] = value
 
 
 def _imm(text: str) -> int | None:
@@ -137,109 +158,119 @@ class _X86:
 
     def step(self, insn: tuple, st: dict, out: list, start: int, end: int) -> None:
         addr, size, mnem, op = insn
-        cmp = st.pop("cmp", None)
+        cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
         while mnem.startswith(_PREFIXES):
             mnem = mnem.split(" ", 1)[1]
         nxt = addr + size
-        if mnem == "call" or mnem == "jmp":
-            tail = mnem == "jmp"
-            target = _imm(op)
-            args = tuple(st.get(r) for r in X86_ARGS)
-            if target is not None:
-                if tail and start <= target < end:
-                    st["cmp"] = cmp
-                    return
-                out.append(Call(target, None, args, tail))
-            elif "[" in op:
-                m = _X86_MEM.search(op)
-                slot = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
-                out.append(Call(None, slot, args, tail))
-            elif not (tail and insn[2].startswith("notrack")):  # through a register: known when from the GOT
-                out.append(Call(st.get(_X86_ALIAS.get(op, op)), None, args, tail))
-            for r in X86_CLOBBER:
-                st.pop(r, None)
+        if mnem in ("call", "jmp"):
+            if not self._call(insn, mnem == "jmp", op, st, out, start, end):
+                st["cmp"] = cmp
             return
         if mnem[0] == "j":
-            target = _imm(op)
-            if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
-                out.append(Call(target, None, tuple(st.get(r) for r in X86_ARGS), True))
+            self._conditional(op, st, out, start, end)
             st["cmp"] = cmp
             return
         ops = op.split(", ", 1)
         dst = ops[0]
         dreg = _X86_ALIAS.get(dst)
         if mnem == "lea":
-            m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
-            a = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
-            if dreg:
-                if a is None:
-                    st.pop(dreg, None)
-                else:
-                    st[dreg] = a
+            self._lea(ops, dreg, st, nxt)
             return
-        if mnem == "cmp" and len(ops) == 2:
-            left = self._value(ops[0], st)
-            right = self._value(ops[1], st)
-            if left is not None and right is not None:
-                st["cmp"] = left == right
+        self._compare(mnem, ops, st)
         m = _X86_MEM.search(op)
         if m:
-            mem_first = "[" in dst
-            inner = m.group(2)
-            if m.group(1) is None and ("rbp" in inner or "rsp" in inner) and "rip" not in inner:
-                slot = "m:" + inner  # a stack slot: -O0 spills its arguments there
-                if mem_first and mnem == "mov" and len(ops) == 2:
-                    v = self._value(ops[1], st)
-                    if v is None:
-                        st.pop(slot, None)
-                    else:
-                        st[slot] = v
-                elif mem_first and not mnem.startswith(_X86_READS):
-                    st.pop(slot, None)
-                elif dreg and not mem_first:
-                    v = st.get(slot) if mnem == "mov" else None
-                    if v is None:
-                        st.pop(dreg, None)
-                    else:
-                        st[dreg] = v
-                return
-            a = self._mem(inner, st, nxt) if m.group(1) is None else None
-            if a is not None:
-                if not mem_first and mnem == "mov" and dreg:
-                    value = self.got(a)
-                    if value is not None:  # a GOT load: the register now holds the object's address
-                        st[dreg] = value
-                        return
-                    out.append(Access(a, False))
-                elif mem_first:
-                    if mnem.startswith(_X86_READS):
-                        out.append(Access(a, False))
-                    else:
-                        if not mnem.startswith(_X86_WRITES):
-                            out.append(Access(a, False))  # read-modify-write
-                        out.append(Access(a, True))
-                else:
-                    out.append(Access(a, False))
-            if dreg:
-                st.pop(dreg, None)
+            self._memory(m, mnem, ops, dreg, st, out, nxt)
             return
+        self._register(mnem, ops, dreg, st)
+
+    def _call(self, insn: tuple, tail: bool, op: str, st: dict, out: list, start: int, end: int) -> bool:
+        """A call, or a jmp out of the function (a tail call): records it and clobbers the caller-saved
+        registers. False for a jmp inside the function: control flow, not a call."""
+        target = _imm(op)
+        args = tuple(st.get(r) for r in X86_ARGS)
+        if target is not None:
+            if tail and start <= target < end:
+                return False
+            out.append(Call(target, None, args, tail))
+        elif "[" in op:
+            m = _X86_MEM.search(op)
+            slot = self._mem(m.group(2), st, insn[0] + insn[1]) if m and not m.group(1) else None
+            out.append(Call(None, slot, args, tail))
+        elif not (tail and insn[2].startswith("notrack")):  # through a register: known when from the GOT
+            out.append(Call(st.get(_X86_ALIAS.get(op, op)), None, args, tail))
+        for r in X86_CLOBBER:
+            st.pop(r, None)
+        return True
+
+    @staticmethod
+    def _conditional(op: str, st: dict, out: list, start: int, end: int) -> None:
+        target = _imm(op)
+        if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
+            out.append(Call(target, None, tuple(st.get(r) for r in X86_ARGS), True))
+
+    def _lea(self, ops: list, dreg: str | None, st: dict, nxt: int) -> None:
+        """``lea``: the register holds the address computed, when it is known."""
+        m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
+        a = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
+        if dreg:
+            _put(st, dreg, a)
+
+    def _compare(self, mnem: str, ops: list, st: dict) -> None:
+        """A ``cmp`` of two known values: its outcome decides the ``je``/``jne`` after it (see sweep)."""
+        if mnem != "cmp" or len(ops) != 2:
+            return
+        left = self._value(ops[0], st)
+        right = self._value(ops[1], st)
+        if left is not None and right is not None:
+            st["cmp"] = left == right
+
+    def _memory(self, m: re.Match, mnem: str, ops: list, dreg: str | None, st: dict, out: list,
+                nxt: int) -> None:
+        """An instruction with a memory operand: a stack slot, a GOT load, or an access to global memory."""
+        mem_first = "[" in ops[0]
+        inner = m.group(2)
+        if m.group(1) is None and ("rbp" in inner or "rsp" in inner) and "rip" not in inner:
+            self._stack_slot("m:" + inner, mnem, ops, mem_first, dreg, st)
+            return
+        a = self._mem(inner, st, nxt) if m.group(1) is None else None
+        if a is not None:
+            if not mem_first and mnem == "mov" and dreg and self._got_load(a, dreg, st):
+                return
+            out.extend(_x86_accesses(a, mnem, mem_first))
+        if dreg:
+            st.pop(dreg, None)
+
+    def _stack_slot(self, slot: str, mnem: str, ops: list, mem_first: bool, dreg: str | None, st: dict) -> None:
+        """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
+        if mem_first and mnem == "mov" and len(ops) == 2:
+            _put(st, slot, self._value(ops[1], st))
+        elif mem_first and not mnem.startswith(_X86_READS):
+            st.pop(slot, None)
+        elif dreg and not mem_first:
+            _put(st, dreg, st.get(slot) if mnem == "mov" else None)
+
+    def _got_load(self, a: int, dreg: str, st: dict) -> bool:
+        """A load from a GOT slot: the register now holds the object's address (False: not a GOT slot)."""
+        value = self.got(a)
+        if value is None:
+            return False
+        st[dreg] = value
+        return True
+
+    def _register(self, mnem: str, ops: list, dreg: str | None, st: dict) -> None:
+        """No memory operand: a register written gets the known value moved in, else becomes unknown."""
+        dst = ops[0]
         if dreg:
             if mnem == "mov" and len(ops) == 2:
-                v = self._value(ops[1], st)
-                if v is None:
-                    st.pop(dreg, None)
-                else:
-                    st[dreg] = v
-                return
-            if mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
+                _put(st, dreg, self._value(ops[1], st))
+            elif mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
                 st[dreg] = 0
-                return
-            st.pop(dreg, None)
+            else:
+                st.pop(dreg, None)
         elif dst in _X86_PARTIAL:
             st.pop(_X86_PARTIAL[dst], None)
-        elif mnem.startswith(("xchg", "cpuid", "rdtsc", "syscall", "div", "idiv", "mul", "imul", "cqo", "cdq",
-                              "pop", "stos", "movs", "cmpxchg")):
-            for r in ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "r12", "r13", "r14", "r15"):
+        elif mnem.startswith(_X86_IMPLICIT):
+            for r in _X86_IMPLICIT_CLOBBER:
                 st.pop(r, None)
 
     def _value(self, text: str, st: dict) -> Value | None:
