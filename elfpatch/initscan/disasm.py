@@ -289,7 +289,17 @@ A64_ARGS = tuple(f"x{i}" for i in range(8))
 A64_CLOBBER = tuple(f"x{i}" for i in range(19)) + ("x30",)
 _A64_MEM = re.compile(r"\[(\w+)(?:, #(-?(?:0x[0-9a-f]+|\d+)))?\](!?)")
 _A64_COND = ("b.", "cbz", "cbnz", "tbz", "tbnz")
+_A64_INDIRECT = ("blr", "br", "blraa", "braa", "blraaz", "braaz")
 _A64_QUIET = ("nop", "hint", "bti", "paciasp", "autiasp", "pacibsp", "autibsp", "prfm", "dmb", "dsb", "isb")
+
+
+def _a64_accesses(a: int, mnem: str, is_store: bool) -> list[Access]:
+    """The global accesses of a load or store at ``a`` (atomics read, then write)."""
+    if not is_store:
+        return [Access(a, False)]
+    if mnem.startswith("st"):
+        return [Access(a, True)]
+    return [Access(a, False), Access(a, True)]
 
 
 def _a64(reg: str) -> str:
@@ -317,86 +327,22 @@ class _A64:
 
     def step(self, insn: tuple, st: dict, out: list, start: int, end: int) -> None:
         _addr, _size, mnem, op = insn
-        cmp = st.pop("cmp", None)
+        cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
         if mnem in ("bl", "b"):
-            target = _imm(op)
-            if target is None or (mnem == "b" and start <= target < end):
+            if not self._call(mnem, op, st, out, start, end):
                 st["cmp"] = cmp
-                return
-            out.append(Call(target, None, tuple(st.get(r) for r in A64_ARGS), mnem == "b"))
-            for r in A64_CLOBBER:
-                st.pop(r, None)
-                st.pop("slot:" + r, None)
             return
-        if mnem in ("blr", "br", "blraa", "braa", "blraaz", "braaz"):
-            reg = op.split(",")[0]
-            slot = st.get("slot:" + reg)
-            out.append(Call(st.get(reg), slot if isinstance(slot, int) else None,
-                            tuple(st.get(r) for r in A64_ARGS), mnem.startswith("br")))
-            for r in A64_CLOBBER:
-                st.pop(r, None)
-                st.pop("slot:" + r, None)
+        if mnem in _A64_INDIRECT:
+            self._indirect(mnem, op, st, out)
             return
         if mnem.startswith(_A64_COND) or mnem in ("ret", "retaa", "brk", "udf") or mnem in _A64_QUIET:
             return
         ops = op.split(", ")
         dst = _a64(ops[0]) if ops else ""
-        if mnem == "cmp" and len(ops) == 2:
-            left = st.get(_a64(ops[0]))
-            right = _imm(ops[1]) if ops[1].startswith("#") else st.get(_a64(ops[1]))
-            if isinstance(left, int) and isinstance(right, int):
-                st["cmp"] = left == right
-            return
-        if mnem in ("adrp", "adr") and len(ops) == 2:
-            imm = _imm(ops[1])
-            self._set(st, dst, imm)
-            return
-        if mnem == "add" and len(ops) == 3 and ops[2].startswith("#"):
-            base = st.get(_a64(ops[1]))
-            imm = _imm(ops[2])
-            self._set(st, dst, base + imm if isinstance(base, int) and imm is not None else None)
-            return
-        if mnem in ("mov", "movz") and len(ops) == 2:
-            src = st.get(_a64(ops[1]))
-            self._set(st, dst, src if src is not None else _imm(ops[1]))
+        if self._compare(mnem, ops, st) or self._constant(mnem, ops, dst, st):
             return
         if "[" in op:
-            m = _A64_MEM.search(op)
-            is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
-            if m and m.group(1) in ("sp", "x29") and not m.group(3) and mnem in ("str", "stur", "ldr", "ldur"):
-                slot = f"m:{m.group(1)},{m.group(2)}"  # a stack slot: -O0 spills its arguments there
-                if is_store:
-                    v = st.get(dst)
-                    if v is None:
-                        st.pop(slot, None)
-                    else:
-                        st[slot] = v
-                else:
-                    self._set(st, dst, st.get(slot))
-                return
-            a = None
-            if m:
-                base = st.get(_a64(m.group(1)))
-                if isinstance(base, int):
-                    a = base + (int(m.group(2), 0) if m.group(2) else 0)
-            if a is not None:
-                if not is_store and mnem == "ldr" and len(ops) >= 2:
-                    value = self.got(a)
-                    if value is not None:
-                        self._set(st, dst, value)
-                        st["slot:" + dst] = a
-                        return
-                if is_store:
-                    if not mnem.startswith("st"):
-                        out.append(Access(a, False))
-                    out.append(Access(a, True))
-                else:
-                    out.append(Access(a, False))
-            if not is_store:
-                for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
-                    self._set(st, _a64(r), None)
-            if m and (m.group(3) or not op.endswith("]")):
-                self._set(st, _a64(m.group(1)), None)  # pre/post-index writes the base back
+            self._memory(mnem, op, ops, dst, st, out)
             return
         if mnem == "ldr" and len(ops) == 2 and ops[1].startswith("#"):  # a literal load
             a = _imm(ops[1])
@@ -404,6 +350,103 @@ class _A64:
                 out.append(Access(a, False))
         if dst:
             self._set(st, dst, None)
+
+    def _call(self, mnem: str, op: str, st: dict, out: list, start: int, end: int) -> bool:
+        """``bl``, or a ``b`` out of the function (a tail call): records it. False for a ``b`` inside the
+        function (control flow, not a call) or to an unknown target."""
+        target = _imm(op)
+        if target is None or (mnem == "b" and start <= target < end):
+            return False
+        out.append(Call(target, None, tuple(st.get(r) for r in A64_ARGS), mnem == "b"))
+        self._clobber(st)
+        return True
+
+    def _indirect(self, mnem: str, op: str, st: dict, out: list) -> None:
+        """A call or jump through a register: known when it was loaded from the GOT (its slot too)."""
+        reg = op.split(",")[0]
+        slot = st.get("slot:" + reg)
+        out.append(Call(st.get(reg), slot if isinstance(slot, int) else None,
+                        tuple(st.get(r) for r in A64_ARGS), mnem.startswith("br")))
+        self._clobber(st)
+
+    @staticmethod
+    def _clobber(st: dict) -> None:
+        for r in A64_CLOBBER:
+            st.pop(r, None)
+            st.pop("slot:" + r, None)
+
+    @staticmethod
+    def _compare(mnem: str, ops: list, st: dict) -> bool:
+        """A ``cmp`` (True when it is one): two known values decide the ``b.eq``/``b.ne`` after it."""
+        if mnem != "cmp" or len(ops) != 2:
+            return False
+        left = st.get(_a64(ops[0]))
+        right = _imm(ops[1]) if ops[1].startswith("#") else st.get(_a64(ops[1]))
+        if isinstance(left, int) and isinstance(right, int):
+            st["cmp"] = left == right
+        return True
+
+    def _constant(self, mnem: str, ops: list, dst: str, st: dict) -> bool:
+        """``adrp``/``adr``, ``add #imm`` and ``mov``: the register holds the address or value when it is
+        known (True when the instruction is one of these)."""
+        if mnem in ("adrp", "adr") and len(ops) == 2:
+            self._set(st, dst, _imm(ops[1]))
+        elif mnem == "add" and len(ops) == 3 and ops[2].startswith("#"):
+            base = st.get(_a64(ops[1]))
+            imm = _imm(ops[2])
+            self._set(st, dst, base + imm if isinstance(base, int) and imm is not None else None)
+        elif mnem in ("mov", "movz") and len(ops) == 2:
+            src = st.get(_a64(ops[1]))
+            self._set(st, dst, src if src is not None else _imm(ops[1]))
+        else:
+            return False
+        return True
+
+    def _memory(self, mnem: str, op: str, ops: list, dst: str, st: dict, out: list) -> None:
+        """A load or store: a stack slot, a GOT load, or an access to global memory; then the registers it
+        writes."""
+        m = _A64_MEM.search(op)
+        is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
+        if m and m.group(1) in ("sp", "x29") and not m.group(3) and mnem in ("str", "stur", "ldr", "ldur"):
+            self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)
+            return
+        a = self._address(m, st)
+        if a is not None:
+            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._got_load(a, dst, st):
+                return
+            out.extend(_a64_accesses(a, mnem, is_store))
+        if not is_store:
+            for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
+                self._set(st, _a64(r), None)
+        if m and (m.group(3) or not op.endswith("]")):
+            self._set(st, _a64(m.group(1)), None)  # pre/post-index writes the base back
+
+    def _stack_slot(self, slot: str, is_store: bool, dst: str, st: dict) -> None:
+        """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
+        if is_store:
+            _put(st, slot, st.get(dst))
+        else:
+            self._set(st, dst, st.get(slot))
+
+    @staticmethod
+    def _address(m: re.Match | None, st: dict) -> int | None:
+        """The address a ``[base, #offset]`` operand names, when the base register's value is known."""
+        if not m:
+            return None
+        base = st.get(_a64(m.group(1)))
+        if not isinstance(base, int):
+            return None
+        return base + (int(m.group(2), 0) if m.group(2) else 0)
+
+    def _got_load(self, a: int, dst: str, st: dict) -> bool:
+        """An ``ldr`` from a GOT slot: the register holds the object's address, and remembers the slot (for a
+        ``br`` through it). False: not a GOT slot."""
+        value = self.got(a)
+        if value is None:
+            return False
+        self._set(st, dst, value)
+        st["slot:" + dst] = a
+        return True
 
     @staticmethod
     def _set(st: dict, reg: str, value: Value | None) -> None:
