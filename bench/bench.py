@@ -324,6 +324,35 @@ def system_elves(limit: int) -> list[str]:
 
 # -- the benchmarks -----------------------------------------------------------------------------------
 
+def _fresh_input(lib: Path, work: Path, *argv: str) -> Callable[[], list[str]]:
+    """A prepare step: a fresh copy of ``lib`` at ``work``, which "{}" in ``argv`` names."""
+    def prepare() -> list[str]:
+        fresh_copy(lib, work)
+        return [a.replace("{}", str(work)) for a in argv]
+    return prepare
+
+
+def _new_output(new: Path, *argv: str) -> Callable[[], list[str]]:
+    """A prepare step for a command that writes ``new`` (named by "{}" in ``argv``): no file there yet."""
+    def prepare() -> list[str]:
+        if new.exists():
+            new.unlink()
+        return [a.replace("{}", str(new)) for a in argv]
+    return prepare
+
+
+def _no_unique_left(path: Path, tables: tuple[str, ...] = (".dynsym", ".symtab")) -> Callable[[Run], str | None]:
+    def check(_: Run) -> str | None:
+        left = reader_counts(path)
+        bad = {t: left.get(t) for t in tables if left.get(t)}
+        return f"unique symbols left after the run: {bad}" if bad else None
+    return check
+
+
+def _median_extra(runs: list[Run], key: str) -> float | None:
+    return round(statistics.median(r.extra[key] for r in runs), 4) if runs else None
+
+
 def bench_library(lib: Path, expect: dict, reps: int, tmp: Path, results: dict) -> dict[str, Variant]:
     work = tmp / "lib.so"
     new = tmp / "new.so"
@@ -333,52 +362,33 @@ def bench_library(lib: Path, expect: dict, reps: int, tmp: Path, results: dict) 
     api.write_text(API_RECIPE)
     dyn_unique = expect[".dynsym"]["unique"]
 
-    def on_work(*argv: str) -> Callable[[], list[str]]:
-        def prepare() -> list[str]:
-            fresh_copy(lib, work)
-            return [a.replace("{}", str(work)) for a in argv]
-        return prepare
-
-    def to_new(*argv: str) -> Callable[[], list[str]]:
-        def prepare() -> list[str]:
-            if new.exists():
-                new.unlink()
-            return [a.replace("{}", str(new)) for a in argv]
-        return prepare
-
-    def no_unique_left(path: Path, tables: tuple[str, ...] = (".dynsym", ".symtab")) -> Callable[[Run], str | None]:
-        def check(_: Run) -> str | None:
-            left = reader_counts(path)
-            bad = {t: left.get(t) for t in tables if left.get(t)}
-            return f"unique symbols left after the run: {bad}" if bad else None
-        return check
-
     def recipe_check(r: Run) -> str | None:
         if r.out.strip() != str(dyn_unique):
             return f"the recipe patched {r.out.strip()!r} symbols, expected {dyn_unique}"
-        return no_unique_left(work, (".dynsym",))(r)
+        return _no_unique_left(work, (".dynsym",))(r)
 
     def api_check(r: Run) -> str | None:
         r.extra = json.loads(r.out)
-        return no_unique_left(work)(r)
+        return _no_unique_left(work)(r)
 
     v = {
-        "pyelftools": Variant("pyelftools recipe (.dynsym only)", on_work(PY, str(recipe), "{}"), recipe_check),
-        "inplace": Variant("elfpatch unique --inplace (CLI)", on_work(*ELFPATCH, "unique", "--inplace", "{}"),
-                           no_unique_left(work)),
-        "api": Variant("python: import elfpatch.api; patch(inplace=True)", on_work(PY, str(api), "{}"), api_check),
-        "cp": Variant("cp LIB NEW", to_new("cp", str(lib), "{}")),
-        "cpmv": Variant("cp LIB LIB.new && mv LIB.new LIB", on_work("sh", "-c", 'cp "$1" "$1.new" && mv "$1.new" "$1"',
-                                                                    "-", "{}")),
-        "atomic": Variant("elfpatch unique LIB (atomic replace)", on_work(*ELFPATCH, "unique", "{}"),
-                          no_unique_left(work)),
-        "output": Variant("elfpatch unique -o NEW LIB", to_new(*ELFPATCH, "unique", "-o", "{}", str(lib)),
-                          no_unique_left(new)),
+        "pyelftools": Variant("pyelftools recipe (.dynsym only)", _fresh_input(lib, work, PY, str(recipe), "{}"),
+                              recipe_check),
+        "inplace": Variant("elfpatch unique --inplace (CLI)",
+                           _fresh_input(lib, work, *ELFPATCH, "unique", "--inplace", "{}"), _no_unique_left(work)),
+        "api": Variant("python: import elfpatch.api; patch(inplace=True)", _fresh_input(lib, work, PY, str(api), "{}"),
+                       api_check),
+        "cp": Variant("cp LIB NEW", _new_output(new, "cp", str(lib), "{}")),
+        "cpmv": Variant("cp LIB LIB.new && mv LIB.new LIB",
+                        _fresh_input(lib, work, "sh", "-c", 'cp "$1" "$1.new" && mv "$1.new" "$1"', "-", "{}")),
+        "atomic": Variant("elfpatch unique LIB (atomic replace)", _fresh_input(lib, work, *ELFPATCH, "unique", "{}"),
+                          _no_unique_left(work)),
+        "output": Variant("elfpatch unique -o NEW LIB", _new_output(new, *ELFPATCH, "unique", "-o", "{}", str(lib)),
+                          _no_unique_left(new)),
     }
     interleave(list(v.values()), reps, "library")
-    api_runs = v["api"].runs
-    results["api_patch_s"] = round(statistics.median(r.extra["patch"] for r in api_runs), 4) if api_runs else None
-    results["api_import_s"] = round(statistics.median(r.extra["import"] for r in api_runs), 4) if api_runs else None
+    results["api_patch_s"] = _median_extra(v["api"].runs, "patch")
+    results["api_import_s"] = _median_extra(v["api"].runs, "import")
     if reader_counts(lib) != {t: c["unique"] for t, c in expect.items()}:
         raise SystemExit("bench: the cached library changed during the run (a variant wrote to it)")
     return v
@@ -481,11 +491,8 @@ def bench_audit(reps: int, results: dict) -> tuple[Variant, Variant]:
 NOT_SUPPORTED = re.compile(r"not supported|unsupported|unknown (kind|file)|not an ELF", re.I)
 
 
-def bench_wheel(reps: int, tmp: Path, results: dict) -> tuple[list[Variant], Variant] | None:
-    out = tmp / TORCH_WHEEL.name
-    unpacked = tmp / "unpacked"
-    dist = tmp / "dist"
-
+def _wheel_variants(out: Path, unpacked: Path, dist: Path) -> tuple[Variant, list[Variant]]:
+    """elfpatch writing a new wheel, and the baseline's stages: unpack, patch the tree, pack."""
     def new_out() -> list[str]:
         if out.exists():
             out.unlink()
@@ -507,28 +514,28 @@ def bench_wheel(reps: int, tmp: Path, results: dict) -> tuple[list[Variant], Var
     elfpatch = Variant("elfpatch unique -o OUT torch.whl", new_out)
     stages = [Variant("  wheel unpack", unpack), Variant("  elfpatch unique DIR (tree)", patch_tree),
               Variant("  wheel pack", pack)]
-    for rep in range(reps):
-        order = [elfpatch, stages] if rep % 2 == 0 else [stages, elfpatch]
-        for item in order:
-            print(f"  [wheel {rep + 1}/{reps}] {'elfpatch' if item is elfpatch else 'unpack+patch+pack'}",
-                  file=sys.stderr, flush=True)
-            if item is elfpatch:
-                elfpatch.once()
-                if rep == 0 and elfpatch.failure:
-                    if NOT_SUPPORTED.search(elfpatch.failure):
-                        print(f"wheel: not supported yet ({elfpatch.failure})")
-                        results.update(supported=False, failure=elfpatch.failure)
-                        return None
-                    print(f"wheel: elfpatch failed on the wheel: {elfpatch.failure}")
-                    results.update(supported=True, failure=elfpatch.failure)
-                    return None
-            else:
-                for s in stages:
-                    s.once()
-                    if s.failure:
-                        break
-        shutil.rmtree(unpacked, ignore_errors=True)
-    # Validate once, untimed: the new wheel has no unique symbols left and differs from the input only there.
+    return elfpatch, stages
+
+
+def _run_stages(stages: list[Variant]) -> None:
+    for s in stages:
+        s.once()
+        if s.failure:
+            break
+
+
+def _wheel_failed(failure: str, results: dict) -> None:
+    """elfpatch failed on its first run: say whether wheels are not supported yet or it broke."""
+    if NOT_SUPPORTED.search(failure):
+        print(f"wheel: not supported yet ({failure})")
+        results.update(supported=False, failure=failure)
+        return
+    print(f"wheel: elfpatch failed on the wheel: {failure}")
+    results.update(supported=True, failure=failure)
+
+
+def _check_wheel(out: Path, elfpatch: Variant, results: dict) -> None:
+    """Validate once, untimed: the new wheel has no unique symbols left and differs from the input only there."""
     check = subprocess.run([*ELFPATCH, "unique", "--check", "--json", str(out)], capture_output=True, text=True)
     try:
         summary = json.loads(check.stdout)["summary"]
@@ -538,6 +545,27 @@ def bench_wheel(reps: int, tmp: Path, results: dict) -> tuple[list[Variant], Var
                    input_mb=round(TORCH_WHEEL.stat().st_size / 1e6, 1))
     if summary.get("unique") or summary.get("errors") or "error" in summary:
         elfpatch.failure = f"the wheel elfpatch wrote still fails --check: {summary}"
+
+
+def bench_wheel(reps: int, tmp: Path, results: dict) -> tuple[list[Variant], Variant] | None:
+    out = tmp / TORCH_WHEEL.name
+    unpacked = tmp / "unpacked"
+    dist = tmp / "dist"
+    elfpatch, stages = _wheel_variants(out, unpacked, dist)
+    for rep in range(reps):
+        order = [elfpatch, stages] if rep % 2 == 0 else [stages, elfpatch]
+        for item in order:
+            print(f"  [wheel {rep + 1}/{reps}] {'elfpatch' if item is elfpatch else 'unpack+patch+pack'}",
+                  file=sys.stderr, flush=True)
+            if item is not elfpatch:
+                _run_stages(stages)
+                continue
+            elfpatch.once()
+            if rep == 0 and elfpatch.failure:
+                _wheel_failed(elfpatch.failure, results)
+                return None
+        shutil.rmtree(unpacked, ignore_errors=True)
+    _check_wheel(out, elfpatch, results)
     shutil.rmtree(dist, ignore_errors=True)
     return stages, elfpatch
 
@@ -588,12 +616,7 @@ def verdict_faster(what: str, speedup: float | None, target: float) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer repetitions (about 3 minutes instead of 8)")
-    ap.add_argument("--reps", type=int, help="repetitions of the library benchmarks (default 5, --quick 2)")
-    ap.add_argument("--no-lief", action="store_true", help="skip LIEF (slow and 1.7 GB of RSS on the big library)")
-    ap.add_argument("--no-wheel", action="store_true", help="skip the wheel benchmark")
-    args = ap.parse_args()
+    args = _arguments()
     reps = args.reps or (2 if args.quick else 5)
     global DISK_STAT
     OUT.mkdir(parents=True, exist_ok=True)
@@ -612,147 +635,17 @@ def main() -> int:
           "machine show up as noise: compare medians with minimums)")
     table = Table()
     verdicts: list[str] = []
-
-    lib = big_library()
-    counts = readelf_counts(lib)
-    expect = {t: counts[t] for t in (".dynsym", ".symtab") if t in counts}
-    results["library"] = {"path": BIG_MEMBER, "from": TORCH_WHEEL.name, "size_mb": round(lib.stat().st_size / 1e6, 1),
-                          "tables (readelf -sW)": expect}
-    desc = ", ".join(f"{t} {c['symbols']:,} symbols / {c['unique']} unique" for t, c in expect.items())
-    print(f"library: {BIG_MEMBER} ({lib.stat().st_size / 1e6:.1f} MB): {desc}")
-    if ".symtab" not in expect or not all(c["unique"] for c in expect.values()):
-        print("library: note: it lacks a .symtab or unique symbols; the figures below understate the work")
-    # The bytecode `make venv` precompiles, refreshed for sources edited since (PYTHONDONTWRITEBYTECODE may be
-    # set, and then every run would compile them again); then every Python variant's imports warmed, untimed.
-    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "elfpatch")], capture_output=True)
-    subprocess.run([*ELFPATCH, "--version"], capture_output=True)
-    subprocess.run([PY, "-c", "import elftools.elf.elffile, elfpatch.api"], capture_output=True)
+    lib, expect = _library_input(results)
+    _warm_up()
 
     with tempfile.TemporaryDirectory(dir=OUT, prefix="run-") as tmp_name:
         tmp = Path(tmp_name)
-        lib_results: dict = {}
-        v = bench_library(lib, expect, reps, tmp, lib_results)
-        base = v["pyelftools"]
-        g1 = "big library: --inplace vs the pyelftools recipe"
-        table.add(g1, base, "1.00 (baseline)")
-        for key in ("inplace", "api"):
-            table.add(g1, v[key], f"{faster(base, v[key]):.1f}x faster" if v[key].ok and base.ok else "")
-        if lib_results.get("api_patch_s") is not None:
-            table.add_value(g1, "  of which the patch() call alone (in-process)", lib_results["api_patch_s"],
-                            f"{base.median / lib_results['api_patch_s']:.0f}x faster" if base.ok else "")
-        lief = None
-        if not args.no_lief:
-            lief = bench_lief(lib, tmp)
-            ratio = ""
-            if lief.ok and v["inplace"].ok:
-                ratio = (f"{lief.median / base.median:.1f}x the recipe, {lief.median / v['inplace'].median:.0f}x "
-                         f"--inplace; output {lief.runs[0].extra['size'] / 1e6:.1f} MB")
-            table.add(g1, lief, ratio)
-        g2 = "big library: atomic mode vs cp"
-        cp = v["cp"]
-        table.add(g2, cp, "1.00 (baseline)")
-        for key in ("output", "cpmv", "atomic"):
-            table.add(g2, v[key], f"{v[key].median / cp.median:.2f}x cp" if v[key].ok and cp.ok else "")
-        if v["atomic"].ok and v["cpmv"].ok:
-            table.rows[-1]["ratio"] += f", {v['atomic'].median / v['cpmv'].median:.2f}x cp+mv"
-
-        sp = faster(base, v["inplace"]) if base.ok and v["inplace"].ok else None
-        verdicts.append(verdict_faster("--inplace vs the pyelftools recipe (CLI wall time, start-up included):", sp,
-                                       20))
-        if v["inplace"].ok:
-            rss = v["inplace"].rss_kb / 1024
-            verdicts.append(f"{'PASS' if rss <= 80 else 'MISS'}: --inplace peak RSS {rss:.0f} MB (target <= 80 MB"
-                            f"{'' if rss <= 80 else f'; {rss - 80:.0f} MB over'})")
-        else:
-            verdicts.append("MISS: --inplace peak RSS: not measured (failed)")
-        if v["atomic"].ok and cp.ok:
-            q = v["atomic"].median / cp.median
-            extra = (f"; cp+mv over the original alone is {v['cpmv'].median / cp.median:.2f}x cp, -o NEW "
-                     f"{v['output'].median / cp.median:.2f}x cp") if v["cpmv"].ok and v["output"].ok else ""
-            verdicts.append(f"{'PASS' if q <= 1.5 else 'MISS'}: atomic mode {q:.2f}x a cp of the same file (target "
-                            f"<= 1.5x{'' if q <= 1.5 else f'; {q / 1.5:.2f}x over'}){extra}")
-        else:
-            verdicts.append("MISS: atomic mode: not measured (failed)")
-        results["library"].update(lib_results)
-        results["library"]["variants"] = [x.to_json() for x in v.values()] + ([lief.to_json()] if lief else [])
-
-        inits_results: dict = {}
-        plain, deep = bench_inits(lib, reps, inits_results)
-        g5 = "big library: inits --dtors --siof vs a plain inits listing"
-        table.add(g5, plain, "1.00 (baseline)")
-        table.add(g5, deep, f"{deep.median / plain.median:.1f}x the listing; {inits_results.get('initializers')} "
-                  f"initializers, {inits_results.get('exit_time_destructors')} exit-time destructors"
-                  if deep.ok and plain.ok else "")
-        if deep.ok:
-            rss = deep.rss_kb / 1024
-            ok = deep.median <= 5 and rss < 500
-            verdicts.append(f"{'PASS' if ok else 'MISS'}: inits --dtors --siof {deep.median:.2f} s, {rss:.0f} MB "
-                            "(target <= 5 s, < 500 MB)")
-        else:
-            verdicts.append(f"MISS: inits --dtors --siof: {deep.failure or 'not run'}")
-        inits_results["variants"] = [plain.to_json(), deep.to_json()]
-        results["inits"] = inits_results
-
-        files = system_elves(N_SYSTEM_FILES)
-        check_results: dict = {}
-        readelf, check = bench_check(files, reps=max(3, reps), readelf_reps=1 if args.quick else 3,
-                                     results=check_results)
-        g3 = f"--check over {len(files)} system ELF files ({check_results['bytes'] / 1e9:.2f} GB)"
-        table.add(g3, readelf, "1.00 (baseline)")
-        table.add(g3, check, f"{faster(readelf, check):.1f}x faster" if readelf.ok and check.ok else "")
-        verdicts.append(verdict_faster(f"--check over {len(files)} files vs a readelf loop:",
-                                       faster(readelf, check) if readelf.ok and check.ok else None, 5))
-        check_results["variants"] = [readelf.to_json(), check.to_json()]
-        results["check"] = check_results
-        print(f"check: {len(files)} files from {', '.join(SYSTEM_ROOTS)}; {check_results['with_unique']} have "
-              f"unique symbols ({check_results['unique_symbols']} symbols), {check_results['errors']} errors, "
-              f"{check_results['skipped']} skipped: "
-              + ", ".join(os.path.basename(p) for p in check_results["files_with_unique"]))
-
-        audit_results: dict = {}
-        base_check, audit = bench_audit(max(3, reps), audit_results)
-        s_ = audit_results["summary"]
-        g5 = (f"audit vs --check on a site-packages ({s_['files']} ELF files, {s_['other']} other files)")
-        table.add(g5, base_check, "1.00 (baseline)")
-        ratio = audit.median / base_check.median if audit.ok and base_check.ok else None
-        table.add(g5, audit, f"{ratio:.2f}x the check" if ratio is not None else "")
-        verdicts.append("MISS: audit: not measured (failed)" if ratio is None else
-                        f"{'PASS' if ratio <= 1.0 else 'MISS'}: audit {ratio:.2f}x `unique --check` on the same tree "
-                        "(target <= 1.0x)")
-        audit_results["variants"] = [base_check.to_json(), audit.to_json()]
-        results["audit"] = audit_results
-
-        wheel_results: dict = {}
+        _group_library(lib, expect, reps, tmp, args, table, verdicts, results)
+        _group_inits(lib, reps, table, verdicts, results)
+        _group_check(reps, args, table, verdicts, results)
+        _group_audit(reps, table, verdicts, results)
         if not args.no_wheel:
-            got = bench_wheel(1 if args.quick else 3, tmp, wheel_results)
-            g4 = f"torch wheel ({TORCH_WHEEL.stat().st_size / 1e6:.0f} MB)"
-            if got is None:
-                verdicts.append("MISS: wheel: " + ("not supported yet" if not wheel_results.get("supported")
-                                                   else f"failed: {wheel_results.get('failure')}"))
-            else:
-                stages, ep = got
-                if all(s.ok for s in stages):
-                    t_base = sum(s.median for s in stages)
-                    rss_base = max(s.rss_kb for s in stages)
-                    table.add_value(g4, "wheel unpack + elfpatch DIR + wheel pack", t_base, "1.00 (baseline)")
-                    table.rows[-1]["rss_mb"] = rss_base / 1024
-                    for s in stages:
-                        table.add(g4, s, f"{s.median / t_base:.0%} of the baseline")
-                    table.add(g4, ep, f"{t_base / ep.median:.1f}x faster" if ep.ok else "")
-                    verdicts.append(verdict_faster("wheel vs unpack + patch + pack:",
-                                                   t_base / ep.median if ep.ok else None, 3))
-                    if ep.ok:
-                        verdicts.append(f"INFO: wheel peak RSS {ep.rss_kb / 1024:.0f} MB (elfpatch), "
-                                        f"{rss_base / 1024:.0f} MB (largest baseline stage)")
-                    wheel_results["baseline_s"] = round(t_base, 4)
-                else:
-                    for s in stages:
-                        table.add(g4, s)
-                    table.add(g4, ep)
-                    verdicts.append("MISS: wheel: the baseline failed: "
-                                    + "; ".join(s.failure or "" for s in stages if not s.ok))
-                wheel_results["variants"] = [s.to_json() for s in stages] + [ep.to_json()]
-            results["wheel"] = wheel_results
+            _group_wheel(tmp, args, table, verdicts, results)
 
     table.print()
     print()
@@ -765,6 +658,180 @@ def main() -> int:
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"\n{results['total_s']:.0f} s in all; results in {(OUT / 'results.json').relative_to(ROOT)}")
     return 0
+
+
+def _arguments() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (about 3 minutes instead of 8)")
+    ap.add_argument("--reps", type=int, help="repetitions of the library benchmarks (default 5, --quick 2)")
+    ap.add_argument("--no-lief", action="store_true", help="skip LIEF (slow and 1.7 GB of RSS on the big library)")
+    ap.add_argument("--no-wheel", action="store_true", help="skip the wheel benchmark")
+    return ap.parse_args()
+
+
+def _library_input(results: dict) -> tuple[Path, dict]:
+    """The big library and its tables as readelf counts them (the oracle every variant is checked against)."""
+    lib = big_library()
+    counts = readelf_counts(lib)
+    expect = {t: counts[t] for t in (".dynsym", ".symtab") if t in counts}
+    results["library"] = {"path": BIG_MEMBER, "from": TORCH_WHEEL.name, "size_mb": round(lib.stat().st_size / 1e6, 1),
+                          "tables (readelf -sW)": expect}
+    desc = ", ".join(f"{t} {c['symbols']:,} symbols / {c['unique']} unique" for t, c in expect.items())
+    print(f"library: {BIG_MEMBER} ({lib.stat().st_size / 1e6:.1f} MB): {desc}")
+    if ".symtab" not in expect or not all(c["unique"] for c in expect.values()):
+        print("library: note: it lacks a .symtab or unique symbols; the figures below understate the work")
+    return lib, expect
+
+
+def _warm_up() -> None:
+    # The bytecode `make venv` precompiles, refreshed for sources edited since (PYTHONDONTWRITEBYTECODE may be
+    # set, and then every run would compile them again); then every Python variant's imports warmed, untimed.
+    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "elfpatch")], capture_output=True)
+    subprocess.run([*ELFPATCH, "--version"], capture_output=True)
+    subprocess.run([PY, "-c", "import elftools.elf.elffile, elfpatch.api"], capture_output=True)
+
+
+def _group_library(lib: Path, expect: dict, reps: int, tmp: Path, args: argparse.Namespace, table: Table,
+                   verdicts: list[str], results: dict) -> None:
+    lib_results: dict = {}
+    v = bench_library(lib, expect, reps, tmp, lib_results)
+    lief = bench_lief(lib, tmp) if not args.no_lief else None
+    _library_rows(table, v, lib_results, lief)
+    verdicts.extend(_library_verdicts(v))
+    results["library"].update(lib_results)
+    results["library"]["variants"] = [x.to_json() for x in v.values()] + ([lief.to_json()] if lief else [])
+
+
+def _library_rows(table: Table, v: dict[str, Variant], lib_results: dict, lief: Variant | None) -> None:
+    base = v["pyelftools"]
+    g1 = "big library: --inplace vs the pyelftools recipe"
+    table.add(g1, base, "1.00 (baseline)")
+    for key in ("inplace", "api"):
+        table.add(g1, v[key], f"{faster(base, v[key]):.1f}x faster" if v[key].ok and base.ok else "")
+    if lib_results.get("api_patch_s") is not None:
+        table.add_value(g1, "  of which the patch() call alone (in-process)", lib_results["api_patch_s"],
+                        f"{base.median / lib_results['api_patch_s']:.0f}x faster" if base.ok else "")
+    if lief is not None:
+        ratio = ""
+        if lief.ok and v["inplace"].ok:
+            ratio = (f"{lief.median / base.median:.1f}x the recipe, {lief.median / v['inplace'].median:.0f}x "
+                     f"--inplace; output {lief.runs[0].extra['size'] / 1e6:.1f} MB")
+        table.add(g1, lief, ratio)
+    g2 = "big library: atomic mode vs cp"
+    cp = v["cp"]
+    table.add(g2, cp, "1.00 (baseline)")
+    for key in ("output", "cpmv", "atomic"):
+        table.add(g2, v[key], f"{v[key].median / cp.median:.2f}x cp" if v[key].ok and cp.ok else "")
+    if v["atomic"].ok and v["cpmv"].ok:
+        table.rows[-1]["ratio"] += f", {v['atomic'].median / v['cpmv'].median:.2f}x cp+mv"
+
+
+def _library_verdicts(v: dict[str, Variant]) -> list[str]:
+    base, cp = v["pyelftools"], v["cp"]
+    verdicts: list[str] = []
+    sp = faster(base, v["inplace"]) if base.ok and v["inplace"].ok else None
+    verdicts.append(verdict_faster("--inplace vs the pyelftools recipe (CLI wall time, start-up included):", sp,
+                                   20))
+    if v["inplace"].ok:
+        rss = v["inplace"].rss_kb / 1024
+        verdicts.append(f"{'PASS' if rss <= 80 else 'MISS'}: --inplace peak RSS {rss:.0f} MB (target <= 80 MB"
+                        f"{'' if rss <= 80 else f'; {rss - 80:.0f} MB over'})")
+    else:
+        verdicts.append("MISS: --inplace peak RSS: not measured (failed)")
+    if v["atomic"].ok and cp.ok:
+        q = v["atomic"].median / cp.median
+        extra = (f"; cp+mv over the original alone is {v['cpmv'].median / cp.median:.2f}x cp, -o NEW "
+                 f"{v['output'].median / cp.median:.2f}x cp") if v["cpmv"].ok and v["output"].ok else ""
+        verdicts.append(f"{'PASS' if q <= 1.5 else 'MISS'}: atomic mode {q:.2f}x a cp of the same file (target "
+                        f"<= 1.5x{'' if q <= 1.5 else f'; {q / 1.5:.2f}x over'}){extra}")
+    else:
+        verdicts.append("MISS: atomic mode: not measured (failed)")
+    return verdicts
+
+
+def _group_inits(lib: Path, reps: int, table: Table, verdicts: list[str], results: dict) -> None:
+    inits_results: dict = {}
+    plain, deep = bench_inits(lib, reps, inits_results)
+    g5 = "big library: inits --dtors --siof vs a plain inits listing"
+    table.add(g5, plain, "1.00 (baseline)")
+    table.add(g5, deep, f"{deep.median / plain.median:.1f}x the listing; {inits_results.get('initializers')} "
+              f"initializers, {inits_results.get('exit_time_destructors')} exit-time destructors"
+              if deep.ok and plain.ok else "")
+    if deep.ok:
+        rss = deep.rss_kb / 1024
+        ok = deep.median <= 5 and rss < 500
+        verdicts.append(f"{'PASS' if ok else 'MISS'}: inits --dtors --siof {deep.median:.2f} s, {rss:.0f} MB "
+                        "(target <= 5 s, < 500 MB)")
+    else:
+        verdicts.append(f"MISS: inits --dtors --siof: {deep.failure or 'not run'}")
+    inits_results["variants"] = [plain.to_json(), deep.to_json()]
+    results["inits"] = inits_results
+
+
+def _group_check(reps: int, args: argparse.Namespace, table: Table, verdicts: list[str], results: dict) -> None:
+    files = system_elves(N_SYSTEM_FILES)
+    check_results: dict = {}
+    readelf, check = bench_check(files, reps=max(3, reps), readelf_reps=1 if args.quick else 3,
+                                 results=check_results)
+    g3 = f"--check over {len(files)} system ELF files ({check_results['bytes'] / 1e9:.2f} GB)"
+    table.add(g3, readelf, "1.00 (baseline)")
+    table.add(g3, check, f"{faster(readelf, check):.1f}x faster" if readelf.ok and check.ok else "")
+    verdicts.append(verdict_faster(f"--check over {len(files)} files vs a readelf loop:",
+                                   faster(readelf, check) if readelf.ok and check.ok else None, 5))
+    check_results["variants"] = [readelf.to_json(), check.to_json()]
+    results["check"] = check_results
+    print(f"check: {len(files)} files from {', '.join(SYSTEM_ROOTS)}; {check_results['with_unique']} have "
+          f"unique symbols ({check_results['unique_symbols']} symbols), {check_results['errors']} errors, "
+          f"{check_results['skipped']} skipped: "
+          + ", ".join(os.path.basename(p) for p in check_results["files_with_unique"]))
+
+
+def _group_audit(reps: int, table: Table, verdicts: list[str], results: dict) -> None:
+    audit_results: dict = {}
+    base_check, audit = bench_audit(max(3, reps), audit_results)
+    s_ = audit_results["summary"]
+    g5 = (f"audit vs --check on a site-packages ({s_['files']} ELF files, {s_['other']} other files)")
+    table.add(g5, base_check, "1.00 (baseline)")
+    ratio = audit.median / base_check.median if audit.ok and base_check.ok else None
+    table.add(g5, audit, f"{ratio:.2f}x the check" if ratio is not None else "")
+    verdicts.append("MISS: audit: not measured (failed)" if ratio is None else
+                    f"{'PASS' if ratio <= 1.0 else 'MISS'}: audit {ratio:.2f}x `unique --check` on the same tree "
+                    "(target <= 1.0x)")
+    audit_results["variants"] = [base_check.to_json(), audit.to_json()]
+    results["audit"] = audit_results
+
+
+def _group_wheel(tmp: Path, args: argparse.Namespace, table: Table, verdicts: list[str], results: dict) -> None:
+    wheel_results: dict = {}
+    got = bench_wheel(1 if args.quick else 3, tmp, wheel_results)
+    g4 = f"torch wheel ({TORCH_WHEEL.stat().st_size / 1e6:.0f} MB)"
+    if got is None:
+        verdicts.append("MISS: wheel: " + ("not supported yet" if not wheel_results.get("supported")
+                                           else f"failed: {wheel_results.get('failure')}"))
+    else:
+        stages, ep = got
+        if all(s.ok for s in stages):
+            t_base = sum(s.median for s in stages)
+            rss_base = max(s.rss_kb for s in stages)
+            table.add_value(g4, "wheel unpack + elfpatch DIR + wheel pack", t_base, "1.00 (baseline)")
+            table.rows[-1]["rss_mb"] = rss_base / 1024
+            for s in stages:
+                table.add(g4, s, f"{s.median / t_base:.0%} of the baseline")
+            table.add(g4, ep, f"{t_base / ep.median:.1f}x faster" if ep.ok else "")
+            verdicts.append(verdict_faster("wheel vs unpack + patch + pack:",
+                                           t_base / ep.median if ep.ok else None, 3))
+            if ep.ok:
+                verdicts.append(f"INFO: wheel peak RSS {ep.rss_kb / 1024:.0f} MB (elfpatch), "
+                                f"{rss_base / 1024:.0f} MB (largest baseline stage)")
+            wheel_results["baseline_s"] = round(t_base, 4)
+        else:
+            for s in stages:
+                table.add(g4, s)
+            table.add(g4, ep)
+            verdicts.append("MISS: wheel: the baseline failed: "
+                            + "; ".join(s.failure or "" for s in stages if not s.ok))
+        wheel_results["variants"] = [s.to_json() for s in stages] + [ep.to_json()]
+    results["wheel"] = wheel_results
 
 
 def _cpu_model() -> str:

@@ -14,6 +14,8 @@ THIN_MAGIC = b"!<thin>\n"
 HEADER_SIZE = 60
 FMAG = b"`\n"
 INDEX_NAMES = ("/", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED", "__.SYMDEF_64", "__.SYMDEF_64 SORTED")
+# The symbol indexes and the long name table: stored even in a thin archive, and never a "/N" long name.
+_SPECIAL_NAMES = ("/", "//", "/SYM64/")
 
 
 class Member(NamedTuple):
@@ -56,31 +58,10 @@ def parse(data: bytes, path: str) -> tuple[bool, list[Member]]:
     longnames = b""
     pos = 8
     while pos < size:
-        if pos + HEADER_SIZE > size:
-            raise ParseError(f"ar member header at {pos:#x} runs past the end of the file", path)
-        header = bytes(data[pos : pos + HEADER_SIZE])
-        if header[58:60] != FMAG:
-            raise ParseError(f"ar member header at {pos:#x}: bad magic", path)
+        header = _member_header(data, pos, path)
         raw_name = header[:16].decode("utf-8", "surrogateescape").rstrip(" ")
-        msize = _decimal(header[48:58], "size", path)
-        data_off = pos + HEADER_SIZE
-        name = raw_name
-        special = raw_name in ("/", "//", "/SYM64/")
-        if raw_name.startswith("#1/"):  # BSD: the name follows the header and is counted in the size
-            n = _decimal(header[3:16], "BSD name length", path)
-            if n > msize or data_off + n > size:
-                raise ParseError(f"ar member at {pos:#x}: BSD name longer than the member", path)
-            name = bytes(data[data_off : data_off + n]).rstrip(b"\0").decode("utf-8", "surrogateescape")
-            data_off += n
-            msize -= n
-        elif raw_name.startswith("/") and not special:  # GNU: "/N" is an offset into the "//" table
-            off = _decimal(header[1:16], "long name offset", path)
-            end = _long_name_end(longnames, off)
-            if off >= len(longnames) or end < 0:
-                raise ParseError(f"ar member at {pos:#x}: long name offset {off} outside the name table", path)
-            name = longnames[off:end].decode("utf-8", "surrogateescape")
-        elif name.endswith("/") and not special:
-            name = name[:-1]
+        special = raw_name in _SPECIAL_NAMES
+        name, data_off, msize = _member_name(data, header, raw_name, pos, longnames, path)
         # A thin archive stores only its index and name table; other members live in outside files.
         stored = not thin or special
         if stored and (msize > size or data_off + msize > size):
@@ -91,3 +72,36 @@ def parse(data: bytes, path: str) -> tuple[bool, list[Member]]:
         pos = data_off + (msize if stored else 0)
         pos += pos & 1  # members are 2-byte aligned
     return thin, members
+
+
+def _member_header(data: bytes, pos: int, path: str) -> bytes:
+    if pos + HEADER_SIZE > len(data):
+        raise ParseError(f"ar member header at {pos:#x} runs past the end of the file", path)
+    header = bytes(data[pos : pos + HEADER_SIZE])
+    if header[58:60] != FMAG:
+        raise ParseError(f"ar member header at {pos:#x}: bad magic", path)
+    return header
+
+
+def _member_name(data: bytes, header: bytes, raw_name: str, pos: int, longnames: bytes,
+                 path: str) -> tuple[str, int, int]:
+    """(name, data offset, data size) of the member whose header is at ``pos``: a BSD long name is stored
+    at the start of the data and counted in its size, so it moves both."""
+    msize = _decimal(header[48:58], "size", path)
+    data_off = pos + HEADER_SIZE
+    special = raw_name in _SPECIAL_NAMES
+    if raw_name.startswith("#1/"):  # BSD: the name follows the header and is counted in the size
+        n = _decimal(header[3:16], "BSD name length", path)
+        if n > msize or data_off + n > len(data):
+            raise ParseError(f"ar member at {pos:#x}: BSD name longer than the member", path)
+        name = bytes(data[data_off : data_off + n]).rstrip(b"\0").decode("utf-8", "surrogateescape")
+        return name, data_off + n, msize - n
+    if raw_name.startswith("/") and not special:  # GNU: "/N" is an offset into the "//" table
+        off = _decimal(header[1:16], "long name offset", path)
+        end = _long_name_end(longnames, off)
+        if off >= len(longnames) or end < 0:
+            raise ParseError(f"ar member at {pos:#x}: long name offset {off} outside the name table", path)
+        return longnames[off:end].decode("utf-8", "surrogateescape"), data_off, msize
+    if raw_name.endswith("/") and not special:
+        return raw_name[:-1], data_off, msize
+    return raw_name, data_off, msize

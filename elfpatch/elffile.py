@@ -373,6 +373,18 @@ class ElfFile:
         fmt = self._shdr_format
         if self.e_shentsize < self.struct(fmt).size:
             raise ParseError(f"section header entry size {self.e_shentsize} too small", self.path)
+        shnum, shstrndx = self._section_counts()
+        if shnum == 0:
+            return []
+        if shnum > MAX_HEADERS * 16:
+            raise ParseError(f"implausible section count {shnum}", self.path)
+        raw = self.header_table(self.e_shoff, shnum, self.e_shentsize, fmt, "section headers")
+        names = self._section_names(raw, shstrndx)
+        return [Section(i, self._section_name(names, sh_name), sh_type, flags, addr, off, size, link, info, entsize)
+                for i, (sh_name, sh_type, flags, addr, off, size, link, info, _align, entsize) in enumerate(raw)]
+
+    def _section_counts(self) -> tuple[int, int]:
+        """(section count, index of the section name table), through extended numbering where it is used."""
         shnum, shstrndx = self.e_shnum, self.e_shstrndx
         if shnum == 0 or shstrndx == SHN_XINDEX:
             # Extended numbering: the real values live in section header 0 (sh_size, sh_link).
@@ -381,26 +393,23 @@ class ElfFile:
                 shnum = first[5]
             if shstrndx == SHN_XINDEX:
                 shstrndx = first[6]
-        if shnum == 0:
-            return []
-        if shnum > MAX_HEADERS * 16:
-            raise ParseError(f"implausible section count {shnum}", self.path)
-        raw = self.header_table(self.e_shoff, shnum, self.e_shentsize, fmt, "section headers")
-        names = b""
-        if 0 < shstrndx < shnum:
-            _, _, _, _, names_off, names_size, _, _, _, _ = raw[shstrndx]
-            self.check_range(names_off, names_size, "section name table")
-            names = self.read(names_off, names_size)
-        out = []
-        for i, (sh_name, sh_type, flags, addr, off, size, link, info, _align, entsize) in enumerate(raw):
-            name = ""
-            if sh_name < len(names):
-                end = names.find(b"\0", sh_name)
-                if end < 0:
-                    raise ParseError(f"unterminated section name at offset {sh_name:#x}", self.path)
-                name = names[sh_name:end].decode("utf-8", "surrogateescape")
-            out.append(Section(i, name, sh_type, flags, addr, off, size, link, info, entsize))
-        return out
+        return shnum, shstrndx
+
+    def _section_names(self, raw: list[tuple], shstrndx: int) -> bytes:
+        """The section name table's bytes; empty when the header names none (every section is then unnamed)."""
+        if not 0 < shstrndx < len(raw):
+            return b""
+        _, _, _, _, names_off, names_size, _, _, _, _ = raw[shstrndx]
+        self.check_range(names_off, names_size, "section name table")
+        return self.read(names_off, names_size)
+
+    def _section_name(self, names: bytes, sh_name: int) -> str:
+        if sh_name >= len(names):
+            return ""
+        end = names.find(b"\0", sh_name)
+        if end < 0:
+            raise ParseError(f"unterminated section name at offset {sh_name:#x}", self.path)
+        return names[sh_name:end].decode("utf-8", "surrogateescape")
 
     def header_table(self, offset: int, count: int, entsize: int, fmt: str, what: str) -> list[tuple]:
         """``count`` entries of ``entsize`` bytes at ``offset``, each unpacked with ``fmt`` (one read)."""
@@ -575,31 +584,10 @@ class ElfFile:
         sections = self.sections
         tables = [loader] if loader is not None else []
         for sec in sections:
-            if sec.sh_type not in (SHT_SYMTAB, SHT_DYNSYM):
-                continue
-            label = ".dynsym" if sec.sh_type == SHT_DYNSYM else ".symtab"
-            try:
-                table = self._section_table(sec, sections, label)
-            except ParseError as exc:
-                if loader is None:
-                    raise
-                self.warn(f"{label} (section {sec.index}) could not be read: {exc.message}")
-                continue
-            if loader is not None and (table.offset, table.count) == (loader.offset, loader.count):
-                continue  # the loader's own table: read (and edited) once
-            clash = self._clash(table, tables, loader)
-            if clash:
-                if loader is None:
-                    raise ParseError(f"{label}: {clash}", self.path)
-                self.warn(f"{label} (section {sec.index}, at {table.offset:#x} with {table.count} entries) not "
-                          f"read: {clash}")
-                continue
-            if loader is not None and sec.sh_type == SHT_DYNSYM:
-                table.name = f".dynsym(section {sec.index})"
-                self.warn(f"section {sec.index} ({sec.name or 'unnamed'}) is a SHT_DYNSYM table at "
-                          f"{table.offset:#x} with {table.count} entries, but the loader's DT_SYMTAB is at "
-                          f"{loader.offset:#x} with {loader.count}: both are read")
-            tables.append(table)
+            if sec.sh_type in (SHT_SYMTAB, SHT_DYNSYM):
+                table = self._admit_section_table(sec, sections, tables, loader)
+                if table is not None:
+                    tables.append(table)
         if loader is not None and not any(sec.sh_type == SHT_DYNSYM for sec in sections) and sections:
             self.warn("no section header describes the loader's dynamic symbol table (DT_SYMTAB): it was read "
                       "through PT_DYNAMIC")
@@ -607,6 +595,35 @@ class ElfFile:
             raise ParseError("no section headers and neither DT_HASH nor DT_GNU_HASH: symbol count unknown",
                              self.path)
         return tables
+
+    def _admit_section_table(self, sec: Section, sections: list[Section], tables: list[SymbolTable],
+                             loader: SymbolTable | None) -> SymbolTable | None:
+        """The symbol table section ``sec`` as a table to read besides ``tables``, or None when it is the
+        loader's own or is left out. With the loader's view to stand on, a bad section is a warning; without
+        it, an error."""
+        label = ".dynsym" if sec.sh_type == SHT_DYNSYM else ".symtab"
+        try:
+            table = self._section_table(sec, sections, label)
+        except ParseError as exc:
+            if loader is None:
+                raise
+            self.warn(f"{label} (section {sec.index}) could not be read: {exc.message}")
+            return None
+        if loader is not None and (table.offset, table.count) == (loader.offset, loader.count):
+            return None  # the loader's own table: read (and edited) once
+        clash = self._clash(table, tables, loader)
+        if clash:
+            if loader is None:
+                raise ParseError(f"{label}: {clash}", self.path)
+            self.warn(f"{label} (section {sec.index}, at {table.offset:#x} with {table.count} entries) not "
+                      f"read: {clash}")
+            return None
+        if loader is not None and sec.sh_type == SHT_DYNSYM:
+            table.name = f".dynsym(section {sec.index})"
+            self.warn(f"section {sec.index} ({sec.name or 'unnamed'}) is a SHT_DYNSYM table at "
+                      f"{table.offset:#x} with {table.count} entries, but the loader's DT_SYMTAB is at "
+                      f"{loader.offset:#x} with {loader.count}: both are read")
+        return table
 
     def _extend(self, loader: SymbolTable, sections: list[Section]) -> SymbolTable:
         """The loader's table with the size of a SHT_DYNSYM section that starts where it does and is larger.

@@ -107,24 +107,9 @@ class _Layout:
         self.funcs: dict[str, int] = {}  # "init"/"fini" -> vaddr
         self.legacy: dict[str, tuple[int, int]] = {}  # "ctors"/"dtors" -> (vaddr, size)
         if elf.dynamic():
-            for kind, tag, size_tag in (("preinit_array", DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ),
-                                        ("init_array", DT_INIT_ARRAY, DT_INIT_ARRAYSZ),
-                                        ("fini_array", DT_FINI_ARRAY, DT_FINI_ARRAYSZ)):
-                addr = elf.dynamic_value(tag)
-                if addr is not None:
-                    self.arrays[kind] = (addr, elf.dynamic_value(size_tag) or 0)
-            for kind, tag in (("init", DT_INIT), ("fini", DT_FINI)):
-                addr = elf.dynamic_value(tag)
-                if addr:
-                    self.funcs[kind] = addr
+            self._from_dynamic(elf)
         else:
-            by_type = {SHT_PREINIT_ARRAY: "preinit_array", SHT_INIT_ARRAY: "init_array",
-                       SHT_FINI_ARRAY: "fini_array"}
-            for sec in elf.sections:
-                if sec.sh_type in by_type and sec.sh_addr:
-                    self.arrays[by_type[sec.sh_type]] = (sec.sh_addr, sec.sh_size)
-                elif sec.name in (".init", ".fini") and sec.sh_addr and sec.sh_size:
-                    self.funcs[sec.name[1:]] = sec.sh_addr
+            self._from_sections(elf)
         if not is_executable(elf):
             self.arrays.pop("preinit_array", None)  # glibc ignores it outside the main program
         # Legacy lists have no dynamic tag: only section headers find them.
@@ -133,6 +118,28 @@ class _Layout:
                 self.legacy[sec.name[1:]] = (sec.sh_addr, sec.sh_size)
         # The toolchain's _init/_fini sit at the start of .init/.fini: that names them even when stripped.
         self.section_starts = {sec.sh_addr for sec in elf.sections if sec.name in (".init", ".fini")}
+
+    def _from_dynamic(self, elf: ElfFile) -> None:
+        for kind, tag, size_tag in (("preinit_array", DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ),
+                                    ("init_array", DT_INIT_ARRAY, DT_INIT_ARRAYSZ),
+                                    ("fini_array", DT_FINI_ARRAY, DT_FINI_ARRAYSZ)):
+            addr = elf.dynamic_value(tag)
+            if addr is not None:
+                self.arrays[kind] = (addr, elf.dynamic_value(size_tag) or 0)
+        for kind, tag in (("init", DT_INIT), ("fini", DT_FINI)):
+            addr = elf.dynamic_value(tag)
+            if addr:
+                self.funcs[kind] = addr
+
+    def _from_sections(self, elf: ElfFile) -> None:
+        """A static executable's start-up code finds the arrays by the linker's section bounds."""
+        by_type = {SHT_PREINIT_ARRAY: "preinit_array", SHT_INIT_ARRAY: "init_array",
+                   SHT_FINI_ARRAY: "fini_array"}
+        for sec in elf.sections:
+            if sec.sh_type in by_type and sec.sh_addr:
+                self.arrays[by_type[sec.sh_type]] = (sec.sh_addr, sec.sh_size)
+            elif sec.name in (".init", ".fini") and sec.sh_addr and sec.sh_size:
+                self.funcs[sec.name[1:]] = sec.sh_addr
 
     def ranges(self, wordsize: int) -> list[tuple[int, int]]:
         spans = list(self.arrays.values()) + list(self.legacy.values())

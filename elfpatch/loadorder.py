@@ -233,66 +233,92 @@ def resolve(root: str, env: Mapping[str, str] | None = None, cache: LdCache | No
     """The objects loading ``root`` brings in, and their initialization and finalization order. A library
     as root is treated as a dlopen into a process that has none of its dependencies loaded yet."""
     env = os.environ if env is None else env
-    search = _Search(env.get("LD_LIBRARY_PATH"), cache)
     info = read_object(root)
-    objects: list[LoadedObject] = []
-    deps: list[list[int]] = []
-    by_name: dict[str, int] = {}
-    by_id: dict[tuple[int, int], int] = {}
-    missing: list[Missing] = []
-
-    def add(obj_info: ObjectInfo, name: str | None, loader: int | None) -> int:
-        index = len(objects)
-        needed_by = objects[loader].info.path if loader is not None else None
-        objects.append(LoadedObject(obj_info, name, needed_by, ()))
-        deps.append([])
-        search.add(obj_info, loader)
-        # ld.so matches a DT_NEEDED string against each loaded object's name(s), its DT_SONAME and (for all
-        # but the main program, whose name is "") the path it was opened by.
-        for key in (name, obj_info.soname, obj_info.path if index or not info.executable else None):
-            if key:
-                by_name.setdefault(key, index)
-        by_id.setdefault(obj_info.file_id, index)
-        return index
-
-    add(info, None, None)
-    interp: ObjectInfo | None = None
-    if info.executable and info.interp:
-        try:  # the dynamic linker is loaded already: DT_NEEDED on its soname binds to it
-            interp = read_object(info.interp)
-        except ElfPatchError:
-            interp = None
-    queue = 0
-    while queue < len(objects):
-        current = objects[queue]
-        for name in current.info.needed:
-            found = by_name.get(name)
-            if found is None and interp is not None and name in (interp.soname, interp.path):
-                found = add(interp, name, queue)
-                interp = None
-            if found is None:
-                path = search.find(name, queue)
-                if path is None:
-                    missing.append(Missing(name, current.info.path))
-                    continue
-                dep_info = read_object(path)
-                found = by_id.get(dep_info.file_id)
-                if found is None:
-                    found = add(dep_info, name, queue)
-                else:
-                    by_name.setdefault(name, found)
-            deps[queue].append(found)
-        queue += 1
-
-    objects = [o._replace(deps=tuple(d)) for o, d in zip(objects, deps)]
+    graph = _LoadGraph(info, _Search(env.get("LD_LIBRARY_PATH"), cache))
+    graph.walk()
+    objects = [o._replace(deps=tuple(d)) for o, d in zip(graph.objects, graph.deps)]
     order = _sort_maps(objects)
+    init_order, initfirst = _init_order(objects, order)
+    return Load(root, objects, graph.missing, init_order, order, info.executable, initfirst)
+
+
+def _init_order(objects: list[LoadedObject], order: list[int]) -> tuple[list[int], int | None]:
+    """(initialization order, the DF_1_INITFIRST object or None): the finalization order backwards, with
+    that object moved to the front."""
     init_order = list(reversed(order))
     first = [i for i, o in enumerate(objects) if o.info.flags_1 & DF_1_INITFIRST]
     initfirst = first[-1] if first else None  # glibc remembers the last one loaded
     if initfirst is not None:
         init_order.remove(initfirst)
         init_order.insert(0, initfirst)
-    return Load(root, objects, missing, init_order, order, info.executable, initfirst)
+    return init_order, initfirst
+
+
+class _LoadGraph:
+    """The objects a load brings in, breadth-first over DT_NEEDED (dl-deps.c), each loaded once, and the
+    indexes each one's DT_NEEDED entries bound to."""
+
+    def __init__(self, root: ObjectInfo, search: _Search) -> None:
+        self.root = root
+        self.search = search
+        self.objects: list[LoadedObject] = []
+        self.deps: list[list[int]] = []
+        self.by_name: dict[str, int] = {}
+        self.by_id: dict[tuple[int, int], int] = {}
+        self.missing: list[Missing] = []
+        self.add(root, None, None)
+        self.interp: ObjectInfo | None = None
+        if root.executable and root.interp:
+            try:  # the dynamic linker is loaded already: DT_NEEDED on its soname binds to it
+                self.interp = read_object(root.interp)
+            except ElfPatchError:
+                self.interp = None
+
+    def add(self, obj_info: ObjectInfo, name: str | None, loader: int | None) -> int:
+        index = len(self.objects)
+        needed_by = self.objects[loader].info.path if loader is not None else None
+        self.objects.append(LoadedObject(obj_info, name, needed_by, ()))
+        self.deps.append([])
+        self.search.add(obj_info, loader)
+        # ld.so matches a DT_NEEDED string against each loaded object's name(s), its DT_SONAME and (for all
+        # but the main program, whose name is "") the path it was opened by.
+        for key in (name, obj_info.soname, obj_info.path if index or not self.root.executable else None):
+            if key:
+                self.by_name.setdefault(key, index)
+        self.by_id.setdefault(obj_info.file_id, index)
+        return index
+
+    def walk(self) -> None:
+        queue = 0
+        while queue < len(self.objects):
+            for name in self.objects[queue].info.needed:
+                found = self._bind(name, queue)
+                if found is not None:
+                    self.deps[queue].append(found)
+            queue += 1
+
+    def _bind(self, name: str, loader: int) -> int | None:
+        """The object DT_NEEDED ``name`` of object ``loader`` binds to: one loaded already, the dynamic
+        linker, or a file the search finds; None (and a Missing) when there is none."""
+        found = self.by_name.get(name)
+        if found is None and self.interp is not None and name in (self.interp.soname, self.interp.path):
+            found = self.add(self.interp, name, loader)
+            self.interp = None
+        if found is None:
+            found = self._load(name, loader)
+        return found
+
+    def _load(self, name: str, loader: int) -> int | None:
+        path = self.search.find(name, loader)
+        if path is None:
+            self.missing.append(Missing(name, self.objects[loader].info.path))
+            return None
+        dep_info = read_object(path)
+        found = self.by_id.get(dep_info.file_id)
+        if found is None:
+            return self.add(dep_info, name, loader)
+        self.by_name.setdefault(name, found)  # another name for a file loaded already
+        return found
 
 
 class _Search:
@@ -325,21 +351,28 @@ class _Search:
         if "/" in name:
             path = expand_dst(name, origin, arch)
             return path if path is not None and _arch_of(path) == arch else None
-        dirs: list[str] = []
-        if info.runpath is None:
-            # DT_RPATH of the needing object, then of the object that loaded it, up to the root; an object
-            # with a DT_RUNPATH has its DT_RPATH ignored.
-            chain: int | None = loader
-            while chain is not None:
-                if self.infos[chain].runpath is None:
-                    dirs += search_dirs(self.infos[chain].rpath, self.origins[chain], arch)
-                chain = self.loaders[chain]
+        dirs = self._rpath_dirs(loader) if info.runpath is None else []
         dirs += search_dirs(self.ld_library_path, self.origins[0], arch, separators=":;")
         dirs += search_dirs(info.runpath, origin, arch)
-        for directory in dirs:
-            path = os.path.join(directory, name)
-            if _arch_of(path) == arch:
-                return path
+        path = _first_match(dirs, name, arch)
+        return path if path is not None else self._find_system(name, info)
+
+    def _rpath_dirs(self, loader: int) -> list[str]:
+        """DT_RPATH of the needing object, then of the object that loaded it, up to the root; an object
+        with a DT_RUNPATH has its DT_RPATH ignored."""
+        arch = self.infos[loader].arch
+        dirs: list[str] = []
+        chain: int | None = loader
+        while chain is not None:
+            if self.infos[chain].runpath is None:
+                dirs += search_dirs(self.infos[chain].rpath, self.origins[chain], arch)
+            chain = self.loaders[chain]
+        return dirs
+
+    def _find_system(self, name: str, info: ObjectInfo) -> str | None:
+        """/etc/ld.so.cache, then the default directories; DF_1_NODEFLIB keeps both out of the default
+        directories."""
+        arch = info.arch
         nodeflib = bool(info.flags_1 & DF_1_NODEFLIB)
         defaults = default_dirs(arch)
         for path in self.cache.lookup(name):
@@ -347,12 +380,16 @@ class _Search:
                 continue
             if _arch_of(path) == arch:
                 return path
-        if not nodeflib:
-            for directory in defaults:
-                path = os.path.join(directory, name)
-                if _arch_of(path) == arch:
-                    return path
-        return None
+        return None if nodeflib else _first_match(defaults, name, arch)
+
+
+def _first_match(dirs: list[str], name: str, arch: tuple[int, int, bool]) -> str | None:
+    """The first ``directory/name`` that is an ELF file of ``arch`` (ld.so skips other classes and machines)."""
+    for directory in dirs:
+        path = os.path.join(directory, name)
+        if _arch_of(path) == arch:
+            return path
+    return None
 
 
 def _sort_maps(objects: list[LoadedObject]) -> list[int]:

@@ -67,51 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elfpatch.inits import list_initializers, static_initializer_count
+    from elfpatch.inits import static_initializer_count
 
-    files: list[dict[str, Any]] = []
-    loads: list[dict[str, Any]] = []
-    errors = 0
-    for path in args.paths:
-        try:
-            listing = list_initializers(path)
-        except ElfPatchError as exc:
-            print(error_line(exc.path or path, exc.message), file=sys.stderr)
-            errors += 1
-            continue
-        if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
-            from elfpatch.initscan.analysis import analyze_path  # imports capstone: only for these flags
-
-            try:
-                analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
-                             siof=args.siof or bool(args.fail_on))
-            except ElfPatchError as exc:
-                print(error_line(exc.path or path, exc.message), file=sys.stderr)
-                errors += 1
-                continue
-        files.append(listing)
-        if args.deps:
-            try:
-                loads.append(_load(path, listing))
-            except ElfPatchError as exc:
-                print(error_line(exc.path or path, exc.message), file=sys.stderr)
-                errors += 1
+    files, loads, errors = _list_all(args)
     counts = {f["path"]: static_initializer_count(f) for f in files}
     over = [p for p, n in counts.items() if args.max is not None and n > args.max]
     summary = {"files": len(files), "errors": errors, "static_initializers": counts, "max": args.max,
                "over_max": over}
-    gate = False
-    if any("analysis_complete" in f for f in files):
-        summary["analysis_complete"] = all(f["analysis_complete"] for f in files)
-        if args.max_dtors is not None:
-            over_dtors = [f["path"] for f in files if len(f["exit_time_destructors"]) > args.max_dtors]
-            summary["max_dtors"], summary["over_max_dtors"] = args.max_dtors, over_dtors
-            gate = gate or bool(over_dtors)
-        if args.fail_on:
-            failing = [f["path"] for f in files
-                       if any(x["verdict"] in FAIL_ON[args.fail_on] for x in f.get("findings", ()))]
-            summary["fail_on"], summary["failing"] = args.fail_on, failing
-            gate = gate or bool(failing)
+    gate = _analysis_gates(files, args, summary)
     if args.json:
         doc: dict[str, Any] = {"files": files}
         if args.deps:
@@ -125,6 +88,60 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         return EXIT_ERROR
     return 1 if over or gate else 0
+
+
+def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """(listings, loads, errors) over ``args.paths``: a file that fails is reported on stderr and left out;
+    one whose load (--deps) fails keeps its listing."""
+    files: list[dict[str, Any]] = []
+    loads: list[dict[str, Any]] = []
+    errors = 0
+    for path in args.paths:
+        try:
+            listing = _listing(path, args)
+        except ElfPatchError as exc:
+            print(error_line(exc.path or path, exc.message), file=sys.stderr)
+            errors += 1
+            continue
+        files.append(listing)
+        if args.deps:
+            try:
+                loads.append(_load(path, listing))
+            except ElfPatchError as exc:
+                print(error_line(exc.path or path, exc.message), file=sys.stderr)
+                errors += 1
+    return files, loads, errors
+
+
+def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One file's initializers, with the disassembly's findings when a flag asks for them."""
+    from elfpatch.inits import list_initializers
+
+    listing = list_initializers(path)
+    if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
+        from elfpatch.initscan.analysis import analyze_path  # imports capstone: only for these flags
+
+        analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
+                     siof=args.siof or bool(args.fail_on))
+    return listing
+
+
+def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summary: dict[str, Any]) -> bool:
+    """Whether --max-dtors or --fail-on fails the run; their figures go into ``summary`` (only when the
+    disassembly ran)."""
+    gate = False
+    if any("analysis_complete" in f for f in files):
+        summary["analysis_complete"] = all(f["analysis_complete"] for f in files)
+        if args.max_dtors is not None:
+            over_dtors = [f["path"] for f in files if len(f["exit_time_destructors"]) > args.max_dtors]
+            summary["max_dtors"], summary["over_max_dtors"] = args.max_dtors, over_dtors
+            gate = gate or bool(over_dtors)
+        if args.fail_on:
+            failing = [f["path"] for f in files
+                       if any(x["verdict"] in FAIL_ON[args.fail_on] for x in f.get("findings", ()))]
+            summary["fail_on"], summary["failing"] = args.fail_on, failing
+            gate = gate or bool(failing)
+    return gate
 
 
 def _load(path: str, listing: dict[str, Any]) -> dict[str, Any]:

@@ -330,29 +330,43 @@ def copy_sparse(src: int, dst: int, size: int) -> None:
     os.ftruncate(dst, size)
 
 
+def _keep_owner(st: os.stat_result, dst_fd: int, path: str) -> None:
+    dst = os.fstat(dst_fd)
+    if (dst.st_uid, dst.st_gid) != (st.st_uid, st.st_gid):
+        try:
+            os.fchown(dst_fd, st.st_uid, st.st_gid)
+        except PermissionError as exc:
+            raise WriteError("cannot keep its owner and group (not permitted); use --inplace", path) from exc
+
+
+def _xattr_names(fd: int) -> list[str]:
+    """The file's extended attribute names (none where the file system has no xattrs)."""
+    try:
+        return os.listxattr(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+        return []
+
+
+def _drop_inherited_acl(dst_fd: int, path: str) -> None:
+    """Remove an access ACL the temp inherited from its directory's default ACL."""
+    try:
+        os.removexattr(dst_fd, ACL_ACCESS)
+    except OSError as exc:
+        if exc.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise _os_error(exc, "cannot drop the access ACL its directory's default ACL gave", path) from exc
+
+
 def copy_metadata(st: os.stat_result, src_fd: int, dst_fd: int, path: str, *, owner: bool = True) -> None:
     """Owner, group, mode bits and extended attributes (file capabilities included), in the order that keeps
     them: chown clears set-id bits and security.capability, so it goes first. The access ACL is exactly the
     original's: one that the temp inherited from its directory's default ACL is removed."""
     if owner:
-        dst = os.fstat(dst_fd)
-        if (dst.st_uid, dst.st_gid) != (st.st_uid, st.st_gid):
-            try:
-                os.fchown(dst_fd, st.st_uid, st.st_gid)
-            except PermissionError as exc:
-                raise WriteError("cannot keep its owner and group (not permitted); use --inplace", path) from exc
-    try:
-        names = os.listxattr(src_fd)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
-            raise
-        names = []
+        _keep_owner(st, dst_fd, path)
+    names = _xattr_names(src_fd)
     if ACL_ACCESS not in names:
-        try:
-            os.removexattr(dst_fd, ACL_ACCESS)
-        except OSError as exc:
-            if exc.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
-                raise _os_error(exc, "cannot drop the access ACL its directory's default ACL gave", path) from exc
+        _drop_inherited_acl(dst_fd, path)
     os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
     for name in names:
         try:

@@ -102,68 +102,108 @@ def inflate_indexed(raw: Span, usize: int, write: Callable[[memoryview], None], 
     lib = libz()
     if lib is None:
         return None
-    size = max(1, min(usize, zipfmt.OUT_STEP))
-    window = ctypes.create_string_buffer(size)
-    addr = ctypes.addressof(window)
-    view = memoryview(window).cast("B")
-    base = 0  # the uncompressed offset of window[0]
-    spare = ctypes.create_string_buffer(1)
-    strm = _ZStream()
-    if lib.inflateInit2_(ctypes.byref(strm), -15, lib.zlibVersion(), ctypes.sizeof(_ZStream)) != Z_OK:
-        raise MemoryError("zlib inflateInit2 failed")
-    # A raw stream starts with a block header at bit 0; inflate(Z_BLOCK) reports every later one.
-    boundaries = [Boundary(0, 0)]
-    budget = INDEX_BLOCKS + usize // BLOCK_OUTPUT
-    flush = Z_BLOCK
-    fed = 0  # compressed bytes handed to zlib so far
-    chunk = b""
-    stalls = 0
-    try:
-        while True:
-            if strm.avail_in == 0 and fed < len(raw):
-                chunk = raw.read(fed, zipfmt.IN_STEP)  # kept alive by ``chunk`` while zlib reads it
-                strm.next_in = ctypes.cast(ctypes.c_char_p(chunk), ctypes.c_void_p)
-                strm.avail_in = len(chunk)
-                fed += len(chunk)
-            if strm.avail_out == 0:
-                if strm.total_out < usize:
-                    if strm.total_out - base == size:  # the window is full: hand it on
-                        write(view)
-                        base = strm.total_out
-                    strm.next_out = addr + strm.total_out - base
-                    strm.avail_out = min(size - (strm.total_out - base), usize - strm.total_out)
-                else:  # the claimed size is reached: one more byte means the header lied
-                    strm.next_out, strm.avail_out = ctypes.addressof(spare), 1
-            before = (strm.total_in, strm.total_out)
-            ret = lib.inflate(ctypes.byref(strm), flush)
-            if strm.total_out > usize:
-                raise ParseError(f"zip member {name!r}: inflates to more than its header says", path)
-            if ret == Z_STREAM_END:
-                break
-            if ret not in (Z_OK, Z_BUF_ERROR):
-                msg = strm.msg.decode("ascii", "replace") if strm.msg else f"zlib error {ret}"
-                raise ParseError(f"zip member {name!r}: {msg}", path)
-            if flush == Z_BLOCK and strm.data_type & 128 and not strm.data_type & 64:  # before a block header
-                bit = strm.total_in * 8 - (strm.data_type & 7)
-                if bit != boundaries[-1].bit:
-                    boundaries.append(Boundary(bit, strm.total_out))
-                if len(boundaries) > budget:
-                    boundaries, flush = [], Z_NO_FLUSH
-            if (strm.total_in, strm.total_out) == before:
-                if strm.avail_in == 0 and fed >= len(raw):
-                    raise ParseError(f"zip member {name!r}: compressed data ends before its stream does", path)
-                stalls += 1
-                if stalls > 2:  # zlib made no progress with input and room to write: never loop on it
-                    raise ParseError(f"zip member {name!r}: inflate makes no progress", path)
-            else:
-                stalls = 0
-    finally:
-        lib.inflateEnd(ctypes.byref(strm))
-    if strm.total_out != usize:
-        raise ParseError(f"zip member {name!r}: inflates to a size other than its header says", path)
-    if strm.total_out > base:
-        write(view[: strm.total_out - base])
-    return boundaries
+    return _IndexedInflate(lib, raw, usize, write, name, path).run()
+
+
+class _IndexedInflate:
+    """One ``inflate_indexed`` run: zlib's stream, the output window it writes into, and the boundaries
+    found so far."""
+
+    def __init__(self, lib: ctypes.CDLL, raw: Span, usize: int, write: Callable[[memoryview], None], name: str,
+                 path: str) -> None:
+        self.lib, self.raw, self.usize, self.write, self.name, self.path = lib, raw, usize, write, name, path
+        self.size = max(1, min(usize, zipfmt.OUT_STEP))
+        self.window = ctypes.create_string_buffer(self.size)
+        self.addr = ctypes.addressof(self.window)
+        self.view = memoryview(self.window).cast("B")
+        self.base = 0  # the uncompressed offset of window[0]
+        self.spare = ctypes.create_string_buffer(1)
+        self.strm = _ZStream()
+        # A raw stream starts with a block header at bit 0; inflate(Z_BLOCK) reports every later one.
+        self.boundaries = [Boundary(0, 0)]
+        self.budget = INDEX_BLOCKS + usize // BLOCK_OUTPUT
+        self.flush = Z_BLOCK
+        self.fed = 0  # compressed bytes handed to zlib so far
+        self.chunk = b""  # the input zlib reads from: kept alive here while it does
+        self.stalls = 0
+
+    def run(self) -> list[Boundary]:
+        lib, strm = self.lib, self.strm
+        if lib.inflateInit2_(ctypes.byref(strm), -15, lib.zlibVersion(), ctypes.sizeof(_ZStream)) != Z_OK:
+            raise MemoryError("zlib inflateInit2 failed")
+        try:
+            while not self._step():
+                pass
+        finally:
+            lib.inflateEnd(ctypes.byref(strm))
+        if strm.total_out != self.usize:
+            raise self._error("inflates to a size other than its header says")
+        if strm.total_out > self.base:
+            self.write(self.view[: strm.total_out - self.base])
+        return self.boundaries
+
+    def _error(self, what: str) -> ParseError:
+        return ParseError(f"zip member {self.name!r}: {what}", self.path)
+
+    def _step(self) -> bool:
+        """One call of inflate, with input and room to write; True at the end of the stream."""
+        strm = self.strm
+        if strm.avail_in == 0 and self.fed < len(self.raw):
+            self._feed()
+        if strm.avail_out == 0:
+            self._make_room()
+        before = (strm.total_in, strm.total_out)
+        ret = self.lib.inflate(ctypes.byref(strm), self.flush)
+        if strm.total_out > self.usize:
+            raise self._error("inflates to more than its header says")
+        if ret == Z_STREAM_END:
+            return True
+        if ret not in (Z_OK, Z_BUF_ERROR):
+            raise self._error(strm.msg.decode("ascii", "replace") if strm.msg else f"zlib error {ret}")
+        if self.flush == Z_BLOCK and strm.data_type & 128 and not strm.data_type & 64:  # before a block header
+            self._mark_boundary()
+        self._check_progress(before)
+        return False
+
+    def _feed(self) -> None:
+        self.chunk = self.raw.read(self.fed, zipfmt.IN_STEP)
+        self.strm.next_in = ctypes.cast(ctypes.c_char_p(self.chunk), ctypes.c_void_p)
+        self.strm.avail_in = len(self.chunk)
+        self.fed += len(self.chunk)
+
+    def _make_room(self) -> None:
+        """Point zlib's output at the rest of the window, handing a full one on first; once the claimed size
+        is reached, at a one-byte spare: a byte written there means the header lied."""
+        strm = self.strm
+        if strm.total_out >= self.usize:
+            strm.next_out, strm.avail_out = ctypes.addressof(self.spare), 1
+            return
+        if strm.total_out - self.base == self.size:
+            self.write(self.view)
+            self.base = strm.total_out
+        strm.next_out = self.addr + strm.total_out - self.base
+        strm.avail_out = min(self.size - (strm.total_out - self.base), self.usize - strm.total_out)
+
+    def _mark_boundary(self) -> None:
+        """Record the block header zlib stopped before; past the budget, stop indexing (see INDEX_BLOCKS)."""
+        strm = self.strm
+        bit = strm.total_in * 8 - (strm.data_type & 7)
+        if bit != self.boundaries[-1].bit:
+            self.boundaries.append(Boundary(bit, strm.total_out))
+        if len(self.boundaries) > self.budget:
+            self.boundaries, self.flush = [], Z_NO_FLUSH
+
+    def _check_progress(self, before: tuple[int, int]) -> None:
+        """zlib moved neither input nor output: the data ended early, or (a third time) it never will."""
+        strm = self.strm
+        if (strm.total_in, strm.total_out) != before:
+            self.stalls = 0
+            return
+        if strm.avail_in == 0 and self.fed >= len(self.raw):
+            raise self._error("compressed data ends before its stream does")
+        self.stalls += 1
+        if self.stalls > 2:  # zlib made no progress with input and room to write: never loop on it
+            raise self._error("inflate makes no progress")
 
 
 # Rough costs on one core, to choose between reusing blocks at a byte boundary (copied as they are) and at any
@@ -185,43 +225,19 @@ def segments(boundaries: Sequence[Boundary], raw: Span, size: int, edits: Sequen
 
     A stretch copied from a boundary that is not on a byte boundary is shifted into place, which would move
     the byte-alignment padding of a stored block inside it: such a stretch stops before any stored block."""
-    n = len(boundaries)
-    pos = [b.pos for b in boundaries]
-    aligned = [b.bit % 8 == 0 for b in boundaries]
-    stored = [_block_type(raw, b.bit) == 0 for b in boundaries]
-    # next_aligned[i] / next_stored[i]: the first index >= i that is byte-aligned / starts a stored block (n: none)
-    next_aligned, next_stored = [n] * (n + 1), [n] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        next_aligned[i] = i if aligned[i] else next_aligned[i + 1]
-        next_stored[i] = i if stored[i] else next_stored[i + 1]
-
-    def bit_at(i: int) -> int:
-        return boundaries[i].bit if i < n else len(raw) * 8
-
-    # Gaps where original blocks may be reused: [0, first edit], [edit + 1 + WINDOW, next edit], ..., to the end.
-    gaps, lo = [], 0
-    for e in sorted(edits):
-        if e >= lo:
-            gaps.append((lo, e))
-        lo = max(lo, e + 1 + WINDOW)
-    gaps.append((lo, None))
+    blocks = _Blocks(boundaries, raw)
+    n, pos = blocks.n, blocks.pos
     out: list[Segment] = []
     done = 0
-    for lo, hi in gaps:
+    for lo, hi in _gaps(edits):
         # Blocks i..limit-1 lie inside the gap; limit == n means through the final block.
         limit = n if hi is None else bisect.bisect_right(pos, hi) - 1
         i = bisect.bisect_left(pos, lo)
         while i < limit:
-            if stored[i] and not aligned[i]:
+            if blocks.stored[i] and not blocks.aligned[i]:
                 i += 1
                 continue
-            end = limit if aligned[i] else min(limit, next_stored[i])
-            a = next_aligned[i]
-            if not aligned[i] and a < limit:
-                # Start at the next byte-aligned boundary instead when deflating the blocks skipped costs less
-                # than shifting the stretch.
-                if (pos[a] - pos[i]) * DEFLATE_NS < (bit_at(end) - bit_at(i)) / 8 * SHIFT_NS:
-                    i, end = a, limit
+            i, end = blocks.stretch(i, limit)
             end_pos = pos[end] if end < n else size
             if end_pos - pos[i] >= min_copy:
                 if pos[i] > done:
@@ -232,6 +248,56 @@ def segments(boundaries: Sequence[Boundary], raw: Span, size: int, edits: Sequen
     if done < size or not out:
         out.append(Fresh(done, size))
     return out
+
+
+def _gaps(edits: Sequence[int]) -> list[tuple[int, int | None]]:
+    """Where original blocks may be reused: [0, first edit], [edit + 1 + WINDOW, next edit], ..., to the end
+    (None)."""
+    gaps: list[tuple[int, int | None]] = []
+    lo = 0
+    for e in sorted(edits):
+        if e >= lo:
+            gaps.append((lo, e))
+        lo = max(lo, e + 1 + WINDOW)
+    gaps.append((lo, None))
+    return gaps
+
+
+def _next_true(flags: list[bool]) -> list[int]:
+    """For each index i (and len(flags)), the first index >= i whose flag is set; len(flags) for none."""
+    n = len(flags)
+    nxt = [n] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        nxt[i] = i if flags[i] else nxt[i + 1]
+    return nxt
+
+
+class _Blocks:
+    """The block boundaries of a stream with what ``segments`` asks of them: byte-aligned or not, stored
+    block or not, and the next boundary of each kind."""
+
+    def __init__(self, boundaries: Sequence[Boundary], raw: Span) -> None:
+        self.boundaries, self.raw = boundaries, raw
+        self.n = len(boundaries)
+        self.pos = [b.pos for b in boundaries]
+        self.aligned = [b.bit % 8 == 0 for b in boundaries]
+        self.stored = [_block_type(raw, b.bit) == 0 for b in boundaries]
+        self.next_aligned = _next_true(self.aligned)
+        self.next_stored = _next_true(self.stored)
+
+    def bit_at(self, i: int) -> int:
+        return self.boundaries[i].bit if i < self.n else len(self.raw) * 8
+
+    def stretch(self, i: int, limit: int) -> tuple[int, int]:
+        """(first, end): the blocks to copy from boundary ``i`` on, before ``limit``. A stretch that must be
+        shifted stops before a stored block; it starts at the next byte-aligned boundary instead when
+        deflating the blocks skipped costs less than shifting the stretch."""
+        end = limit if self.aligned[i] else min(limit, self.next_stored[i])
+        a = self.next_aligned[i]
+        if not self.aligned[i] and a < limit:
+            if (self.pos[a] - self.pos[i]) * DEFLATE_NS < (self.bit_at(end) - self.bit_at(i)) / 8 * SHIFT_NS:
+                return a, limit
+        return i, end
 
 
 def _deflate_piece(data: memoryview, level: int, final: bool) -> bytes:

@@ -96,44 +96,49 @@ def _each(rx: re.Pattern, code: bytes):
         m = rx.search(code, m.start() + 1)
 
 
+def _rel32(m: re.Match, start: int, group: int = 1) -> int:
+    """The target of a rel32 branch or RIP-relative disp32 match: relative to the end of the match."""
+    return start + m.end() + int.from_bytes(m.group(group), "little", signed=True)
+
+
+def _calls(code: bytes, start: int, is_target: Callable[[int], bool], rx: Patterns) -> list:
+    """(site, target, tail) of calls, and of jumps that leave the function (tail calls), in address order."""
+    end = start + len(code)
+    calls = [(start + m.start(), t, False) for m in _each(rx.call, code) if is_target(t := _rel32(m, start))]
+    for jumps in (rx.jmp, rx.jcc):
+        calls += [(start + m.start(), t, True) for m in _each(jumps, code)
+                  if not start <= (t := _rel32(m, start)) < end and is_target(t)]
+    n = len(code)
+    for lo, hi in ((0, min(n, _REL8_REACH)), (max(_REL8_REACH, n - _REL8_REACH), n)):  # rel8 reaches so far
+        calls += [(start + lo + m.start(), t, True) for m in _each(_JMP8, code[lo:hi])
+                  if not start <= (t := _rel32(m, start + lo)) < end and is_target(t)]
+    calls.sort()
+    return calls
+
+
+def _data_refs(code: bytes, start: int, data_lo: int, data_hi: int, rx: Patterns) -> tuple[list, list]:
+    """RIP-relative candidates into [data_lo, data_hi), one per possible immediate size, and the ``mov`` loads
+    among them (GOT loads of function pointers)."""
+    data, loads = [], []
+    lo, hi = data_lo - 4, data_hi  # disp32 + its end in [lo, hi) for some immediate size
+    for m in _each(rx.modrm, code):
+        base = _rel32(m, start)
+        if not lo <= base < hi:
+            continue
+        data += [(start + m.start(), base + imm, imm) for imm in _IMM_SIZES if data_lo <= base + imm < data_hi]
+        at = m.start()
+        if at and code[at - 1] == _MOV_LOAD and data_lo <= base < data_hi:
+            loads.append((start + at, base))
+    return data, loads
+
+
 def skim(code: bytes, start: int, is_target: Callable[[int], bool], data_lo: int, data_hi: int,
          rx: Patterns = ANY) -> Skim:
     """The candidates in ``code`` (at link-time address ``start``): calls whose target passes ``is_target``,
     and data references into [data_lo, data_hi) (the writable sections and the GOT)."""
-    end = start + len(code)
-    calls = []
-    for m in _each(rx.call, code):
-        target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
-        if is_target(target):
-            calls.append((start + m.start(), target, False))
-    for m in _each(rx.jmp, code):
-        target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
-        if not start <= target < end and is_target(target):
-            calls.append((start + m.start(), target, True))
-    for m in _each(rx.jcc, code):
-        target = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
-        if not start <= target < end and is_target(target):
-            calls.append((start + m.start(), target, True))
-    n = len(code)
-    for lo, hi in ((0, min(n, _REL8_REACH)), (max(_REL8_REACH, n - _REL8_REACH), n)):
-        for m in _each(_JMP8, code[lo:hi]):
-            target = start + lo + m.end() + int.from_bytes(m.group(1), "little", signed=True)
-            if not start <= target < end and is_target(target):
-                calls.append((start + lo + m.start(), target, True))
-    calls.sort()
-    slots = [(start + m.start(), start + m.end() + int.from_bytes(m.group(2), "little", signed=True),
-              m.group(1) == b"\x25") for m in _each(_SLOT_CALL, code)]
-    data, loads = [], []
-    lo, hi = data_lo - 4, data_hi  # disp32 + its end in [lo, hi) for some immediate size
-    for m in _each(rx.modrm, code):
-        base = start + m.end() + int.from_bytes(m.group(1), "little", signed=True)
-        if lo <= base < hi:
-            for imm in _IMM_SIZES:
-                if data_lo <= base + imm < data_hi:
-                    data.append((start + m.start(), base + imm, imm))
-            at = m.start()
-            if at and code[at - 1] == _MOV_LOAD and data_lo <= base < data_hi:
-                loads.append((start + at, base))
+    calls = _calls(code, start, is_target, rx)
+    slots = [(start + m.start(), _rel32(m, start, 2), m.group(1) == b"\x25") for m in _each(_SLOT_CALL, code)]
+    data, loads = _data_refs(code, start, data_lo, data_hi, rx)
     indirect = len(_INDIRECT.findall(code)) + sum(
         1 for m in _each(_INDIRECT_JMP, code) if not (m.start() and code[m.start() - 1] == _NOTRACK))
     return Skim(calls, slots, data, loads, indirect)

@@ -17,7 +17,7 @@ from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, UnsupportedError
 from elfpatch.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
-from elfpatch.source import Place
+from elfpatch.source import Place, Source
 from elfpatch.targets import DRY_RUN, Job, commit, open_source
 from elfpatch.targets.elf import process_elf, status_for
 
@@ -43,36 +43,56 @@ def process_archive(path: str, job: Job, root: str | None = None, place: Place |
         reports: list[FileReport] = []
         plans: list[tuple[arfmt.Member, ImagePlan]] = []
         for m in members:
-            if m.is_index or bytes(src.data[m.data_offset : m.data_offset + 4]) != ELFMAG:
+            if not _is_patched_member(src.data, m, job):
                 continue
-            if job.exclude.excludes(m.name):
-                continue
-            with _member_view(src.data, m) as view:
-                try:
-                    image = _member_image(view, m, path)
-                    plan = plan_image(image, job.to, job.names, base=m.data_offset)
-                except UnsupportedError as exc:
-                    reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
-                    continue
-                except ElfPatchError as exc:
-                    raise exc.within(f"member {m.name}", path) from exc
-                reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept,
-                                          warnings=plan.warnings, member=m.name))
-                if job.inspect is not None:
-                    reports[-1].facts = job.inspect(image, True)
-            plans.append((m, plan))
+            plan = _plan_member(src.data, m, path, job, reports)
+            if plan is not None:
+                plans.append((m, plan))
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # an archive without ELF members
-        edits = [e for _, plan in plans for e in plan.edits]
-        if job.writes and (edits or job.output):
-
-            def verify(buf: bytes) -> None:
-                for m, plan in plans:
-                    with _member_view(buf, m) as view:
-                        verify_image(_member_image(view, m, path), plan)
-
-            commit(src, edits, verify, job)
+        _commit_members(src, plans, path, job)
         return reports
+
+
+def _is_patched_member(data: bytes, m: arfmt.Member, job: Job) -> bool:
+    """An ELF member the job has not excluded: the symbol index and non-ELF members are copied as they are."""
+    if m.is_index or bytes(data[m.data_offset : m.data_offset + 4]) != ELFMAG:
+        return False
+    return not job.exclude.excludes(m.name)
+
+
+def _plan_member(data: bytes, m: arfmt.Member, path: str, job: Job, reports: list[FileReport]) -> ImagePlan | None:
+    """Plan and report one ELF member, its edits offset to where it lies in the archive; None when it is
+    skipped (an unsupported image is reported, not fatal: the other members are still patched)."""
+    with _member_view(data, m) as view:
+        try:
+            image = _member_image(view, m, path)
+            plan = plan_image(image, job.to, job.names, base=m.data_offset)
+        except UnsupportedError as exc:
+            reports.append(FileReport(path, SKIPPED, reason=exc.message, member=m.name))
+            return None
+        except ElfPatchError as exc:
+            raise exc.within(f"member {m.name}", path) from exc
+        reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept,
+                                  warnings=plan.warnings, member=m.name))
+        if job.inspect is not None:
+            reports[-1].facts = job.inspect(image, True)
+    return plan
+
+
+def _commit_members(src: Source, plans: list[tuple[arfmt.Member, ImagePlan]], path: str, job: Job) -> None:
+    """Apply every member's edits to the archive in one commit (with -o, an unchanged archive is still
+    copied), verified by re-reading each member from the new bytes."""
+    edits = [e for _, plan in plans for e in plan.edits]
+    if not (job.writes and (edits or job.output)):
+        return
+
+    def verify(buf: bytes) -> None:
+        for m, plan in plans:
+            with _member_view(buf, m) as view:
+                verify_image(_member_image(view, m, path), plan)
+
+    commit(src, edits, verify, job)
 
 
 def _is_elf_file(path: str) -> bool:
@@ -102,33 +122,39 @@ def _process_thin(path: str, members: list[arfmt.Member], job: Job, root: str | 
         raise ElfPatchError("-o is not supported for a thin archive (its members are outside files)", path)
     base = os.path.dirname(path)
     targets = [(m.name, os.path.join(base, m.name)) for m in members if not m.is_index]
-    reports: list[FileReport] = []
     if root is not None:
-        top = os.path.realpath(root)
-        for name, target in targets:
-            if os.path.commonpath([top, os.path.realpath(target)]) != top:
-                reports.append(FileReport(path, SKIPPED, member=name,
-                                          reason="thin archive member outside the tree: not followed (name the "
-                                                 "archive itself to patch it)"))
-        if not reports:
-            reports.append(FileReport(path, SKIPPED, reason="thin archive: its members are files of the tree, "
-                                                            "processed on their own"))
-        return reports
+        return _thin_in_tree(path, targets, root)
     targets = [(name, target) for name, target in targets if _is_elf_file(target)]
     if job.writes:  # read every member first, so that one broken member leaves all of them untouched
         probe = Job(DRY_RUN, job.to, job.names)
         for name, target in targets:
-            try:
-                process_elf(target, probe)
-            except ElfPatchError as exc:
-                raise exc.within(f"thin member {name}", path) from exc
-    for name, target in targets:
-        try:
-            report = process_elf(target, job)
-        except ElfPatchError as exc:
-            raise exc.within(f"thin member {name}", path) from exc
-        report.path, report.member = path, name
-        reports.append(report)
+            _process_thin_member(path, name, target, probe)
+    reports = [_process_thin_member(path, name, target, job) for name, target in targets]
     if not reports:
         reports.append(FileReport(path, UNCHANGED))  # no ELF member files
     return reports
+
+
+def _thin_in_tree(path: str, targets: list[tuple[str, str]], root: str) -> list[FileReport]:
+    """A thin archive met in a tree walk: nothing is patched through it (see _process_thin)."""
+    top = os.path.realpath(root)
+    reports: list[FileReport] = []
+    for name, target in targets:
+        if os.path.commonpath([top, os.path.realpath(target)]) != top:
+            reports.append(FileReport(path, SKIPPED, member=name,
+                                      reason="thin archive member outside the tree: not followed (name the "
+                                             "archive itself to patch it)"))
+    if not reports:
+        reports.append(FileReport(path, SKIPPED, reason="thin archive: its members are files of the tree, "
+                                                        "processed on their own"))
+    return reports
+
+
+def _process_thin_member(path: str, name: str, target: str, job: Job) -> FileReport:
+    """One member file of a thin archive, processed as an ELF file and reported as the archive's member."""
+    try:
+        report = process_elf(target, job)
+    except ElfPatchError as exc:
+        raise exc.within(f"thin member {name}", path) from exc
+    report.path, report.member = path, name
+    return report

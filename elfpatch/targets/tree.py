@@ -117,74 +117,100 @@ def place_of(n: Name) -> Place:
         raise WriteError(f"{exc.message} ({exc.path})", n.path) from exc
 
 
+class _Walk:
+    """One walk of a tree through directory file descriptors: what ``walk`` returns, gathered directory by
+    directory (each directory's entries classified, then its subdirectories opened without following)."""
+
+    def __init__(self, root: str, exclude: Exclude | None) -> None:
+        self.root = root
+        self.exclude = exclude
+        self.groups: dict[tuple[int, int], Group] = {}
+        self.skipped = 0
+        self.journals: list[tuple[Chain, str, str]] = []
+        self.stack: list[tuple[int, str, Chain]] = []
+
+    def run(self) -> None:
+        try:
+            top = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise WriteError(f"cannot read directory: {exc.strerror}", self.root) from exc
+        st = os.fstat(top)
+        self.stack.append((top, self.root, (Step(self.root, st.st_dev, st.st_ino),)))
+        while self.stack:
+            fd, dirpath, chain = self.stack.pop()
+            try:
+                self._descend(fd, dirpath, chain, self._read(fd, dirpath, chain))
+            except BaseException:
+                for other, _, _ in self.stack:
+                    os.close(other)
+                raise
+            finally:
+                os.close(fd)
+
+    def _read(self, fd: int, dirpath: str, chain: Chain) -> list[tuple[str, str, os.stat_result]]:
+        """Classify one directory's entries; its subdirectories, for ``_descend``."""
+        try:
+            names = sorted(os.listdir(fd))
+        except OSError as exc:
+            raise WriteError(f"cannot read directory: {exc.strerror}", dirpath) from exc
+        subdirs = []
+        for name in names:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed since it was listed
+            except OSError as exc:  # listed but not enterable (no search permission): fail the tree
+                raise WriteError(f"cannot read directory: {exc.strerror}", dirpath) from exc
+            if stat.S_ISDIR(st.st_mode):
+                subdirs.append((name, path, st))
+            else:
+                self._file(name, path, st, chain)
+        return subdirs
+
+    def _file(self, name: str, path: str, st: os.stat_result, chain: Chain) -> None:
+        if not stat.S_ISREG(st.st_mode):
+            self.skipped += 1
+        elif JOURNAL_RE.match(name):
+            self.journals.append((chain, name, path))
+        elif is_temp(name):
+            pass  # another run's temp: never an input
+        elif self.exclude and self.exclude.excludes(os.path.relpath(path, self.root)):
+            self.skipped += 1
+        else:
+            entry = Name(path, chain, name)
+            group = self.groups.get((st.st_dev, st.st_ino))
+            if group is None:
+                self.groups[(st.st_dev, st.st_ino)] = Group([entry], st.st_size, (st.st_dev, st.st_ino))
+            else:
+                group.names.append(entry)
+
+    def _descend(self, fd: int, dirpath: str, chain: Chain, subdirs: list[tuple[str, str, os.stat_result]]) -> None:
+        """Open each subdirectory without following, checked to be the one just listed."""
+        for name, path, st in reversed(subdirs):
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # swapped for a symlink while we looked: not followed
+                    self.skipped += 1
+                    continue
+                raise WriteError(f"cannot read directory: {exc.strerror}", path) from exc
+            sst = os.fstat(sub)
+            if (sst.st_dev, sst.st_ino) != (st.st_dev, st.st_ino):
+                os.close(sub)
+                raise WriteError("directory replaced while the tree was read", path)
+            self.stack.append((sub, path, (*chain, Step(name, sst.st_dev, sst.st_ino))))
+
+
 def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int, list[tuple[Chain, str, str]]]:
     """Regular files below ``root`` grouped by inode, in sorted order of their first name, how many
     entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches), and the
     re-linking journals found."""
-    groups: dict[tuple[int, int], Group] = {}
-    skipped = 0
-    try:
-        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise WriteError(f"cannot read directory: {exc.strerror}", root) from exc
-    st = os.fstat(top)
-    stack: list[tuple[int, str, Chain]] = [(top, root, (Step(root, st.st_dev, st.st_ino),))]
-    journals: list[tuple[Chain, str, str]] = []
-    while stack:
-        fd, dirpath, chain = stack.pop()
-        try:
-            try:
-                names = sorted(os.listdir(fd))
-            except OSError as exc:
-                raise WriteError(f"cannot read directory: {exc.strerror}", dirpath) from exc
-            subdirs = []
-            for name in names:
-                path = os.path.join(dirpath, name)
-                try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # removed since it was listed
-                except OSError as exc:  # listed but not enterable (no search permission): fail the tree
-                    raise WriteError(f"cannot read directory: {exc.strerror}", dirpath) from exc
-                if stat.S_ISDIR(st.st_mode):
-                    subdirs.append((name, path, st))
-                elif not stat.S_ISREG(st.st_mode):
-                    skipped += 1
-                elif JOURNAL_RE.match(name):
-                    journals.append((chain, name, path))
-                elif is_temp(name):
-                    continue  # another run's temp: never an input
-                elif exclude and exclude.excludes(os.path.relpath(path, root)):
-                    skipped += 1
-                else:
-                    entry = Name(path, chain, name)
-                    group = groups.get((st.st_dev, st.st_ino))
-                    if group is None:
-                        groups[(st.st_dev, st.st_ino)] = Group([entry], st.st_size, (st.st_dev, st.st_ino))
-                    else:
-                        group.names.append(entry)
-            for name, path, st in reversed(subdirs):
-                try:
-                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno == errno.ELOOP:  # swapped for a symlink while we looked: not followed
-                        skipped += 1
-                        continue
-                    raise WriteError(f"cannot read directory: {exc.strerror}", path) from exc
-                sst = os.fstat(sub)
-                if (sst.st_dev, sst.st_ino) != (st.st_dev, st.st_ino):
-                    os.close(sub)
-                    raise WriteError("directory replaced while the tree was read", path)
-                stack.append((sub, path, (*chain, Step(name, sst.st_dev, sst.st_ino))))
-        except BaseException:
-            for other, _, _ in stack:
-                os.close(other)
-            raise
-        finally:
-            os.close(fd)
-    for group in groups.values():
+    w = _Walk(root, exclude)
+    w.run()
+    for group in w.groups.values():
         group.names.sort()
-    return sorted(groups.values(), key=lambda g: g.names[0].path), skipped, journals
+    return sorted(w.groups.values(), key=lambda g: g.names[0].path), w.skipped, w.journals
 
 
 def process_group(group: Group, job: Job, root: str) -> tuple[list[FileReport], int]:
@@ -327,6 +353,49 @@ def write_journal(place: Place, record: dict) -> tuple[str, int]:
     raise WriteError("cannot create a unique journal name", place.path)
 
 
+def _trusted_journal(dfd: int, jname: str) -> int | None:
+    """The journal open and locked, if it can be trusted: a regular file of this user, writable by no one
+    else, with one name, that no live run holds a lock on; else None."""
+    try:
+        fd = os.open(jname, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_nlink != 1:
+        os.close(fd)
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None  # a live run's
+    return fd
+
+
+def _replay(record: dict, base: str, by_path: dict[str, tuple[Name, tuple[int, int]]]) -> tuple[int, bool]:
+    """Switch the names a journal lists that still name its old inode while its first name names the new
+    one: (how many were switched, whether the journal is done with)."""
+    first = by_path.get(os.path.join(base, record["first"]))
+    if first is None:
+        return 0, False
+    switched, complete = 0, True
+    with place_of(first[0]) as fp:
+        new = fp.lstat()
+        if new is None or ident(new) != record["new"]:
+            return 0, True  # the first name changed since: nothing to complete
+        for rel in record["others"]:
+            other = by_path.get(os.path.normpath(os.path.join(base, rel)))
+            if other is None:
+                complete = False  # outside this walk: left for a run over the whole tree
+                continue
+            if other[1] != tuple(record["old"][:2]):
+                continue  # already switched, or changed since: nothing to complete
+            with place_of(other[0]) as op:
+                switch(fp, new, op, tuple(record["old"][:2]))
+            switched += 1
+    return switched, complete
+
+
 def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group], job: Job) -> int:
     """Complete the re-pointing that killed runs left half done; how many names were switched.
 
@@ -342,43 +411,20 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
             dfd = open_chain(chain)
         except ElfPatchError:
             continue
+        fd = None
         try:
-            fd = os.open(jname, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-        except OSError:
-            os.close(dfd)
-            continue
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_nlink != 1:
+            fd = _trusted_journal(dfd, jname)
+            if fd is None:
                 continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # a live run's
-            record = json.loads(os.pread(fd, 1 << 20, 0))
-            base = os.path.dirname(jpath)
-            first = by_path.get(os.path.join(base, record["first"]))
-            complete = first is not None
-            if first is not None:
-                with place_of(first[0]) as fp:
-                    new = fp.lstat()
-                    if new is not None and ident(new) == record["new"]:
-                        for rel in record["others"]:
-                            other = by_path.get(os.path.normpath(os.path.join(base, rel)))
-                            if other is None:
-                                complete = False  # outside this walk: left for a run over the whole tree
-                                continue
-                            if other[1] != tuple(record["old"][:2]):
-                                continue  # already switched, or changed since: nothing to complete
-                            with place_of(other[0]) as op:
-                                switch(fp, new, op, tuple(record["old"][:2]))
-                            switched += 1
+            done, complete = _replay(json.loads(os.pread(fd, 1 << 20, 0)), os.path.dirname(jpath), by_path)
+            switched += done
             if complete:
                 os.unlink(jname, dir_fd=dfd)
         except (OSError, ValueError, KeyError, TypeError, ElfPatchError) as exc:
             job.warn(jpath, f"could not complete the re-linking a killed run left: {one_line(str(exc))}")
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
             os.close(dfd)
     return switched
 

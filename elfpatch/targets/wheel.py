@@ -26,7 +26,7 @@ from elfpatch.edits import check_old_bytes
 from elfpatch.elfconst import ELFMAG
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
-from elfpatch.plan import plan_image, verify_image
+from elfpatch.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
 from elfpatch.source import Source
 from elfpatch.spans import Scratch, Span
@@ -37,6 +37,8 @@ from elfpatch.targets.wheel_record import SIGNATURES, Record
 from elfpatch.write import open_temp, replace_atomic
 
 if TYPE_CHECKING:
+    import mmap
+
     from elfpatch.source import Place
     from elfpatch.targets import Job
 
@@ -77,28 +79,34 @@ def process_wheel(path: str, job: Job, place: Place | None = None) -> list[FileR
         raise ElfPatchError(_MAX_MEMBER_ERROR.message, path)
     with open_source(path, job, place) as src:
         entries, comment = zipfmt.read_entries(src.data, path)  # names given once, members not overlapping
-        writer = None  # started at the first change; -o of an unchanged wheel is a byte-identical copy
         reports: list[FileReport] = []
-        try:
-            for i, e in enumerate(entries):
-                patched = _patch_member(src, e, path, job, reports)
-                if patched is not None and writer is None:
-                    # The first change: start the new wheel, with every entry before this one copied as is.
-                    writer = _Writer(src, entries, comment, job)
-                    for j, before in enumerate(islice(entries, i)):
-                        writer.add(j, before, None)
-                if writer is not None:
-                    writer.add(i, e, patched)
-            if writer is not None:
-                writer.finish()
-            elif job.writes and job.output:
-                replace_atomic(src, [], lambda buf: None, output=job.output, fsync=job.fsync)
-        finally:
-            if writer is not None:
-                writer.close()
+        _patch_entries(src, entries, comment, path, job, reports)
         if not reports:
             reports.append(FileReport(path, UNCHANGED))  # a wheel without ELF members
         return reports
+
+
+def _patch_entries(src: Source, entries: zipfmt.Directory, comment: bytes, path: str, job: Job,
+                   reports: list[FileReport]) -> None:
+    """Report every member and, when one changes, write the new wheel entry by entry."""
+    writer = None  # started at the first change; -o of an unchanged wheel is a byte-identical copy
+    try:
+        for i, e in enumerate(entries):
+            patched = _patch_member(src, e, path, job, reports)
+            if patched is not None and writer is None:
+                # The first change: start the new wheel, with every entry before this one copied as is.
+                writer = _Writer(src, entries, comment, job)
+                for j, before in enumerate(islice(entries, i)):
+                    writer.add(j, before, None)
+            if writer is not None:
+                writer.add(i, e, patched)
+        if writer is not None:
+            writer.finish()
+        elif job.writes and job.output:
+            replace_atomic(src, [], lambda buf: None, output=job.output, fsync=job.fsync)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def _extract(src: Source, e: zipfmt.Entry, start: int, path: str, index: bool, scratch: Scratch) -> Patched:
@@ -125,42 +133,17 @@ def _extract(src: Source, e: zipfmt.Entry, start: int, path: str, index: bool, s
 
 def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: list[FileReport]) -> Patched | None:
     """Report one member; return its patched bytes when the job rewrites it, else None."""
-    if e.name.endswith("/") or e.usize < 4 or job.exclude.excludes(e.name):
-        return None
-    if e.flags & 1:
-        raise ParseError(f"zip member {e.name!r} is encrypted; wheels never are", path)
-    start, _ = e.data_span(src.data, path)
-    if zipfmt.inflate(src.data, e, start, path, MAX_MEMBER, max_length=4) != ELFMAG:
-        return None
-    if _is_record_or_signature(e.name):
-        reports.append(FileReport(path, SKIPPED, member=e.name, reason="the wheel's RECORD or its signature is "
-                                  "rewritten or dropped by the wheel writer, never patched as a member"))
+    start = _elf_member_start(src, e, path, job, reports)
+    if start is None:
         return None
     name = f"{path}[{e.name}]"
-    # Scratch space beside the target only when the run writes there anyway; read-only modes use $TMPDIR.
-    scratch_dir = os.path.dirname(os.path.abspath(job.output or src.real)) if job.writes else None
-    try:
-        scratch = Scratch(e.usize, scratch_dir)
-    except OSError as exc:
-        raise WriteError(f"cannot create a temp file to inflate member {e.name}: {exc.strerror or exc}",
-                         path) from exc
-    keep = False
+    scratch = _scratch_for(src, e, path, job)
+    keep = False  # the scratch file lives on only inside a returned Patched
     try:
         member = _extract(src, e, start, path, job.writes, scratch)
         blob = scratch.map()
-        try:
-            image = ElfFile(blob, name)
-            plan = plan_image(image, job.to, job.names)
-        except UnsupportedError as exc:
-            reports.append(FileReport(path, SKIPPED, reason=exc.message, member=e.name))
-            return None
-        except ElfPatchError as exc:
-            raise exc.within(f"member {e.name}", path) from exc
-        reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, warnings=plan.warnings,
-                                  member=e.name))
-        if job.inspect is not None:
-            reports[-1].facts = job.inspect(image, True)
-        if not (job.writes and plan.edits):
+        plan = _plan_member(blob, name, e, path, job, reports)
+        if plan is None or not (job.writes and plan.edits):
             return None
         check_old_bytes(blob, plan.edits)
         for edit in plan.edits:
@@ -173,6 +156,54 @@ def _patch_member(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: li
     finally:
         if not keep:
             scratch.close()
+
+
+def _elf_member_start(src: Source, e: zipfmt.Entry, path: str, job: Job, reports: list[FileReport]) -> int | None:
+    """Where the compressed data of an ELF member to patch starts; None for a member left as it is (a
+    directory, excluded, not ELF: only its first four bytes are inflated to tell, or RECORD and its
+    signatures, which the writer owns)."""
+    if e.name.endswith("/") or e.usize < 4 or job.exclude.excludes(e.name):
+        return None
+    if e.flags & 1:
+        raise ParseError(f"zip member {e.name!r} is encrypted; wheels never are", path)
+    start, _ = e.data_span(src.data, path)
+    if zipfmt.inflate(src.data, e, start, path, MAX_MEMBER, max_length=4) != ELFMAG:
+        return None
+    if _is_record_or_signature(e.name):
+        reports.append(FileReport(path, SKIPPED, member=e.name, reason="the wheel's RECORD or its signature is "
+                                  "rewritten or dropped by the wheel writer, never patched as a member"))
+        return None
+    return start
+
+
+def _scratch_for(src: Source, e: zipfmt.Entry, path: str, job: Job) -> Scratch:
+    """An unlinked temp file to inflate the member into. Beside the target only when the run writes there
+    anyway; read-only modes use $TMPDIR."""
+    scratch_dir = os.path.dirname(os.path.abspath(job.output or src.real)) if job.writes else None
+    try:
+        return Scratch(e.usize, scratch_dir)
+    except OSError as exc:
+        raise WriteError(f"cannot create a temp file to inflate member {e.name}: {exc.strerror or exc}",
+                         path) from exc
+
+
+def _plan_member(blob: bytearray | mmap.mmap, name: str, e: zipfmt.Entry, path: str, job: Job,
+                 reports: list[FileReport]) -> ImagePlan | None:
+    """Plan and report the inflated member; None when it is skipped (an unsupported image is reported, not
+    fatal: the other members are still patched)."""
+    try:
+        image = ElfFile(blob, name)
+        plan = plan_image(image, job.to, job.names)
+    except UnsupportedError as exc:
+        reports.append(FileReport(path, SKIPPED, reason=exc.message, member=e.name))
+        return None
+    except ElfPatchError as exc:
+        raise exc.within(f"member {e.name}", path) from exc
+    reports.append(FileReport(path, status_for(plan, job), plan.rows, plan.kept, warnings=plan.warnings,
+                              member=e.name))
+    if job.inspect is not None:
+        reports[-1].facts = job.inspect(image, True)
+    return plan
 
 
 class _Writer:
