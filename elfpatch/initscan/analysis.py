@@ -49,14 +49,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     if image is not None and image.stripped:
         notes.append("no .symtab (stripped): functions are known only by their exported names, data objects "
                      "mostly not at all")
-    summaries: list[Summary | None] = []
-    walker = None
-    if image is not None:
-        walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got))
-        for e in entries:
-            summaries.append(walker.walk(e["address"], (), depth) if e["address"] is not None else None)
-    else:
-        summaries = [None] * len(entries)
+    walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got)) if image is not None else None
+    summaries = _walk_all(walker, entries, depth)
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
@@ -68,19 +62,32 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     complete = supported and not (image and image.stripped) and not lto and all(
         s is not None and s.indirect == 0 and s.depth_limited == 0 and s.unresolved == 0 for s in summaries)
     for e, s in zip(entries, summaries):
-        if s is not None:
-            if s.indirect:
-                notes.append(f"initializer {e['index']} ({e['symbol']}): {s.indirect} indirect call(s) not followed")
-            if s.depth_limited:
-                notes.append(f"initializer {e['index']} ({e['symbol']}): {s.depth_limited} call(s) past depth "
-                             f"{depth} not followed")
-            if s.unresolved:
-                notes.append(f"initializer {e['index']} ({e['symbol']}): {s.unresolved} registration(s) whose "
-                             "destructor was not resolved")
-        elif supported:
-            notes.append(f"initializer {e['index']}: its address is not in this file: not seen")
+        notes += _unseen(e, s, depth, supported)
     listing["analysis_complete"] = complete
     listing["analysis_notes"] = notes
+
+
+def _walk_all(walker: Walker | None, entries: list[dict], depth: int) -> list[Summary | None]:
+    """Each entry's summary; None where nothing is disassembled or its address is not in the file."""
+    if walker is None:
+        return [None] * len(entries)
+    return [walker.walk(e["address"], (), depth) if e["address"] is not None else None for e in entries]
+
+
+def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool) -> list[str]:
+    """The notes saying what one initializer's walk did not see."""
+    if s is None:
+        return [f"initializer {e['index']}: its address is not in this file: not seen"] if supported else []
+    notes = []
+    if s.indirect:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): {s.indirect} indirect call(s) not followed")
+    if s.depth_limited:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): {s.depth_limited} call(s) past depth "
+                     f"{depth} not followed")
+    if s.unresolved:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): {s.unresolved} registration(s) whose "
+                     "destructor was not resolved")
+    return notes
 
 
 def _registrations(image: Image | None, entries: list[dict], summaries: list) -> list[dict[str, Any]]:
@@ -114,14 +121,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         e["analysis"] = None  # the toolchain's own entries and DT_INIT: not analysed (replaced below otherwise)
     findings: list[dict[str, Any]] = []
     confirmed: dict[tuple[int, int], bool] = {}
-    constructor: dict[int, int] = {}  # object -> position (in entries) of its constructor
-    for strong_pass in (True, False):
-        for pos, s in enumerate(summaries):
-            if s is None:
-                continue
-            for o, strong in s.constructs.items():
-                if (strong or not strong_pass) and o not in constructor:
-                    constructor[o] = pos
+    constructor = _constructors(summaries)
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -133,14 +133,10 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
                 if o not in constructor or walker is None or not _confirmed(walker, via[-2], o, confirmed):
                     continue
                 via = via[:-1]
-            name = image.symbol_at(o) or ""
-            status = _status(o, name, pos, s, constructor, entries, image)
+            status = _status(o, image.symbol_at(o) or "", pos, s, constructor, entries, image)
             reads.append({"object": _obj(image, o), "status": status})
             if status in VERDICTS:
-                c = entries[constructor[o]]
-                findings.append({"verdict": status, "object": _obj(image, o),
-                                 "reader": _who(e), "constructor": _who(c),
-                                 "via": [image.function_name(a) or f"{a:#x}" for a in via]})
+                findings.append(_finding(image, status, o, e, entries[constructor[o]], via))
         e["analysis"] = {
             "constructs": [_obj(image, o) for o in s.constructs if constructor.get(o) == pos
                            or s.constructs[o]],
@@ -149,6 +145,25 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
         }
     listing["findings"] = findings
+
+
+def _constructors(summaries: list) -> dict[int, int]:
+    """object -> position (in entries) of its constructor: the first initializer that constructs it strongly
+    (a constructor call or a registered destructor), else the first that stores into it."""
+    constructor: dict[int, int] = {}
+    for strong_pass in (True, False):
+        for pos, s in enumerate(summaries):
+            if s is None:
+                continue
+            for o, strong in s.constructs.items():
+                if (strong or not strong_pass) and o not in constructor:
+                    constructor[o] = pos
+    return constructor
+
+
+def _finding(image: Image, verdict: str, o: int, reader: dict, ctor: dict, via: tuple) -> dict[str, Any]:
+    return {"verdict": verdict, "object": _obj(image, o), "reader": _who(reader), "constructor": _who(ctor),
+            "via": [image.function_name(a) or f"{a:#x}" for a in via]}
 
 
 def _confirmed(walker: Walker, function: int, obj: int, cache: dict[tuple[int, int], bool]) -> bool:

@@ -77,7 +77,28 @@ _X86_MEM = re.compile(r"(?:(\w+):)?\[([^\]]*)\]")
 _X86_WRITES = ("mov", "stos", "set", "cmov")  # a memory first operand of these is only written
 _X86_READS = ("cmp", "test", "bt", "ucomis", "comis", "push")  # a memory first operand of these is only read
 _HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
+# Instructions that write registers not named in their operands: those registers become unknown.
+_X86_IMPLICIT = ("xchg", "cpuid", "rdtsc", "syscall", "div", "idiv", "mul", "imul", "cqo", "cdq", "pop", "stos",
+                 "movs", "cmpxchg")
+_X86_IMPLICIT_CLOBBER = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "r12", "r13", "r14", "r15")
 _PREFIXES = ("bnd ", "notrack ", "rep ", "repe ", "repne ", "lock ", "addr32 ", "data16 ")
+
+
+def _x86_accesses(a: int, mnem: str, mem_first: bool) -> list[Access]:
+    """The global accesses of an instruction whose memory operand is at ``a``."""
+    if not mem_first or mnem.startswith(_X86_READS):
+        return [Access(a, False)]
+    if mnem.startswith(_X86_WRITES):
+        return [Access(a, True)]
+    return [Access(a, False), Access(a, True)]  # read-modify-write
+
+
+def _put(st: dict, key: str, value: Value | None) -> None:
+    """Sets a register's (or stack slot's) known value; None forgets it."""
+    if value is None:
+        st.pop(key, None)
+    else:
+        st[key] = value
 
 
 def _imm(text: str) -> int | None:
@@ -137,109 +158,119 @@ class _X86:
 
     def step(self, insn: tuple, st: dict, out: list, start: int, end: int) -> None:
         addr, size, mnem, op = insn
-        cmp = st.pop("cmp", None)
+        cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
         while mnem.startswith(_PREFIXES):
             mnem = mnem.split(" ", 1)[1]
         nxt = addr + size
-        if mnem == "call" or mnem == "jmp":
-            tail = mnem == "jmp"
-            target = _imm(op)
-            args = tuple(st.get(r) for r in X86_ARGS)
-            if target is not None:
-                if tail and start <= target < end:
-                    st["cmp"] = cmp
-                    return
-                out.append(Call(target, None, args, tail))
-            elif "[" in op:
-                m = _X86_MEM.search(op)
-                slot = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
-                out.append(Call(None, slot, args, tail))
-            elif not (tail and insn[2].startswith("notrack")):  # through a register: known when from the GOT
-                out.append(Call(st.get(_X86_ALIAS.get(op, op)), None, args, tail))
-            for r in X86_CLOBBER:
-                st.pop(r, None)
+        if mnem in ("call", "jmp"):
+            if not self._call(insn, mnem == "jmp", op, st, out, start, end):
+                st["cmp"] = cmp
             return
         if mnem[0] == "j":
-            target = _imm(op)
-            if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
-                out.append(Call(target, None, tuple(st.get(r) for r in X86_ARGS), True))
+            self._conditional(op, st, out, start, end)
             st["cmp"] = cmp
             return
         ops = op.split(", ", 1)
         dst = ops[0]
         dreg = _X86_ALIAS.get(dst)
         if mnem == "lea":
-            m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
-            a = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
-            if dreg:
-                if a is None:
-                    st.pop(dreg, None)
-                else:
-                    st[dreg] = a
+            self._lea(ops, dreg, st, nxt)
             return
-        if mnem == "cmp" and len(ops) == 2:
-            left = self._value(ops[0], st)
-            right = self._value(ops[1], st)
-            if left is not None and right is not None:
-                st["cmp"] = left == right
+        self._compare(mnem, ops, st)
         m = _X86_MEM.search(op)
         if m:
-            mem_first = "[" in dst
-            inner = m.group(2)
-            if m.group(1) is None and ("rbp" in inner or "rsp" in inner) and "rip" not in inner:
-                slot = "m:" + inner  # a stack slot: -O0 spills its arguments there
-                if mem_first and mnem == "mov" and len(ops) == 2:
-                    v = self._value(ops[1], st)
-                    if v is None:
-                        st.pop(slot, None)
-                    else:
-                        st[slot] = v
-                elif mem_first and not mnem.startswith(_X86_READS):
-                    st.pop(slot, None)
-                elif dreg and not mem_first:
-                    v = st.get(slot) if mnem == "mov" else None
-                    if v is None:
-                        st.pop(dreg, None)
-                    else:
-                        st[dreg] = v
-                return
-            a = self._mem(inner, st, nxt) if m.group(1) is None else None
-            if a is not None:
-                if not mem_first and mnem == "mov" and dreg:
-                    value = self.got(a)
-                    if value is not None:  # a GOT load: the register now holds the object's address
-                        st[dreg] = value
-                        return
-                    out.append(Access(a, False))
-                elif mem_first:
-                    if mnem.startswith(_X86_READS):
-                        out.append(Access(a, False))
-                    else:
-                        if not mnem.startswith(_X86_WRITES):
-                            out.append(Access(a, False))  # read-modify-write
-                        out.append(Access(a, True))
-                else:
-                    out.append(Access(a, False))
-            if dreg:
-                st.pop(dreg, None)
+            self._memory(m, mnem, ops, dreg, st, out, nxt)
             return
+        self._register(mnem, ops, dreg, st)
+
+    def _call(self, insn: tuple, tail: bool, op: str, st: dict, out: list, start: int, end: int) -> bool:
+        """A call, or a jmp out of the function (a tail call): records it and clobbers the caller-saved
+        registers. False for a jmp inside the function: control flow, not a call."""
+        target = _imm(op)
+        args = tuple(st.get(r) for r in X86_ARGS)
+        if target is not None:
+            if tail and start <= target < end:
+                return False
+            out.append(Call(target, None, args, tail))
+        elif "[" in op:
+            m = _X86_MEM.search(op)
+            slot = self._mem(m.group(2), st, insn[0] + insn[1]) if m and not m.group(1) else None
+            out.append(Call(None, slot, args, tail))
+        elif not (tail and insn[2].startswith("notrack")):  # through a register: known when from the GOT
+            out.append(Call(st.get(_X86_ALIAS.get(op, op)), None, args, tail))
+        for r in X86_CLOBBER:
+            st.pop(r, None)
+        return True
+
+    @staticmethod
+    def _conditional(op: str, st: dict, out: list, start: int, end: int) -> None:
+        target = _imm(op)
+        if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
+            out.append(Call(target, None, tuple(st.get(r) for r in X86_ARGS), True))
+
+    def _lea(self, ops: list, dreg: str | None, st: dict, nxt: int) -> None:
+        """``lea``: the register holds the address computed, when it is known."""
+        m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
+        a = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
+        if dreg:
+            _put(st, dreg, a)
+
+    def _compare(self, mnem: str, ops: list, st: dict) -> None:
+        """A ``cmp`` of two known values: its outcome decides the ``je``/``jne`` after it (see sweep)."""
+        if mnem != "cmp" or len(ops) != 2:
+            return
+        left = self._value(ops[0], st)
+        right = self._value(ops[1], st)
+        if left is not None and right is not None:
+            st["cmp"] = left == right
+
+    def _memory(self, m: re.Match, mnem: str, ops: list, dreg: str | None, st: dict, out: list,
+                nxt: int) -> None:
+        """An instruction with a memory operand: a stack slot, a GOT load, or an access to global memory."""
+        mem_first = "[" in ops[0]
+        inner = m.group(2)
+        if m.group(1) is None and ("rbp" in inner or "rsp" in inner) and "rip" not in inner:
+            self._stack_slot("m:" + inner, mnem, ops, mem_first, dreg, st)
+            return
+        a = self._mem(inner, st, nxt) if m.group(1) is None else None
+        if a is not None:
+            if not mem_first and mnem == "mov" and dreg and self._got_load(a, dreg, st):
+                return
+            out.extend(_x86_accesses(a, mnem, mem_first))
+        if dreg:
+            st.pop(dreg, None)
+
+    def _stack_slot(self, slot: str, mnem: str, ops: list, mem_first: bool, dreg: str | None, st: dict) -> None:
+        """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
+        if mem_first and mnem == "mov" and len(ops) == 2:
+            _put(st, slot, self._value(ops[1], st))
+        elif mem_first and not mnem.startswith(_X86_READS):
+            st.pop(slot, None)
+        elif dreg and not mem_first:
+            _put(st, dreg, st.get(slot) if mnem == "mov" else None)
+
+    def _got_load(self, a: int, dreg: str, st: dict) -> bool:
+        """A load from a GOT slot: the register now holds the object's address (False: not a GOT slot)."""
+        value = self.got(a)
+        if value is None:
+            return False
+        st[dreg] = value
+        return True
+
+    def _register(self, mnem: str, ops: list, dreg: str | None, st: dict) -> None:
+        """No memory operand: a register written gets the known value moved in, else becomes unknown."""
+        dst = ops[0]
         if dreg:
             if mnem == "mov" and len(ops) == 2:
-                v = self._value(ops[1], st)
-                if v is None:
-                    st.pop(dreg, None)
-                else:
-                    st[dreg] = v
-                return
-            if mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
+                _put(st, dreg, self._value(ops[1], st))
+            elif mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
                 st[dreg] = 0
-                return
-            st.pop(dreg, None)
+            else:
+                st.pop(dreg, None)
         elif dst in _X86_PARTIAL:
             st.pop(_X86_PARTIAL[dst], None)
-        elif mnem.startswith(("xchg", "cpuid", "rdtsc", "syscall", "div", "idiv", "mul", "imul", "cqo", "cdq",
-                              "pop", "stos", "movs", "cmpxchg")):
-            for r in ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "r12", "r13", "r14", "r15"):
+        elif mnem.startswith(_X86_IMPLICIT):
+            for r in _X86_IMPLICIT_CLOBBER:
                 st.pop(r, None)
 
     def _value(self, text: str, st: dict) -> Value | None:
@@ -258,7 +289,17 @@ A64_ARGS = tuple(f"x{i}" for i in range(8))
 A64_CLOBBER = tuple(f"x{i}" for i in range(19)) + ("x30",)
 _A64_MEM = re.compile(r"\[(\w+)(?:, #(-?(?:0x[0-9a-f]+|\d+)))?\](!?)")
 _A64_COND = ("b.", "cbz", "cbnz", "tbz", "tbnz")
+_A64_INDIRECT = ("blr", "br", "blraa", "braa", "blraaz", "braaz")
 _A64_QUIET = ("nop", "hint", "bti", "paciasp", "autiasp", "pacibsp", "autibsp", "prfm", "dmb", "dsb", "isb")
+
+
+def _a64_accesses(a: int, mnem: str, is_store: bool) -> list[Access]:
+    """The global accesses of a load or store at ``a`` (atomics read, then write)."""
+    if not is_store:
+        return [Access(a, False)]
+    if mnem.startswith("st"):
+        return [Access(a, True)]
+    return [Access(a, False), Access(a, True)]
 
 
 def _a64(reg: str) -> str:
@@ -286,86 +327,22 @@ class _A64:
 
     def step(self, insn: tuple, st: dict, out: list, start: int, end: int) -> None:
         _addr, _size, mnem, op = insn
-        cmp = st.pop("cmp", None)
+        cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
         if mnem in ("bl", "b"):
-            target = _imm(op)
-            if target is None or (mnem == "b" and start <= target < end):
+            if not self._call(mnem, op, st, out, start, end):
                 st["cmp"] = cmp
-                return
-            out.append(Call(target, None, tuple(st.get(r) for r in A64_ARGS), mnem == "b"))
-            for r in A64_CLOBBER:
-                st.pop(r, None)
-                st.pop("slot:" + r, None)
             return
-        if mnem in ("blr", "br", "blraa", "braa", "blraaz", "braaz"):
-            reg = op.split(",")[0]
-            slot = st.get("slot:" + reg)
-            out.append(Call(st.get(reg), slot if isinstance(slot, int) else None,
-                            tuple(st.get(r) for r in A64_ARGS), mnem.startswith("br")))
-            for r in A64_CLOBBER:
-                st.pop(r, None)
-                st.pop("slot:" + r, None)
+        if mnem in _A64_INDIRECT:
+            self._indirect(mnem, op, st, out)
             return
         if mnem.startswith(_A64_COND) or mnem in ("ret", "retaa", "brk", "udf") or mnem in _A64_QUIET:
             return
         ops = op.split(", ")
         dst = _a64(ops[0]) if ops else ""
-        if mnem == "cmp" and len(ops) == 2:
-            left = st.get(_a64(ops[0]))
-            right = _imm(ops[1]) if ops[1].startswith("#") else st.get(_a64(ops[1]))
-            if isinstance(left, int) and isinstance(right, int):
-                st["cmp"] = left == right
-            return
-        if mnem in ("adrp", "adr") and len(ops) == 2:
-            imm = _imm(ops[1])
-            self._set(st, dst, imm)
-            return
-        if mnem == "add" and len(ops) == 3 and ops[2].startswith("#"):
-            base = st.get(_a64(ops[1]))
-            imm = _imm(ops[2])
-            self._set(st, dst, base + imm if isinstance(base, int) and imm is not None else None)
-            return
-        if mnem in ("mov", "movz") and len(ops) == 2:
-            src = st.get(_a64(ops[1]))
-            self._set(st, dst, src if src is not None else _imm(ops[1]))
+        if self._compare(mnem, ops, st) or self._constant(mnem, ops, dst, st):
             return
         if "[" in op:
-            m = _A64_MEM.search(op)
-            is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
-            if m and m.group(1) in ("sp", "x29") and not m.group(3) and mnem in ("str", "stur", "ldr", "ldur"):
-                slot = f"m:{m.group(1)},{m.group(2)}"  # a stack slot: -O0 spills its arguments there
-                if is_store:
-                    v = st.get(dst)
-                    if v is None:
-                        st.pop(slot, None)
-                    else:
-                        st[slot] = v
-                else:
-                    self._set(st, dst, st.get(slot))
-                return
-            a = None
-            if m:
-                base = st.get(_a64(m.group(1)))
-                if isinstance(base, int):
-                    a = base + (int(m.group(2), 0) if m.group(2) else 0)
-            if a is not None:
-                if not is_store and mnem == "ldr" and len(ops) >= 2:
-                    value = self.got(a)
-                    if value is not None:
-                        self._set(st, dst, value)
-                        st["slot:" + dst] = a
-                        return
-                if is_store:
-                    if not mnem.startswith("st"):
-                        out.append(Access(a, False))
-                    out.append(Access(a, True))
-                else:
-                    out.append(Access(a, False))
-            if not is_store:
-                for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
-                    self._set(st, _a64(r), None)
-            if m and (m.group(3) or not op.endswith("]")):
-                self._set(st, _a64(m.group(1)), None)  # pre/post-index writes the base back
+            self._memory(mnem, op, ops, dst, st, out)
             return
         if mnem == "ldr" and len(ops) == 2 and ops[1].startswith("#"):  # a literal load
             a = _imm(ops[1])
@@ -373,6 +350,103 @@ class _A64:
                 out.append(Access(a, False))
         if dst:
             self._set(st, dst, None)
+
+    def _call(self, mnem: str, op: str, st: dict, out: list, start: int, end: int) -> bool:
+        """``bl``, or a ``b`` out of the function (a tail call): records it. False for a ``b`` inside the
+        function (control flow, not a call) or to an unknown target."""
+        target = _imm(op)
+        if target is None or (mnem == "b" and start <= target < end):
+            return False
+        out.append(Call(target, None, tuple(st.get(r) for r in A64_ARGS), mnem == "b"))
+        self._clobber(st)
+        return True
+
+    def _indirect(self, mnem: str, op: str, st: dict, out: list) -> None:
+        """A call or jump through a register: known when it was loaded from the GOT (its slot too)."""
+        reg = op.split(",")[0]
+        slot = st.get("slot:" + reg)
+        out.append(Call(st.get(reg), slot if isinstance(slot, int) else None,
+                        tuple(st.get(r) for r in A64_ARGS), mnem.startswith("br")))
+        self._clobber(st)
+
+    @staticmethod
+    def _clobber(st: dict) -> None:
+        for r in A64_CLOBBER:
+            st.pop(r, None)
+            st.pop("slot:" + r, None)
+
+    @staticmethod
+    def _compare(mnem: str, ops: list, st: dict) -> bool:
+        """A ``cmp`` (True when it is one): two known values decide the ``b.eq``/``b.ne`` after it."""
+        if mnem != "cmp" or len(ops) != 2:
+            return False
+        left = st.get(_a64(ops[0]))
+        right = _imm(ops[1]) if ops[1].startswith("#") else st.get(_a64(ops[1]))
+        if isinstance(left, int) and isinstance(right, int):
+            st["cmp"] = left == right
+        return True
+
+    def _constant(self, mnem: str, ops: list, dst: str, st: dict) -> bool:
+        """``adrp``/``adr``, ``add #imm`` and ``mov``: the register holds the address or value when it is
+        known (True when the instruction is one of these)."""
+        if mnem in ("adrp", "adr") and len(ops) == 2:
+            self._set(st, dst, _imm(ops[1]))
+        elif mnem == "add" and len(ops) == 3 and ops[2].startswith("#"):
+            base = st.get(_a64(ops[1]))
+            imm = _imm(ops[2])
+            self._set(st, dst, base + imm if isinstance(base, int) and imm is not None else None)
+        elif mnem in ("mov", "movz") and len(ops) == 2:
+            src = st.get(_a64(ops[1]))
+            self._set(st, dst, src if src is not None else _imm(ops[1]))
+        else:
+            return False
+        return True
+
+    def _memory(self, mnem: str, op: str, ops: list, dst: str, st: dict, out: list) -> None:
+        """A load or store: a stack slot, a GOT load, or an access to global memory; then the registers it
+        writes."""
+        m = _A64_MEM.search(op)
+        is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
+        if m and m.group(1) in ("sp", "x29") and not m.group(3) and mnem in ("str", "stur", "ldr", "ldur"):
+            self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)
+            return
+        a = self._address(m, st)
+        if a is not None:
+            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._got_load(a, dst, st):
+                return
+            out.extend(_a64_accesses(a, mnem, is_store))
+        if not is_store:
+            for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
+                self._set(st, _a64(r), None)
+        if m and (m.group(3) or not op.endswith("]")):
+            self._set(st, _a64(m.group(1)), None)  # pre/post-index writes the base back
+
+    def _stack_slot(self, slot: str, is_store: bool, dst: str, st: dict) -> None:
+        """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
+        if is_store:
+            _put(st, slot, st.get(dst))
+        else:
+            self._set(st, dst, st.get(slot))
+
+    @staticmethod
+    def _address(m: re.Match | None, st: dict) -> int | None:
+        """The address a ``[base, #offset]`` operand names, when the base register's value is known."""
+        if not m:
+            return None
+        base = st.get(_a64(m.group(1)))
+        if not isinstance(base, int):
+            return None
+        return base + (int(m.group(2), 0) if m.group(2) else 0)
+
+    def _got_load(self, a: int, dst: str, st: dict) -> bool:
+        """An ``ldr`` from a GOT slot: the register holds the object's address, and remembers the slot (for a
+        ``br`` through it). False: not a GOT slot."""
+        value = self.got(a)
+        if value is None:
+            return False
+        self._set(st, dst, value)
+        st["slot:" + dst] = a
+        return True
 
     @staticmethod
     def _set(st: dict, reg: str, value: Value | None) -> None:
@@ -384,6 +458,70 @@ class _A64:
 
 
 # -- the per-file decoder --------------------------------------------------------------------------------
+
+
+def _blocks(kinds: list, index: dict[int, int]) -> tuple[list, dict[int, list]]:
+    """Basic blocks as (first, last) instruction indexes in address order, and each one's successors
+    [(block, taken: True/False for a conditional branch's two ways, None for the only way)]."""
+    count = len(kinds)
+    leaders = {0}
+    for n, (kind, target) in enumerate(kinds):
+        if kind != "none":
+            leaders.add(n + 1)
+            if target is not None and target in index:
+                leaders.add(index[target])
+    starts = sorted(x for x in leaders if x < count)
+    block_of = {s: b for b, s in enumerate(starts)}
+    spans = [(s, (starts[b + 1] if b + 1 < len(starts) else count) - 1) for b, s in enumerate(starts)]
+    succ: dict[int, list] = {}
+    for b, (_first, last) in enumerate(spans):
+        kind, target = kinds[last]
+        out = []
+        inside = target is not None and target in index
+        if kind in ("none", "cond") and b + 1 < len(spans):
+            out.append((b + 1, False if kind == "cond" else None))
+        if kind in ("cond", "jmp") and inside:
+            out.append((block_of[index[target]], True if kind == "cond" else None))
+        succ[b] = out
+    return spans, succ
+
+
+def _reverse_post_order(spans: list, succ: dict[int, list]) -> tuple[list[int], set[int]]:
+    """Reverse post-order from the entry (iterative DFS), then the blocks nothing reaches in address order;
+    and the blocks some edge jumps back to (loop heads)."""
+    order: list[int] = []
+    seen = {0} if spans else set()
+    stack = [(0, iter(succ.get(0, ())))] if spans else []
+    back = set()
+    on_stack = {0}
+    while stack:
+        b, it = stack[-1]
+        for s, _taken in it:
+            if s in on_stack:
+                back.add(s)
+            if s not in seen:
+                seen.add(s)
+                on_stack.add(s)
+                stack.append((s, iter(succ.get(s, ()))))
+                break
+        else:
+            stack.pop()
+            on_stack.discard(b)
+            order.append(b)
+    order.reverse()
+    order += [b for b in range(len(spans)) if b not in seen]
+    return order, back
+
+
+def _decided(cmp: bool | None, mnem: str) -> bool | None:
+    """Whether the block's closing ``je``/``jne`` is taken, when a compare of two known values decided it."""
+    if cmp is None:
+        return None
+    if mnem in ("je", "b.eq"):
+        return cmp
+    if mnem in ("jne", "b.ne"):
+        return not cmp
+    return None
 
 
 def _meet(a: dict, b: dict) -> dict:
@@ -415,49 +553,8 @@ class Disassembler:
     def _decode(self, start: int, end: int) -> Decoded:
         insns = list(self.md.disasm_lite(self.read_code(start, end - start), start))
         flow = self.arch.flow
-        kinds = [flow(i[2], i[3]) for i in insns]
-        index = {i[0]: n for n, i in enumerate(insns)}
-        leaders = {0}
-        for n, (kind, target) in enumerate(kinds):
-            if kind != "none":
-                leaders.add(n + 1)
-                if target is not None and target in index:
-                    leaders.add(index[target])
-        starts = sorted(x for x in leaders if x < len(insns))
-        block_of = {s: b for b, s in enumerate(starts)}
-        spans = [(s, (starts[b + 1] if b + 1 < len(starts) else len(insns)) - 1) for b, s in enumerate(starts)]
-        succ: dict[int, list] = {}
-        for b, (_first, last) in enumerate(spans):
-            kind, target = kinds[last]
-            out = []
-            inside = target is not None and target in index
-            if kind in ("none", "cond") and b + 1 < len(spans):
-                out.append((b + 1, False if kind == "cond" else None))
-            if kind in ("cond", "jmp") and inside:
-                out.append((block_of[index[target]], True if kind == "cond" else None))
-            succ[b] = out
-        # Reverse post-order from the entry (iterative DFS), then the blocks nothing reaches in address order.
-        order: list[int] = []
-        seen = {0} if spans else set()
-        stack = [(0, iter(succ.get(0, ())))] if spans else []
-        back = set()
-        on_stack = {0}
-        while stack:
-            b, it = stack[-1]
-            for s, _taken in it:
-                if s in on_stack:
-                    back.add(s)
-                if s not in seen:
-                    seen.add(s)
-                    on_stack.add(s)
-                    stack.append((s, iter(succ.get(s, ()))))
-                    break
-            else:
-                stack.pop()
-                on_stack.discard(b)
-                order.append(b)
-        order.reverse()
-        order += [b for b in range(len(spans)) if b not in seen]
+        spans, succ = _blocks([flow(i[2], i[3]) for i in insns], {i[0]: n for n, i in enumerate(insns)})
+        order, back = _reverse_post_order(spans, succ)
         pos = {b: p for p, b in enumerate(order)}
         blocks = [spans[b] for b in order]
         succs = {pos[b]: [(pos[s], t) for s, t in succ[b]] for b in succ}
@@ -487,13 +584,7 @@ class Disassembler:
                 step(insns[n], st, out, start, end)
             cmp = st.get("cmp")
             step(insns[last], st, out, start, end)
-            taken_known = None
-            if cmp is not None:
-                mnem = insns[last][2]
-                if mnem in ("je", "b.eq"):
-                    taken_known = cmp
-                elif mnem in ("jne", "b.ne"):
-                    taken_known = not cmp
+            taken_known = _decided(cmp, insns[last][2])
             for s, taken in dec.succs.get(p, ()):
                 if taken is not None and taken_known is not None and taken != taken_known:
                     continue

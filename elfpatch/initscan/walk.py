@@ -12,7 +12,7 @@ import re
 from typing import NamedTuple
 
 from elfpatch.initscan.bytescan import Skim, patterns, skim
-from elfpatch.initscan.disasm import EM_X86_64, Access, Disassembler, Value
+from elfpatch.initscan.disasm import EM_X86_64, Access, Call, Disassembler, Value
 from elfpatch.initscan.image import Image
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
@@ -193,7 +193,6 @@ class Walker:
                 reads[o] = (where, *via)
 
     def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
-        image = self.image
         regs = {r: v for r, v in zip(self.dis.arg_registers, args) if v is not None}
         events = self.dis.sweep(addr, end, regs)
         regs_out: list = []
@@ -203,32 +202,15 @@ class Walker:
         guard: int | None = None
         for ev in events:
             if isinstance(ev, Access):
-                obj = image.object_at(ev.address)
-                if obj is None:
-                    if ev.write and image.is_guard(ev.address):
-                        guard = ev.address  # an inline variable's guard set: what follows runs once
-                    continue
-                if ev.write:
-                    constructs.setdefault(obj[0], False)
-                else:
-                    reads.setdefault(obj[0], ())
+                guard = self._access(ev, guard, constructs, reads)
                 continue
-            target = ev.target
-            if target is None and ev.slot is not None:
-                target = image.got(ev.slot)
-            if target is None or (isinstance(target, int) and not image.in_code(target)):
+            target = self._call_target(ev)
+            if target is None:
                 indirect += 1  # a register or slot whose value is not known here: not a call we can follow
                 continue
             where, name = self.callee(target)
             if name in SINKS:
-                dtor, obj = ev.args[0], (ev.args[1] if SINKS[name] != "atexit_c" else None)
-                if dtor is None:
-                    unresolved += 1
-                regs_out.append(Registration(SINKS[name], dtor, obj, guard))
-                if isinstance(obj, int):
-                    o = image.object_at(obj)
-                    if o is not None:
-                        constructs[o[0]] = True
+                unresolved += self._register(SINKS[name], ev.args, guard, regs_out, constructs)
                 continue
             if name == GUARD_ACQUIRE:
                 guard = ev.args[0] if isinstance(ev.args[0], int) else guard
@@ -236,33 +218,75 @@ class Walker:
             if name == GUARD_RELEASE:
                 continue
             if name == "" and where is not None:  # a name the walk skipped: only a constructor check needs it
-                name = image.function_name(where)
-            ctor = bool(name) and is_constructor(name)
-            for i, v in enumerate(ev.args):
-                if not isinstance(v, int):
-                    continue
-                o = image.object_at(v)
-                if o is None:
-                    continue
-                if i == 0 and ctor:
-                    constructs[o[0]] = True
-                else:
-                    reads.setdefault(o[0], ())
+                name = self.image.function_name(where)
+            self._arguments(name, ev.args, constructs, reads)
             if where is None or where in stack:
                 continue  # another object's function: it cannot see this file's globals but through us
-            helper = self.is_helper(name)
-            if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
+            sub = self._follow(where, name, ev.args, depth, stack)
+            if sub is None:
                 depth_limited += 1
                 continue
-            # The unit's own helpers get the arguments (GCC -O0 passes the priority); others are summarized
-            # once, whatever their caller passes.
-            sub = self.walk(where, tuple(ev.args) if helper else (), depth if helper else depth - 1, stack,
-                            exact=helper)
             self._merge(sub, where, guard, regs_out, constructs, reads)
             indirect += sub.indirect
             depth_limited += sub.depth_limited
             unresolved += sub.unresolved
         return Summary(regs_out, constructs, reads, indirect, depth_limited, unresolved)
+
+    def _access(self, ev: Access, guard: int | None, constructs: dict, reads: dict) -> int | None:
+        """Notes a load or store of a global; returns the guard what follows runs under."""
+        obj = self.image.object_at(ev.address)
+        if obj is None:
+            if ev.write and self.image.is_guard(ev.address):
+                return ev.address  # an inline variable's guard set: what follows runs once
+            return guard
+        if ev.write:
+            constructs.setdefault(obj[0], False)
+        else:
+            reads.setdefault(obj[0], ())
+        return guard
+
+    def _call_target(self, ev: Call) -> Value | None:
+        """Where a call goes, or None when it is not a call we can follow (an unknown register or slot)."""
+        target = ev.target
+        if target is None and ev.slot is not None:
+            target = self.image.got(ev.slot)
+        if target is None or (isinstance(target, int) and not self.image.in_code(target)):
+            return None
+        return target
+
+    def _register(self, kind: str, args: tuple, guard: int | None, regs_out: list, constructs: dict) -> int:
+        """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
+        dtor, obj = args[0], (args[1] if kind != "atexit_c" else None)
+        regs_out.append(Registration(kind, dtor, obj, guard))
+        if isinstance(obj, int):
+            o = self.image.object_at(obj)
+            if o is not None:
+                constructs[o[0]] = True  # the object whose destructor is registered was just built
+        return 1 if dtor is None else 0
+
+    def _arguments(self, name: str | None, args: tuple, constructs: dict, reads: dict) -> None:
+        """Globals passed to a call: a constructor's ``this`` is constructed, any other one is read."""
+        ctor = bool(name) and is_constructor(name)
+        for i, v in enumerate(args):
+            if not isinstance(v, int):
+                continue
+            o = self.image.object_at(v)
+            if o is None:
+                continue
+            if i == 0 and ctor:
+                constructs[o[0]] = True
+            else:
+                reads.setdefault(o[0], ())
+
+    def _follow(self, where: int, name: str | None, args: tuple, depth: int, stack: frozenset) -> Summary | None:
+        """The callee's summary, or None when the depth (or the helper chain) ends here."""
+        helper = self.is_helper(name)
+        if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
+            return None
+        # The unit's own helpers get the arguments (GCC -O0 passes the priority); others are summarized
+        # once, whatever their caller passes.
+        return self.walk(where, tuple(args) if helper else (), depth if helper else depth - 1, stack,
+                         exact=helper)
 
     def touches(self, addr: int, obj: int) -> bool:
         """Whether the decoded function at ``addr`` loads, stores or passes the address of object ``obj``
