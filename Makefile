@@ -30,9 +30,9 @@ lint: venv
 test: venv fixtures lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The quick loop while editing: no slow campaigns, no cross toolchains (well under a minute).
+# The quick loop while editing: no slow campaigns, no cross toolchains, nothing that needs root.
 test-fast: venv fixtures lint
-	$(PY) -m pytest -m "not slow and not cross" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not cross and not root" $(PYTEST_ARGS)
 
 bench: venv fixtures
 	$(PY) bench/bench.py
