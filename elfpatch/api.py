@@ -22,6 +22,13 @@ def _paths(paths: Paths) -> list[str]:
     return [os.fsdecode(p) for p in paths]
 
 
+def _raise(r: FileReport) -> None:
+    """Raise the error of a failed report as the kind it was, naming the file (or ``archive[member]``)."""
+    if r.exception is not None:
+        raise type(r.exception)(r.exception.message, r.label) from r.exception
+    raise ElfPatchError(r.error or "failed", r.label)
+
+
 def run(paths: Paths, job: Job, raise_errors: bool = True) -> list[FileReport]:
     """Run ``job`` over ``paths``; with ``raise_errors`` the first failing file raises its ElfPatchError
     (after the files before it were done), otherwise failures are reports with status "error"."""
@@ -31,10 +38,7 @@ def run(paths: Paths, job: Job, raise_errors: bool = True) -> list[FileReport]:
     for path in names:
         for r in process(path, job).reports:
             if r.status == ERROR and raise_errors:
-                where = f"{r.path}[{r.member}]" if r.member else r.path
-                if r.exception is not None:
-                    raise type(r.exception)(r.exception.message, where) from r.exception
-                raise ElfPatchError(r.error or "failed", where)
+                _raise(r)
             reports.append(r)
     return reports
 
@@ -78,8 +82,5 @@ def audit(paths: Paths, exclude: Iterable[str] = (), raise_errors: bool = True) 
     job.check_paths(names)
     result = run_audit(names, job)
     if raise_errors and result.errors:
-        r = result.errors[0]
-        if r.exception is not None:
-            raise type(r.exception)(r.exception.message, r.label) from r.exception
-        raise ElfPatchError(r.error or "failed", r.label)
+        _raise(result.errors[0])
     return result

@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(f"elfpatch.main_{name}").register(sub)
     return parser
 
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:

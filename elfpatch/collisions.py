@@ -19,7 +19,7 @@ from typing import Any, Iterable, NamedTuple
 
 from elfpatch.elfconst import SHN_UNDEF, ST_SHNDX_OFFSET, STT_FUNC, STT_GNU_IFUNC
 from elfpatch.elffile import ElfFile
-from elfpatch.errors import ParseError
+from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ParseError
 from elfpatch.packages import Owners, annotate
 from elfpatch.report import ERROR, SKIPPED, FileReport
 from elfpatch.symbols import demangle, unique_indexes
@@ -125,8 +125,8 @@ class Audit:
     def exit_status(self) -> int:
         """0: no cross-package collision, 1: some (a CI gate), 2: a file could not be read."""
         if self.errors:
-            return 2
-        return 1 if self.cross_package else 0
+            return EXIT_ERROR
+        return EXIT_FOUND if self.cross_package else EXIT_OK
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from elfpatch.errors import EXIT_ERROR, ElfPatchError, error_line, one_line
+from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
 
 HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if errors:
         return EXIT_ERROR
-    return 1 if over or gate else 0
+    return EXIT_FOUND if over or gate else EXIT_OK
 
 
 def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:

@@ -6,7 +6,7 @@ import io
 import os
 import sys
 
-from elfpatch.errors import EXIT_ERROR, error_line
+from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
 from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if any(r.status == ERROR for r in outcome.reports):
         return EXIT_ERROR
     if mode == CHECK and any(r.symbols for r in outcome.reports):
-        return 1
-    return 0
+        return EXIT_FOUND
+    return EXIT_OK
 
 
 def _process(paths: list[str], job: Job) -> tuple[Outcome, set[int]]:

@@ -104,7 +104,7 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0, other: 
     for r in reports:
         if r.status == ERROR or quiet or (show is not None and not show(r)):
             continue  # errors are already on stderr, one line each
-        label = one_line(f"{r.path}[{r.member}]" if r.member is not None else r.path)
+        label = one_line(r.label)
         if r.status == SKIPPED:
             out.write(f"{label}: skipped: {one_line(r.reason)}\n")
             out.writelines(f"  warning: {one_line(w)}\n" for w in r.warnings)

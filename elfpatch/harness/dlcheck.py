@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
+from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK
 from elfpatch.harness.blockers import Explainer, Names, Report
 from elfpatch.harness.lddebug import LdDebug
 from elfpatch.harness.session import (
@@ -155,10 +156,10 @@ def exit_status(report: Report) -> int:
     files = report["files"]
     setup = [*report.get("imports", []), *report.get("preloads", [])]
     if any(f["error"] is not None or not f["loaded"] for f in files) or any(e["error"] for e in setup):
-        return 2
+        return EXIT_ERROR
     if report["cross_bindings"] or any(f["unloads"] is False for f in files):
-        return 1
-    return 0
+        return EXIT_FOUND
+    return EXIT_OK
 
 
 def _record_crash(entries: list[Report], setup: Report, step: tuple[int, str], message: str) -> None:
