@@ -32,7 +32,7 @@ CROSS_ARCHES = {
 }
 
 
-# Markers (pyproject's [tool.pytest.ini_options]): `make test-fast` runs `-m "not slow and not cross"`.
+# Markers (pyproject's [tool.pytest.ini_options]): `make test-fast` runs `-m "not slow and not cross and not root"`.
 # - cross: needs a cross toolchain or qemu (the cross_build/init cross fixtures, or an architecture in the id);
 # - slow: all but the first case of a parametrized matrix, hypothesis campaigns (test_fuzz*), kill
 #   campaigns, large files, whole system directories, pip installs;

@@ -70,7 +70,8 @@ class Job:
         if to not in (STB_GLOBAL, STB_WEAK):
             raise ValueError(f"the new binding must be STB_GLOBAL or STB_WEAK, not {to!r}")
         _check_writes(mode, inplace, output, output_dir)
-        if lock_timeout is not None and not 0 <= lock_timeout < float("inf"):
+        if lock_timeout is not None and not (isinstance(lock_timeout, (int, float))
+                                             and 0 <= lock_timeout < float("inf")):
             raise ValueError(f"the lock timeout must be a number of seconds, not {lock_timeout!r}")
         self.mode = mode
         self.to = to

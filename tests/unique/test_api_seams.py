@@ -144,7 +144,7 @@ def test_api_lock_timeout_bounds_the_wait(lib: Path) -> None:
     finally:
         holder.communicate("")
     assert lib.read_bytes() == before
-    for bad in (-1.0, float("inf"), float("nan")):
+    for bad in (-1.0, float("inf"), float("nan"), "soon"):
         with pytest.raises(ValueError):
             elfpatch.patch(lib, lock_timeout=bad)
     assert lib.read_bytes() == before
