@@ -49,7 +49,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     if image is not None and image.stripped:
         notes.append("no .symtab (stripped): functions are known only by their exported names, data objects "
                      "mostly not at all")
-    walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got)) if image is not None else None
+    walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got, image.object_start)) \
+        if image is not None else None
     summaries = _walk_all(walker, entries, depth)
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
@@ -121,7 +122,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         e["analysis"] = None  # the toolchain's own entries and DT_INIT: not analysed (replaced below otherwise)
     findings: list[dict[str, Any]] = []
     confirmed: dict[tuple[int, int], bool] = {}
-    constructor = _constructors(summaries)
+    constructor = _constructors(summaries, walker)
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -133,13 +134,15 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
                 if o not in constructor or walker is None or not _confirmed(walker, via[-2], o, confirmed):
                     continue
                 via = via[:-1]
-            status = _status(o, image.symbol_at(o) or "", pos, s, constructor, entries, image)
+            own = o in s.constructs or _stores(walker, s, o)
+            status = _status(o, image.symbol_at(o) or "", pos, own, constructor, entries, image)
             reads.append({"object": _obj(image, o), "status": status})
             if status in VERDICTS:
                 findings.append(_finding(image, status, o, e, entries[constructor[o]], via))
+        built = [o for o in s.constructs if constructor.get(o) == pos or s.constructs[o]]
+        built += [o for o in s.maybe_stores if constructor.get(o) == pos and o not in s.constructs]
         e["analysis"] = {
-            "constructs": [_obj(image, o) for o in s.constructs if constructor.get(o) == pos
-                           or s.constructs[o]],
+            "constructs": [_obj(image, o) for o in built],
             "reads": reads,
             "complete": (s.indirect == 0 and s.depth_limited == 0 and not image.stripped and e not in lto),
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
@@ -147,17 +150,25 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     listing["findings"] = findings
 
 
-def _constructors(summaries: list) -> dict[int, int]:
+def _constructors(summaries: list, walker: Walker | None) -> dict[int, int]:
     """object -> position (in entries) of its constructor: the first initializer that constructs it strongly
-    (a constructor call or a registered destructor), else the first that stores into it."""
+    (a constructor call or a registered destructor), else the first that stores into it. A store a skim could
+    only suspect counts once decoding its function confirms it; that is asked only for objects some
+    initializer reads (the only ones a verdict needs)."""
     constructor: dict[int, int] = {}
-    for strong_pass in (True, False):
-        for pos, s in enumerate(summaries):
-            if s is None:
-                continue
-            for o, strong in s.constructs.items():
-                if (strong or not strong_pass) and o not in constructor:
-                    constructor[o] = pos
+    for pos, s in enumerate(summaries):
+        for o, strong in s.constructs.items() if s is not None else ():
+            if strong and o not in constructor:
+                constructor[o] = pos
+    read = {o for s in summaries if s is not None for o in s.reads}
+    for pos, s in enumerate(summaries):
+        if s is None:
+            continue
+        for o in s.constructs:
+            constructor.setdefault(o, pos)
+        for o in s.maybe_stores:
+            if o not in constructor and o in read and _stores(walker, s, o):
+                constructor[o] = pos
     return constructor
 
 
@@ -177,11 +188,18 @@ def _who(e: dict[str, Any]) -> dict[str, Any]:
     return {"index": e["index"], "symbol": e["symbol"], "source": e["source"]}
 
 
-def _status(o: int, name: str, pos: int, s: Summary, constructor: dict[int, int], entries: list[dict],
+def _stores(walker: Walker | None, s: Summary, o: int) -> bool:
+    """Whether a function the summary only skimmed stores into ``o`` (decoded to know)."""
+    return walker is not None and any(walker.writes(f, o) for f in s.maybe_stores.get(o, ()))
+
+
+def _status(o: int, name: str, pos: int, own: bool, constructor: dict[int, int], entries: list[dict],
             image: Image) -> str:
+    """``own``: the reader's own calls construct or store into ``o`` (a shared helper that builds it on first
+    use, whichever initializer runs first)."""
     if name.startswith("_ZZ"):
         return "function-local-static"
-    if o in s.constructs:
+    if own:
         return "own"
     if image.guarded(name):
         return "guarded"

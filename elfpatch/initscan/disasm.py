@@ -5,10 +5,16 @@ Decoded with capstone's ``disasm_lite`` (no operand detail objects: about 3x fas
 and walked in reverse post-order, so that events come out in the order they run (a guarded variable's
 out-of-line construction block comes before the code it jumps back to). Registers carry constants forward:
 ``lea``/``adrp``+``add`` materialize addresses, a load from a GOT slot yields the address the slot holds once
-relocated, a call clobbers the caller-saved registers, a join keeps what all its forward predecessors agree on,
-a loop head starts from nothing. Stack slots written with a known value (-O0 spills) are tracked too, and a
-compare of two known values against a following ``je``/``jne`` decides the branch: GCC's -O0
-``__static_initialization_and_destruction_0(initialize, priority)`` runs only the block of its priority.
+relocated, ``add``/``sub`` move a known address, a call clobbers the caller-saved registers. Stack slots
+written with a known value (-O0 spills) are tracked too, and a compare of two known values against a following
+``je``/``jne`` decides the branch: GCC's -O0 ``__static_initialization_and_destruction_0(initialize, priority)``
+runs only the block of its priority.
+
+A join keeps what all its predecessors agree on. Two different addresses inside one global object agree on the
+object: a loop's moving pointer (``this`` of each array element, a fill loop's store pointer) is ``Within`` the
+array, and so is an address plus an unknown index. Loop heads take their back edges into account: the sweep
+repeats until every loop head's state is stable, and only the last pass's events are kept, so a store through a
+pointer set before the loop is seen (a loop head that starting from nothing would lose it).
 """
 from __future__ import annotations
 
@@ -21,6 +27,24 @@ SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
 # A register's known value: a link-time address in this file (int) or an external symbol's name (str).
 Value = Union[int, str]
+# Passes of the sweep over a function with loops before its loop heads are given up on (start from nothing).
+# Each pass can only lose facts (a value, or an exact address for Within), so two or three passes settle.
+MAX_PASSES = 8
+
+
+class Within(int):
+    """An address somewhere inside the global object that starts here: where a loop's moving pointer, or an
+    address plus an unknown index, points. Its accesses are the object's; it decides no compare."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Within({int(self):#x})"
+
+
+def _same(a: Value, b: Value) -> bool:
+    """The same known value (Within(x) is not x: one is exact, the other is not)."""
+    return a == b and type(a) is type(b)
 
 
 class Access(NamedTuple):
@@ -44,6 +68,7 @@ class Decoded(NamedTuple):
     blocks: list  # (first, last) instruction indexes, in reverse post-order (unreachable ones last)
     succs: dict  # block position -> [(successor position, taken: bool | None)]
     back: frozenset  # block positions some later block jumps back to (loop heads)
+    has_pred: frozenset  # block positions some edge leads to
 
 
 def _disassembler(machine: int):
@@ -76,6 +101,9 @@ X86_CLOBBER = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 _X86_MEM = re.compile(r"(?:(\w+):)?\[([^\]]*)\]")
 _X86_WRITES = ("mov", "stos", "set", "cmov")  # a memory first operand of these is only written
 _X86_READS = ("cmp", "test", "bt", "ucomis", "comis", "push")  # a memory first operand of these is only read
+# Instructions that write no register operand (bt's siblings btc/btr/bts do: not here).
+_X86_NO_WRITE = frozenset({"cmp", "test", "bt", "ucomiss", "ucomisd", "comiss", "comisd", "vucomiss", "vucomisd",
+                           "vcomiss", "vcomisd", "push", "nop", "endbr64"})
 _HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
 # Instructions that write registers not named in their operands: those registers become unknown.
 _X86_IMPLICIT = ("xchg", "cpuid", "rdtsc", "syscall", "div", "idiv", "mul", "imul", "cqo", "cdq", "pop", "stos",
@@ -101,6 +129,25 @@ def _put(st: dict, key: str, value: Value | None) -> None:
         st[key] = value
 
 
+def _moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None:
+    """A known address moved by ``delta`` (None: by an unknown amount, an index). C's rule that pointer
+    arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown."""
+    if not isinstance(base, int):
+        return None
+    if isinstance(base, Within):
+        return base
+    if delta is not None:
+        return base + delta
+    o = object_of(base)
+    return Within(o) if o is not None else None
+
+
+def _decides(left: Value | None, right: Value | None) -> bool:
+    """Whether a compare of these two values has a known outcome: both known, neither Within an object."""
+    return left is not None and right is not None and not isinstance(left, Within) \
+        and not isinstance(right, Within)
+
+
 def _imm(text: str) -> int | None:
     text = text.strip().lstrip("#")
     if _HEX.match(text):
@@ -108,12 +155,48 @@ def _imm(text: str) -> int | None:
     return None
 
 
+def _x86_terms(inner: str, st: dict, ip_next: int) -> tuple[int, bool | Within, bool, bool]:
+    """The terms of ``[base + index*scale + disp]``: the sum of the known ones, whether any register or rip was
+    known (or the Within value of a moving base, which decides the address alone), and whether an unknown
+    unscaled register or a scaled index register takes part."""
+    total = 0
+    sign = 1
+    known: bool | Within = False
+    index = scaled = False
+    for tok in inner.split():
+        if tok in "+-":
+            sign = 1 if tok == "+" else -1
+            continue
+        if tok == "rip":
+            total += ip_next
+            known = True
+            continue
+        imm = _imm(tok)
+        if imm is not None:
+            total += sign * imm
+            continue
+        reg, _, times = tok.partition("*")
+        scale = _imm(times) if times else 1
+        value = st.get(_X86_ALIAS.get(reg, reg))
+        if isinstance(value, Within) and scale == 1:
+            return total, value, index, scaled
+        if isinstance(value, int) and not isinstance(value, Within) and scale is not None:
+            total += value * scale  # `rcx + rdx*1` puts the base in the index: its value counts as well
+            known = known or scale == 1
+        elif times:  # a scaled index register: the element is unknown, the object is not
+            scaled = True
+        else:
+            index = True
+    return total, known, index, scaled
+
+
 class _X86:
     args = X86_ARGS
     ends = ("ret", "hlt", "ud2", "int3")
 
-    def __init__(self, got: Callable[[int], Value | None]) -> None:
+    def __init__(self, got: Callable[[int], Value | None], object_of: Callable[[int], int | None]) -> None:
         self.got = got
+        self.object_of = object_of
 
     def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
         """("cond"|"jmp"|"out"|"end"|"none", target) for one instruction."""
@@ -132,29 +215,18 @@ class _X86:
         return "none", None
 
     def _mem(self, inner: str, st: dict, ip_next: int) -> int | None:
-        total = 0
-        sign = 1
-        known = False
-        for tok in inner.split():
-            if tok in "+-":
-                sign = 1 if tok == "+" else -1
-                continue
-            if tok == "rip":
-                total += ip_next
-                known = True
-                continue
-            imm = _imm(tok)
-            if imm is not None:
-                total += sign * imm
-                continue
-            if "*" in tok:  # an index register: the element is unknown, the object is not
-                continue
-            base = st.get(_X86_ALIAS.get(tok, tok))
-            if not isinstance(base, int):
-                return None
-            total += base
-            known = True
-        return total if known else None
+        """The address a memory operand names: exact, Within an object (a moving pointer, or a known address
+        plus an unknown index register), or None."""
+        total, known, index, scaled = _x86_terms(inner, st, ip_next)
+        if isinstance(known, Within):
+            return known
+        if not known:
+            return None
+        if index or scaled:
+            inside = _moved(total, None, self.object_of)
+            if inside is not None:
+                return inside
+        return None if index else total  # unscaled: which register is the base is not known
 
     def step(self, insn: tuple, st: dict, out: list, start: int, end: int) -> None:
         addr, size, mnem, op = insn
@@ -221,7 +293,7 @@ class _X86:
             return
         left = self._value(ops[0], st)
         right = self._value(ops[1], st)
-        if left is not None and right is not None:
+        if _decides(left, right):
             st["cmp"] = left == right
 
     def _memory(self, m: re.Match, mnem: str, ops: list, dreg: str | None, st: dict, out: list,
@@ -259,12 +331,18 @@ class _X86:
 
     def _register(self, mnem: str, ops: list, dreg: str | None, st: dict) -> None:
         """No memory operand: a register written gets the known value moved in, else becomes unknown."""
+        if mnem in _X86_NO_WRITE:
+            return
         dst = ops[0]
         if dreg:
             if mnem == "mov" and len(ops) == 2:
                 _put(st, dreg, self._value(ops[1], st))
             elif mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
                 st[dreg] = 0
+            elif mnem in ("add", "sub") and len(ops) == 2:
+                delta = _imm(ops[1])
+                _put(st, dreg, _moved(st.get(dreg), None if delta is None else -delta if mnem == "sub" else delta,
+                                      self.object_of))
             else:
                 st.pop(dreg, None)
         elif dst in _X86_PARTIAL:
@@ -287,7 +365,8 @@ class _X86:
 
 A64_ARGS = tuple(f"x{i}" for i in range(8))
 A64_CLOBBER = tuple(f"x{i}" for i in range(19)) + ("x30",)
-_A64_MEM = re.compile(r"\[(\w+)(?:, #(-?(?:0x[0-9a-f]+|\d+)))?\](!?)")
+# [base], [base, #imm], [base, #imm]! (pre-index), [base, index{, extend #amount}]; a post-index "#imm" follows.
+_A64_MEM = re.compile(r"\[(\w+)(?:, #(-?(?:0x[0-9a-f]+|\d+))|, ([wx]\d+)[^\]]*)?\](!?)(?:, #(-?(?:0x[0-9a-f]+|\d+)))?")
 _A64_COND = ("b.", "cbz", "cbnz", "tbz", "tbnz")
 _A64_INDIRECT = ("blr", "br", "blraa", "braa", "blraaz", "braaz")
 _A64_QUIET = ("nop", "hint", "bti", "paciasp", "autiasp", "pacibsp", "autibsp", "prfm", "dmb", "dsb", "isb")
@@ -311,8 +390,9 @@ def _a64(reg: str) -> str:
 class _A64:
     args = A64_ARGS
 
-    def __init__(self, got: Callable[[int], Value | None]) -> None:
+    def __init__(self, got: Callable[[int], Value | None], object_of: Callable[[int], int | None]) -> None:
         self.got = got
+        self.object_of = object_of
 
     def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
         if mnem == "b":
@@ -382,7 +462,7 @@ class _A64:
             return False
         left = st.get(_a64(ops[0]))
         right = _imm(ops[1]) if ops[1].startswith("#") else st.get(_a64(ops[1]))
-        if isinstance(left, int) and isinstance(right, int):
+        if isinstance(left, int) and isinstance(right, int) and _decides(left, right):
             st["cmp"] = left == right
         return True
 
@@ -391,10 +471,10 @@ class _A64:
         known (True when the instruction is one of these)."""
         if mnem in ("adrp", "adr") and len(ops) == 2:
             self._set(st, dst, _imm(ops[1]))
-        elif mnem == "add" and len(ops) == 3 and ops[2].startswith("#"):
-            base = st.get(_a64(ops[1]))
-            imm = _imm(ops[2])
-            self._set(st, dst, base + imm if isinstance(base, int) and imm is not None else None)
+        elif mnem in ("add", "sub") and len(ops) >= 3 and not ops[1].startswith("#"):
+            imm = _imm(ops[2]) if ops[2].startswith("#") and len(ops) == 3 else None
+            delta = None if imm is None else -imm if mnem == "sub" else imm
+            self._set(st, dst, _moved(st.get(_a64(ops[1])), delta, self.object_of))
         elif mnem in ("mov", "movz") and len(ops) == 2:
             src = st.get(_a64(ops[1]))
             self._set(st, dst, src if src is not None else _imm(ops[1]))
@@ -407,7 +487,8 @@ class _A64:
         writes."""
         m = _A64_MEM.search(op)
         is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
-        if m and m.group(1) in ("sp", "x29") and not m.group(3) and mnem in ("str", "stur", "ldr", "ldur"):
+        if m and m.group(1) in ("sp", "x29") and not (m.group(3) or m.group(4) or m.group(5)) \
+                and mnem in ("str", "stur", "ldr", "ldur"):
             self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)
             return
         a = self._address(m, st)
@@ -418,8 +499,12 @@ class _A64:
         if not is_store:
             for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
                 self._set(st, _a64(r), None)
-        if m and (m.group(3) or not op.endswith("]")):
-            self._set(st, _a64(m.group(1)), None)  # pre/post-index writes the base back
+        if m and (m.group(4) or m.group(5)):  # pre/post-index by an immediate writes the moved base back
+            reg = _a64(m.group(1))
+            step = _imm(m.group(2) if m.group(4) else m.group(5))
+            self._set(st, reg, _moved(st.get(reg), step, self.object_of))
+        elif m and op[m.end():].strip():  # post-index by a register: the base moved by an unknown amount
+            self._set(st, _a64(m.group(1)), None)
 
     def _stack_slot(self, slot: str, is_store: bool, dst: str, st: dict) -> None:
         """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
@@ -428,15 +513,15 @@ class _A64:
         else:
             self._set(st, dst, st.get(slot))
 
-    @staticmethod
-    def _address(m: re.Match | None, st: dict) -> int | None:
-        """The address a ``[base, #offset]`` operand names, when the base register's value is known."""
+    def _address(self, m: re.Match | None, st: dict) -> int | None:
+        """The address a ``[base, #offset]`` or ``[base, index]`` operand names, when the base register's
+        value is known (a post-index access uses the base as it is)."""
         if not m:
             return None
         base = st.get(_a64(m.group(1)))
-        if not isinstance(base, int):
-            return None
-        return base + (int(m.group(2), 0) if m.group(2) else 0)
+        if m.group(3):  # a register index (maybe extended or shifted): some element of the object
+            return _moved(base, None, self.object_of)
+        return _moved(base, int(m.group(2), 0) if m.group(2) else 0, self.object_of)
 
     def _got_load(self, a: int, dst: str, st: dict) -> bool:
         """An ``ldr`` from a GOT slot: the register holds the object's address, and remembers the slot (for a
@@ -524,19 +609,44 @@ def _decided(cmp: bool | None, mnem: str) -> bool | None:
     return None
 
 
-def _meet(a: dict, b: dict) -> dict:
-    return {k: v for k, v in a.items() if b.get(k) == v and k != "cmp"}
+def _meet(a: dict | None, b: dict, object_of: Callable[[int], int | None]) -> dict:
+    """What two states agree on (``a`` None: no state yet, ``b`` alone): equal values, and addresses inside one
+    global object as ``Within`` it."""
+    if a is None:
+        return {k: v for k, v in b.items() if k != "cmp"}
+    out = {}
+    for k, v in a.items():
+        w = b.get(k)
+        if w is None or k == "cmp":
+            continue
+        if _same(v, w):
+            out[k] = v
+        elif isinstance(v, int) and isinstance(w, int):
+            o = object_of(v)
+            if o is not None and o == object_of(w):
+                out[k] = Within(o)
+    return out
+
+
+def _states_equal(a: dict | None, b: dict | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
 
 
 class Disassembler:
     """Decodes functions of one file (each once) and walks them with given argument registers."""
 
     def __init__(self, machine: int, read_code: Callable[[int, int], bytes],
-                 got: Callable[[int], Value | None]) -> None:
+                 got: Callable[[int], Value | None],
+                 object_of: Callable[[int], int | None] = lambda _a: None) -> None:
+        """``got``: the value a GOT slot holds once relocated (None: not a slot); ``object_of``: the start of the
+        global object covering an address (None: none), for joins and unknown indexes."""
         self.machine = machine
         self.md = _disassembler(machine)
         self.read_code = read_code
-        self.arch = _X86(got) if machine == EM_X86_64 else _A64(got)
+        self.object_of = object_of
+        self.arch = _X86(got, object_of) if machine == EM_X86_64 else _A64(got, object_of)
         self._decoded: dict[tuple[int, int], Decoded] = {}
 
     @property
@@ -558,26 +668,45 @@ class Disassembler:
         pos = {b: p for p, b in enumerate(order)}
         blocks = [spans[b] for b in order]
         succs = {pos[b]: [(pos[s], t) for s, t in succ[b]] for b in succ}
-        return Decoded(insns, blocks, succs, frozenset(pos[b] for b in back))
+        has_pred = frozenset(s for edges in succs.values() for s, _ in edges)
+        return Decoded(insns, blocks, succs, frozenset(pos[b] for b in back), has_pred)
 
     def sweep(self, start: int, end: int, entry: dict) -> list:
         """Events of the function at [start, end) in run order, given its known argument registers."""
         dec = self.decode(start, end)
+        if not dec.back:
+            return self._pass(dec, start, end, entry, {})[0]
+        heads: dict[int, dict | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
+        for _ in range(MAX_PASSES):
+            out, back_in = self._pass(dec, start, end, entry, heads)
+            settled = {p: _meet(h, back_in[p], self.object_of) if p in back_in else h for p, h in heads.items()}
+            if all(_states_equal(settled[p], h) for p, h in heads.items()):
+                return out
+            heads = settled
+        return self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # unsettled: assume nothing
+
+    def _pass(self, dec: Decoded, start: int, end: int, entry: dict,
+              heads: dict[int, dict | None]) -> tuple[list, dict[int, dict]]:
+        """One walk of the blocks in reverse post-order. A loop head starts from what its forward edges agree
+        on met with ``heads`` (its back edges' state from the pass before; None: not known yet). Returns the
+        events and, per loop head, what its back edges brought in this pass."""
         step = self.arch.step
         insns = dec.insns
+        object_of = self.object_of
         out: list = []
-        incoming: dict[int, dict | None] = {}  # block position -> state agreed by the forward edges so far
+        incoming: dict[int, dict] = {}  # block position -> state agreed by the forward edges so far
+        back_in: dict[int, dict] = {}
         live: set[int] = {0}
-        has_pred: set[int] = set()
-        for edges in dec.succs.values():
-            has_pred.update(s for s, _ in edges)
         for p, (first, last) in enumerate(dec.blocks):
             if p == 0:
                 st = dict(entry)
-            elif p not in live and p in has_pred and p not in dec.back:
+            elif p not in live and p in dec.has_pred and p not in dec.back:
                 continue  # every edge into it was decided against: dead for these arguments
             elif p in dec.back:
-                st = {}
+                assumed = heads.get(p)
+                fwd = incoming.get(p)
+                st = (_meet(fwd, assumed, object_of) if fwd is not None else dict(assumed)) \
+                    if assumed is not None else dict(fwd or {})
             else:
                 st = dict(incoming.get(p) or {})
             for n in range(first, last):
@@ -589,10 +718,11 @@ class Disassembler:
                 if taken is not None and taken_known is not None and taken != taken_known:
                     continue
                 if s <= p:
+                    back_in[s] = _meet(back_in.get(s), st, object_of)
                     continue
                 live.add(s)
-                incoming[s] = dict(st) if s not in incoming else _meet(incoming[s], st)
-        return out
+                incoming[s] = _meet(incoming.get(s), st, object_of)
+        return out, back_in
 
     def stub_slot(self, start: int, end: int) -> int | None:
         """The GOT slot a PLT stub jumps through (``jmp *slot`` / ``adrp; ldr x17; br x17``)."""

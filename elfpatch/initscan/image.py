@@ -213,6 +213,11 @@ class Image:
         hit = self._object_at[addr] = self._find_object(addr)
         return hit
 
+    def object_start(self, addr: int) -> int | None:
+        """The start of the writable data object covering ``addr`` (None: none)."""
+        hit = self.object_at(addr)
+        return hit[0] if hit is not None else None
+
     def _find_object(self, addr: int) -> tuple[int, str] | None:
         if not any(lo <= addr < hi for lo, hi in self.writable):
             return None

@@ -48,9 +48,12 @@ class Summary(NamedTuple):
     indirect: int
     depth_limited: int
     unresolved: int  # registrations whose destructor could not be told
+    # object start -> skimmed functions that reference it: each may store into it (a skim cannot tell a load
+    # from a store); `Walker.writes` decodes one to know, when the answer matters.
+    maybe_stores: dict
 
 
-EMPTY = Summary([], {}, {}, 0, 0, 0)
+EMPTY = Summary([], {}, {}, 0, 0, 0, {})
 
 
 def is_constructor(name: str) -> bool:
@@ -102,6 +105,14 @@ class Walker:
                     out = (bound, image.call_name(bound, _NAME_MARKERS))
         self._callee[target] = out
         return out
+
+    def named(self, target: Value) -> tuple[int | None, str | None]:
+        """callee(), with the name of a function defined here even when no rule of the walk needed it (a
+        constructor check does)."""
+        where, name = self.callee(target)
+        if name == "" and where is not None:
+            name = self.image.function_name(where)
+        return where, name
 
     def walk(self, addr: int, args: tuple, depth: int, stack: frozenset = frozenset(),
              exact: bool = True) -> Summary:
@@ -157,11 +168,13 @@ class Walker:
     def _skimmed(self, addr: int, sk: Skim, targets: list, depth: int, stack: frozenset) -> Summary:
         image = self.image
         reads: dict[int, tuple] = {}
+        maybe_stores: dict[int, tuple] = {}
         for _site, target, _imm in sk.data:
             value = image.got(target)
             obj = image.object_at(value if isinstance(value, int) else target)
             if obj is not None:
                 reads.setdefault(obj[0], UNCONFIRMED)
+                maybe_stores[obj[0]] = (addr,)
         sub_regs: list = []
         constructs: dict[int, bool] = {}
         indirect, depth_limited, unresolved = sk.indirect, 0, 0
@@ -174,16 +187,17 @@ class Walker:
             sub = self.walk(where, (), depth if helper else depth - 1, stack, exact=helper)
             if sub is EMPTY:
                 continue
-            self._merge(sub, where, None, sub_regs, constructs, reads)
+            self._merge(sub, where, None, sub_regs, constructs, reads, maybe_stores)
             indirect += sub.indirect
             depth_limited += sub.depth_limited
             unresolved += sub.unresolved
         if not (sub_regs or constructs or reads or indirect or depth_limited or unresolved):
             return EMPTY
-        return Summary(sub_regs, constructs, reads, indirect, depth_limited, unresolved)
+        return Summary(sub_regs, constructs, reads, indirect, depth_limited, unresolved, maybe_stores)
 
     @staticmethod
-    def _merge(sub: Summary, where: int, guard: int | None, regs_out: list, constructs: dict, reads: dict) -> None:
+    def _merge(sub: Summary, where: int, guard: int | None, regs_out: list, constructs: dict, reads: dict,
+               maybe_stores: dict) -> None:
         for r in sub.registrations:
             regs_out.append(r if r.guard is not None or guard is None else r._replace(guard=guard))
         for o, strong in sub.constructs.items():
@@ -191,6 +205,9 @@ class Walker:
         for o, via in sub.reads.items():
             if o not in reads:
                 reads[o] = (where, *via)
+        for o, functions in sub.maybe_stores.items():
+            known = maybe_stores.get(o)
+            maybe_stores[o] = functions if known is None else known + tuple(f for f in functions if f not in known)
 
     def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
         regs = {r: v for r, v in zip(self.dis.arg_registers, args) if v is not None}
@@ -198,6 +215,7 @@ class Walker:
         regs_out: list = []
         constructs: dict[int, bool] = {}
         reads: dict[int, tuple] = {}
+        maybe_stores: dict[int, tuple] = {}
         indirect = depth_limited = unresolved = 0
         guard: int | None = None
         for ev in events:
@@ -217,8 +235,7 @@ class Walker:
                 continue
             if name == GUARD_RELEASE:
                 continue
-            if name == "" and where is not None:  # a name the walk skipped: only a constructor check needs it
-                name = self.image.function_name(where)
+            where, name = self.named(target)
             self._arguments(name, ev.args, constructs, reads)
             if where is None or where in stack:
                 continue  # another object's function: it cannot see this file's globals but through us
@@ -226,11 +243,11 @@ class Walker:
             if sub is None:
                 depth_limited += 1
                 continue
-            self._merge(sub, where, guard, regs_out, constructs, reads)
+            self._merge(sub, where, guard, regs_out, constructs, reads, maybe_stores)
             indirect += sub.indirect
             depth_limited += sub.depth_limited
             unresolved += sub.unresolved
-        return Summary(regs_out, constructs, reads, indirect, depth_limited, unresolved)
+        return Summary(regs_out, constructs, reads, indirect, depth_limited, unresolved, maybe_stores)
 
     def _access(self, ev: Access, guard: int | None, constructs: dict, reads: dict) -> int | None:
         """Notes a load or store of a global; returns the guard what follows runs under."""
@@ -288,14 +305,35 @@ class Walker:
         return self.walk(where, tuple(args) if helper else (), depth if helper else depth - 1, stack,
                          exact=helper)
 
+    def _events(self, addr: int) -> list:
+        """The decoded function's events with no argument known, one sweep per function."""
+        events = self._plain.get(addr)
+        if events is None:
+            events = self._plain[addr] = self.dis.sweep(addr, self.image.function_end(addr), {})
+        return events
+
+    def writes(self, addr: int, obj: int) -> bool:
+        """Whether the decoded function at ``addr`` stores into object ``obj`` or calls a constructor on it
+        (confirms a store a skim could only suspect)."""
+        image = self.image
+        for ev in self._events(addr):
+            if isinstance(ev, Access):
+                if ev.write and (o := image.object_at(ev.address)) is not None and o[0] == obj:
+                    return True
+                continue
+            this = ev.args[0] if ev.args else None
+            if not isinstance(this, int) or (o := image.object_at(this)) is None or o[0] != obj:
+                continue
+            target = self._call_target(ev)
+            if target is not None and is_constructor(self.named(target)[1] or ""):
+                return True
+        return False
+
     def touches(self, addr: int, obj: int) -> bool:
         """Whether the decoded function at ``addr`` loads, stores or passes the address of object ``obj``
         (confirms what a skim found)."""
         image = self.image
-        events = self._plain.get(addr)
-        if events is None:  # one sweep per function, however many objects are asked about
-            events = self._plain[addr] = self.dis.sweep(addr, image.function_end(addr), {})
-        for ev in events:
+        for ev in self._events(addr):
             values = [ev.address] if isinstance(ev, Access) else [v for v in ev.args if isinstance(v, int)]
             for v in values:
                 o = image.object_at(v)

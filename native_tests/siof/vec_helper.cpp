@@ -11,7 +11,7 @@ __attribute__((target("avx2"))) int table_sum() {
   return _mm_cvtsi128_si32(s);
 }
 #else
-int table_sum() {  // no loop (see vec_table.cpp)
+int table_sum() {
   const int* v = g_table.v;
   return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
 }

@@ -1,0 +1,3 @@
+#include "loop.hpp"
+static volatile int seed = 7;
+Slot::Slot() : v(seed) {}
