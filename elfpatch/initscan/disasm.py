@@ -628,6 +628,16 @@ def _meet(a: dict | None, b: dict, object_of: Callable[[int], int | None]) -> di
     return out
 
 
+def _with_first_iteration(out: list, first: list) -> list:
+    """The settled pass's events, and the memory accesses only the first pass saw: it ran each loop's first
+    iteration from the loop's entry state, exactly (a loop that starts at a global and then follows loaded
+    pointers touches that global once, which the settled loop head no longer knows)."""
+    if first is out:
+        return out
+    seen = {ev for ev in out if isinstance(ev, Access)}
+    return out + [ev for ev in first if isinstance(ev, Access) and ev not in seen]
+
+
 def _states_equal(a: dict | None, b: dict | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -677,13 +687,16 @@ class Disassembler:
         if not dec.back:
             return self._pass(dec, start, end, entry, {})[0]
         heads: dict[int, dict | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
+        first: list | None = None
         for _ in range(MAX_PASSES):
             out, back_in = self._pass(dec, start, end, entry, heads)
+            first = out if first is None else first
             settled = {p: _meet(h, back_in[p], self.object_of) if p in back_in else h for p, h in heads.items()}
             if all(_states_equal(settled[p], h) for p, h in heads.items()):
-                return out
+                return _with_first_iteration(out, first)
             heads = settled
-        return self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # unsettled: assume nothing
+        out = self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # unsettled: assume nothing
+        return _with_first_iteration(out, first or [])
 
     def _pass(self, dec: Decoded, start: int, end: int, entry: dict,
               heads: dict[int, dict | None]) -> tuple[list, dict[int, dict]]:

@@ -1,0 +1,203 @@
+"""The decoder's dataflow on hand-written code: what a register holds across loops and joins, and which global
+a store through it reaches. Each case assembles a few instructions with GNU as (x86-64, AArch64) and sweeps
+them with a toy object map: one global array at DATA .. DATA + SIZE."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+
+from elfpatch.elfconst import EM_AARCH64, EM_X86_64
+from elfpatch.initscan.disasm import Access, Call, Disassembler, Within
+
+START = 0x1000
+DATA, SIZE = 0x4000, 0x400  # the global array
+CALLEE = 0x2000
+
+
+def _object_of(addr: int) -> int | None:
+    return DATA if DATA <= addr < DATA + SIZE else None
+
+
+def _assemble(tmp: Path, machine: int, text: str) -> bytes:
+    """The flat bytes of ``text`` placed at START (labels resolved by the assembler and linker)."""
+    prefix = "" if machine == EM_X86_64 else "aarch64-linux-gnu-"
+    require_tool(f"{prefix}as", f"{prefix}ld", packages="binutils" if machine == EM_X86_64
+                 else "binutils-aarch64-linux-gnu")
+    syntax = ".intel_syntax noprefix\n" if machine == EM_X86_64 else ""
+    src, obj, out = tmp / "f.s", tmp / "f.o", tmp / "f.bin"
+    src.write_text(f"{syntax}.text\n.globl _start\n_start:\n{text}\n")
+    subprocess.run([f"{prefix}as", "-o", str(obj), str(src)], check=True, capture_output=True)
+    linked = tmp / "f.elf"
+    subprocess.run([f"{prefix}ld", "-o", str(linked), f"-Ttext={START:#x}", f"--defsym=g={DATA:#x}",
+                    f"--defsym=callee={CALLEE:#x}", str(obj)], check=True, capture_output=True)
+    subprocess.run([shutil.which(f"{prefix}objcopy") or "objcopy", "-O", "binary", "-j", ".text", str(linked),
+                    str(out)], check=True, capture_output=True)
+    return out.read_bytes()
+
+
+def _sweep(tmp: Path, machine: int, text: str, entry: dict | None = None) -> list:
+    code = _assemble(tmp, machine, text)
+    dis = Disassembler(machine, lambda a, n: code[a - START: a - START + n], lambda _a: None, _object_of)
+    return dis.sweep(START, START + len(code), entry or {})
+
+
+def _stores(events: list) -> list[int]:
+    return [ev.address for ev in events if isinstance(ev, Access) and ev.write]
+
+
+def _this(events: list) -> list:
+    return [ev.args[0] for ev in events if isinstance(ev, Call)]
+
+
+def test_a_constructor_loop_builds_the_array(tmp_path: Path) -> None:
+    """GCC -O2's array constructor loop: ``this`` advances through the array, past a compare against its end.
+    Starting the loop head from nothing lost ``rbx`` (and a cmp forgot it too)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        push rbx
+        lea rbx, [rip + g]
+        lea rbp, [rbx + 0x400]
+    1:  mov rdi, rbx
+        add rbx, 4
+        call callee
+        cmp rbx, rbp
+        jne 1b
+        pop rbx
+        ret""")
+    (this,) = _this(events)
+    assert isinstance(this, Within) and int(this) == DATA
+
+
+def test_a_fill_loop_stores_into_the_array(tmp_path: Path) -> None:
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rax, [rip + g]
+        lea rdx, [rax + 0x400]
+    1:  mov dword ptr [rax], 7
+        add rax, 4
+        cmp rax, rdx
+        jne 1b
+        ret""")
+    assert _stores(events) == [DATA] and isinstance(_stores(events)[0], Within)
+
+
+def test_a_loop_invariant_base_with_an_index_register(tmp_path: Path) -> None:
+    """-O0: ``[rcx + rdx*1]`` with the array's address in the index register, the element offset in rcx."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        mov dword ptr [rbp - 4], 0
+    1:  mov edx, dword ptr [rbp - 4]
+        movsxd rdx, edx
+        lea rcx, [rdx*4]
+        lea rdx, [rip + g]
+        mov dword ptr [rcx + rdx*1], eax
+        add dword ptr [rbp - 4], 1
+        cmp dword ptr [rbp - 4], 0xff
+        jle 1b
+        ret""")
+    assert _stores(events) == [DATA]
+
+
+def test_an_exact_address_stays_exact_when_the_loop_keeps_it(tmp_path: Path) -> None:
+    """A register the loop does not change keeps its exact value at the loop head (not Within)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rsi, [rip + g + 8]
+    1:  mov dword ptr [rsi], 1
+        dec ecx
+        jne 1b
+        ret""")
+    assert _stores(events) == [DATA + 8] and not isinstance(_stores(events)[0], Within)
+
+
+def test_a_loop_that_starts_at_a_global_and_follows_pointers(tmp_path: Path) -> None:
+    """An intrusive list whose head node is a global: the first iteration stores into it (kept from the first
+    pass, which runs the loop once from its entry state); later ones store through loaded pointers, which are
+    not known at the loop head (nothing is made up for them)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rax, [rip + g]
+    1:  mov dword ptr [rax], 1
+        mov rax, qword ptr [rax + 8]
+        test rax, rax
+        jne 1b
+        ret""")
+    assert _stores(events) == [DATA] and not isinstance(_stores(events)[0], Within)
+
+
+def test_a_compare_of_a_moving_pointer_decides_no_branch(tmp_path: Path) -> None:
+    """Two exact values compared decide a je/jne (GCC -O0's priority dispatch); a pointer that moves through
+    an array does not, so the loop's exit stays live and what follows it is seen."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rbx, [rip + g]
+        lea rbp, [rip + g + 0x10]
+    1:  add rbx, 4
+        cmp rbx, rbp
+        jne 1b
+        mov rdi, rbx
+        call callee
+        ret""")
+    assert len(_this(events)) == 1
+
+
+def test_two_ways_into_one_array_meet_within_it(tmp_path: Path) -> None:
+    """An if/else choosing between two elements: the join keeps the array, not nothing."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        test edi, edi
+        je 1f
+        lea rax, [rip + g + 16]
+        jmp 2f
+    1:  lea rax, [rip + g + 32]
+    2:  mov dword ptr [rax], 0
+        ret""")
+    assert _stores(events) == [DATA]
+
+
+def test_aarch64_post_index_stores_walk_the_array(tmp_path: Path) -> None:
+    """``str w2, [x0], #4`` in a loop: the base is written back moved, and stays inside the array."""
+    events = _sweep(tmp_path, EM_AARCH64, """
+        adrp x0, g
+        add x0, x0, :lo12:g
+        add x1, x0, #0x400
+    1:  str w2, [x0], #4
+        cmp x0, x1
+        b.ne 1b
+        ret""")
+    assert _stores(events) == [DATA]
+
+
+def test_aarch64_register_index_stores_reach_the_array(tmp_path: Path) -> None:
+    events = _sweep(tmp_path, EM_AARCH64, """
+        adrp x1, g
+        add x1, x1, :lo12:g
+        mov x3, #0
+    1:  str w2, [x1, x3, lsl #2]
+        add x3, x3, #1
+        cmp x3, #256
+        b.ne 1b
+        ret""")
+    assert _stores(events) == [DATA]
+
+
+def test_aarch64_constructor_loop(tmp_path: Path) -> None:
+    events = _sweep(tmp_path, EM_AARCH64, """
+        adrp x19, g
+        add x19, x19, :lo12:g
+        add x20, x19, #0x400
+    1:  mov x0, x19
+        add x19, x19, #4
+        bl callee
+        cmp x19, x20
+        b.ne 1b
+        ret""")
+    (this,) = _this(events)
+    assert isinstance(this, Within) and int(this) == DATA
+
+
+@pytest.mark.parametrize("op", ["cmp rbx, rbp", "test rbx, rbx"])
+def test_compares_write_no_register(tmp_path: Path, op: str) -> None:
+    events = _sweep(tmp_path, EM_X86_64, f"""
+        lea rbx, [rip + g]
+        {op}
+        mov dword ptr [rbx], 1
+        ret""")
+    assert _stores(events) == [DATA]
