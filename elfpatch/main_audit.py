@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import sys
 from typing import Any, TextIO
 
-from elfpatch.cli import error_line
 from elfpatch.collisions import Audit, Collision, audit_job, run_audit
-from elfpatch.errors import one_line
+from elfpatch.errors import error_line, one_line
+from elfpatch.report import write_document
 
 HELP = """\
 Read files, trees (a site-packages, a conda environment), archives and wheels, and report every
@@ -38,8 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print(error_line(r.label, r.error or "failed"), file=sys.stderr)
     text = io.StringIO()
     if args.json:
-        json.dump(result.to_json(), text)
-        text.write("\n")
+        write_document(result.to_json(), text)
     else:
         write_text(result, text, verbose=args.verbose)
     sys.stdout.write(text.getvalue())

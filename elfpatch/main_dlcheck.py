@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from elfpatch.errors import EXIT_ERROR, error_line
+from elfpatch.report import write_document
 
 HELP = """\
 Load the PATHs in order with RTLD_NOW|RTLD_LOCAL into one child process, close them in reverse order, then
@@ -54,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
         if f["error"] is not None:
             print(error_line(f["path"], short_error(f["path"], f["error"])), file=sys.stderr)
     if args.json:
-        json.dump(report, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_document(report, sys.stdout)
     else:
         write_text(report, sys.stdout)
     sys.stdout.flush()

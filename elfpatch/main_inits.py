@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, TextIO
 
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
+from elfpatch.report import write_document
 
 HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
         if args.deps:
             doc["loads"] = loads
         doc["summary"] = summary
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_document(doc, sys.stdout)
     else:
         _write_text(sys.stdout, files, loads, counts, args)
     sys.stdout.flush()
