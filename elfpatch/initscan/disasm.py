@@ -689,26 +689,29 @@ class Disassembler:
         heads: dict[int, dict | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
         first: list | None = None
         for _ in range(MAX_PASSES):
-            out, back_in = self._pass(dec, start, end, entry, heads)
+            out, back_in, used = self._pass(dec, start, end, entry, heads)
             first = out if first is None else first
-            settled = {p: _meet(h, back_in[p], self.object_of) if p in back_in else h for p, h in heads.items()}
-            if all(_states_equal(settled[p], h) for p, h in heads.items()):
+            # Settled when what each loop head started from already agrees with what its back edges bring.
+            settled = {p: _meet(used.get(p), back_in[p], self.object_of) if p in back_in else heads[p]
+                       for p in heads}
+            if all(p not in back_in or _states_equal(settled[p], used.get(p)) for p in heads):
                 return _with_first_iteration(out, first)
             heads = settled
         out = self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # unsettled: assume nothing
         return _with_first_iteration(out, first or [])
 
     def _pass(self, dec: Decoded, start: int, end: int, entry: dict,
-              heads: dict[int, dict | None]) -> tuple[list, dict[int, dict]]:
+              heads: dict[int, dict | None]) -> tuple[list, dict[int, dict], dict[int, dict]]:
         """One walk of the blocks in reverse post-order. A loop head starts from what its forward edges agree
         on met with ``heads`` (its back edges' state from the pass before; None: not known yet). Returns the
-        events and, per loop head, what its back edges brought in this pass."""
+        events and, per loop head, what its back edges brought in this pass and the state it started from."""
         step = self.arch.step
         insns = dec.insns
         object_of = self.object_of
         out: list = []
         incoming: dict[int, dict] = {}  # block position -> state agreed by the forward edges so far
         back_in: dict[int, dict] = {}
+        used: dict[int, dict] = {}
         live: set[int] = {0}
         for p, (first, last) in enumerate(dec.blocks):
             if p == 0:
@@ -720,6 +723,7 @@ class Disassembler:
                 fwd = incoming.get(p)
                 st = (_meet(fwd, assumed, object_of) if fwd is not None else dict(assumed)) \
                     if assumed is not None else dict(fwd or {})
+                used[p] = dict(st)
             else:
                 st = dict(incoming.get(p) or {})
             for n in range(first, last):
@@ -735,7 +739,7 @@ class Disassembler:
                     continue
                 live.add(s)
                 incoming[s] = _meet(incoming.get(s), st, object_of)
-        return out, back_in
+        return out, back_in, used
 
     def stub_slot(self, start: int, end: int) -> int | None:
         """The GOT slot a PLT stub jumps through (``jmp *slot`` / ``adrp; ldr x17; br x17``)."""
