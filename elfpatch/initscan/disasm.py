@@ -13,8 +13,9 @@ runs only the block of its priority.
 A join keeps what all its predecessors agree on. Two different addresses inside one global object agree on the
 object: a loop's moving pointer (``this`` of each array element, a fill loop's store pointer) is ``Within`` the
 array, and so is an address plus an unknown index. Loop heads take their back edges into account: the sweep
-repeats until every loop head's state is stable, and only the last pass's events are kept, so a store through a
-pointer set before the loop is seen (a loop head that starting from nothing would lose it).
+repeats until every loop head's state is stable, so a store through a pointer set before the loop is seen. The
+events are the settled pass's, plus the memory accesses of the first pass (each loop's first iteration, run
+exactly from the loop's entry state).
 """
 from __future__ import annotations
 
@@ -140,6 +141,14 @@ def _moved(base: Value | None, delta: int | None, object_of: Callable[[int], int
         return base + delta
     o = object_of(base)
     return Within(o) if o is not None else None
+
+
+def _moved_by(mnem: str, base: Value | None, imm: int | None, object_of: Callable[[int], int | None]) -> Value | None:
+    """``add``/``sub`` of an immediate (``imm``) or of a register (None) to a known address. Subtracting a
+    register may be a pointer difference (``end - begin``): an integer, not an address in the object."""
+    if mnem == "sub":
+        return _moved(base, -imm, object_of) if imm is not None else None
+    return _moved(base, imm, object_of)
 
 
 def _decides(left: Value | None, right: Value | None) -> bool:
@@ -340,9 +349,7 @@ class _X86:
             elif mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
                 st[dreg] = 0
             elif mnem in ("add", "sub") and len(ops) == 2:
-                delta = _imm(ops[1])
-                _put(st, dreg, _moved(st.get(dreg), None if delta is None else -delta if mnem == "sub" else delta,
-                                      self.object_of))
+                _put(st, dreg, _moved_by(mnem, st.get(dreg), _imm(ops[1]), self.object_of))
             else:
                 st.pop(dreg, None)
         elif dst in _X86_PARTIAL:
@@ -473,8 +480,7 @@ class _A64:
             self._set(st, dst, _imm(ops[1]))
         elif mnem in ("add", "sub") and len(ops) >= 3 and not ops[1].startswith("#"):
             imm = _imm(ops[2]) if ops[2].startswith("#") and len(ops) == 3 else None
-            delta = None if imm is None else -imm if mnem == "sub" else imm
-            self._set(st, dst, _moved(st.get(_a64(ops[1])), delta, self.object_of))
+            self._set(st, dst, _moved_by(mnem, st.get(_a64(ops[1])), imm, self.object_of))
         elif mnem in ("mov", "movz") and len(ops) == 2:
             src = st.get(_a64(ops[1]))
             self._set(st, dst, src if src is not None else _imm(ops[1]))

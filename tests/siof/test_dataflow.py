@@ -201,3 +201,16 @@ def test_compares_write_no_register(tmp_path: Path, op: str) -> None:
         mov dword ptr [rbx], 1
         ret""")
     assert _stores(events) == [DATA]
+
+
+def test_a_pointer_difference_is_not_an_address(tmp_path: Path) -> None:
+    """``end - begin`` is a length: storing through it names no global (an index added to an address does)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rax, [rip + g + 0x100]
+        lea rdx, [rip + g]
+        sub rax, rdx
+        mov dword ptr [rax], 1
+        add rdx, rcx
+        mov dword ptr [rdx], 2
+        ret""")
+    assert _stores(events) == [DATA] and isinstance(_stores(events)[0], Within)
