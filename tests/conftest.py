@@ -32,8 +32,13 @@ CROSS_ARCHES = {
 }
 
 
+# Toolchains beyond the native gcc, g++ and binutils that `make test-fast` may not have: a test whose name or
+# parameter id names one of these needs it (a64- is the siof fixtures' AArch64 variants).
+FOREIGN_TOOLCHAINS = (*CROSS_ARCHES, "a64-", "clang", "lld", "llvm")
+
 # Markers (pyproject's [tool.pytest.ini_options]): `make test-fast` runs `-m "not slow and not cross and not root"`.
-# - cross: needs a cross toolchain or qemu (the cross_build/init cross fixtures, or an architecture in the id);
+# - cross: needs a cross toolchain, qemu, clang, lld or llvm (the cross_build fixture, test_cross.py, a name or
+#   parameter id naming one, see FOREIGN_TOOLCHAINS, or an explicit @pytest.mark.cross);
 # - slow: all but the first case of a parametrized matrix, hypothesis campaigns (test_fuzz*), kill
 #   campaigns, large files, whole system directories, pip installs;
 # - root: needs root (chown, setcap, mount, setpriv), marked where the module says so.
@@ -61,9 +66,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             seen.add(key)
         fixtures = set(getattr(item, "fixturenames", ()))
         ident = getattr(getattr(item, "callspec", None), "id", "")
-        if "cross_build" in fixtures or item.path.name == "test_cross.py" or any(a in ident for a in CROSS_ARCHES):
-            item.add_marker(pytest.mark.cross)
         name = getattr(item, "originalname", item.name)
+        if "cross_build" in fixtures or item.path.name == "test_cross.py" \
+                or any(t in ident or t in name for t in FOREIGN_TOOLCHAINS):
+            item.add_marker(pytest.mark.cross)
         if (item.path.name in SLOW_MODULES or name in SLOW_TESTS or name.startswith("test_fuzz")
                 or getattr(getattr(item, "function", None), "is_hypothesis_test", False)):
             item.add_marker(pytest.mark.slow)

@@ -150,6 +150,7 @@ def test_stripped_runs_the_same(init_build: Path) -> None:
     assert run_trace(init_build / "stripped" / "prio").events == run_trace(init_build / "gnu" / "prio").events
 
 
+@pytest.mark.cross  # needs ld.lld (GNU ld turns .ctors into .init_array)
 def test_legacy_ctors_and_dtors(init_build: Path) -> None:
     """lld keeps .ctors/.dtors; the library's own crtstuff-style code runs .ctors last-first from _init
     and .dtors first-last from _fini."""

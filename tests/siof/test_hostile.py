@@ -16,7 +16,8 @@ from elfpatch.initscan.analysis import analyze
 
 @pytest.mark.parametrize("fixture", ["gcc-O2/libdtors.so", "clang-O0/dtors", "a64-gcc-O2/libdtors.so"])
 def test_mutants_end_in_a_result_or_our_error(siof_build: Path, fixture: str) -> None:
-    require_tool("g++", "clang++", "aarch64-linux-gnu-g++", packages="g++, clang, g++-aarch64-linux-gnu")
+    compiler = {"gcc": "g++", "clang": "clang++", "a64": "aarch64-linux-gnu-g++"}[fixture.split("-")[0]]
+    require_tool(compiler, packages="g++, clang, g++-aarch64-linux-gnu")
     original = (siof_build / fixture).read_bytes()
     rng = random.Random(fixture)
     outcomes = {"result": 0, "error": 0}

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import require_tool
 
 from targets.helpers import compile_c, compile_holder
 
@@ -40,7 +41,5 @@ def big_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def llvm_ar() -> str:
-    tool = shutil.which("llvm-ar")
-    if tool is None:
-        pytest.skip("needs llvm-ar (Debian package llvm) for --format=bsd")
-    return tool
+    require_tool("llvm-ar", packages="llvm (for --format=bsd)")
+    return shutil.which("llvm-ar") or "llvm-ar"
