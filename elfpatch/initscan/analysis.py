@@ -60,7 +60,14 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
     if siof:
         _siof(image, walker, entries, summaries, listing, lto)
-    complete = supported and not (image and image.stripped) and not lto and all(
+    unsettled = walker.dis.unsettled if walker is not None else []
+    if unsettled:  # never expected (see Disassembler.sweep); if it happens, the result must not claim complete
+        notes.append(f"{len(unsettled)} function(s) whose loops were cut short, what they store may be missed: "
+                     + ", ".join(image.function_name(a) or f"{a:#x}" for a in unsettled[:5]))
+        for e in entries:
+            if e.get("analysis"):
+                e["analysis"]["complete"] = False
+    complete = supported and not (image and image.stripped) and not lto and not unsettled and all(
         s is not None and s.indirect == 0 and s.depth_limited == 0 and s.unresolved == 0 for s in summaries)
     for e, s in zip(entries, summaries):
         notes += _unseen(e, s, depth, supported)

@@ -28,9 +28,6 @@ SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
 # A register's known value: a link-time address in this file (int) or an external symbol's name (str).
 Value = Union[int, str]
-# Passes of the sweep over a function with loops before its loop heads are given up on (start from nothing).
-# Each pass can only lose facts (a value, or an exact address for Within), so two or three passes settle.
-MAX_PASSES = 8
 
 
 class Within(int):
@@ -634,6 +631,16 @@ def _meet(a: dict | None, b: dict, object_of: Callable[[int], int | None]) -> di
     return out
 
 
+def _head_state(fwd: dict | None, assumed: dict | None, object_of: Callable[[int], int | None]) -> dict:
+    """A loop head's starting state: what its forward edges agree on, met with what its back edges brought in
+    the pass before (None: not known yet, or no forward edge)."""
+    if assumed is None:
+        return dict(fwd or {})
+    if fwd is None:
+        return dict(assumed)
+    return _meet(fwd, assumed, object_of)
+
+
 def _with_first_iteration(out: list, first: list) -> list:
     """The settled pass's events, and the memory accesses only the first pass saw: it ran each loop's first
     iteration from the loop's entry state, exactly (a loop that starts at a global and then follows loaded
@@ -664,6 +671,7 @@ class Disassembler:
         self.object_of = object_of
         self.arch = _X86(got, object_of) if machine == EM_X86_64 else _A64(got, object_of)
         self._decoded: dict[tuple[int, int], Decoded] = {}
+        self.unsettled: list[int] = []  # functions whose loops were cut short (loop heads assumed nothing)
 
     @property
     def arg_registers(self) -> tuple:
@@ -694,16 +702,23 @@ class Disassembler:
             return self._pass(dec, start, end, entry, {})[0]
         heads: dict[int, dict | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
         first: list | None = None
-        for _ in range(MAX_PASSES):
+        passes = limit = 0
+        while passes <= limit:
             out, back_in, used = self._pass(dec, start, end, entry, heads)
             first = out if first is None else first
+            # A pass that does not settle lowers some loop head's state (a key lost, an exact address widened to
+            # Within) or makes an edge live that a decided compare had closed; both are finite. Real code
+            # settles in one to three passes.
+            limit = max(limit, len(dec.blocks) + 2 * sum(len(st) for st in used.values()))
             # Settled when what each loop head started from already agrees with what its back edges bring.
             settled = {p: _meet(used.get(p), back_in[p], self.object_of) if p in back_in else heads[p]
                        for p in heads}
             if all(p not in back_in or _states_equal(settled[p], used.get(p)) for p in heads):
                 return _with_first_iteration(out, first)
             heads = settled
-        out = self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # unsettled: assume nothing
+            passes += 1
+        self.unsettled.append(start)  # the analysis says it is incomplete
+        out = self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # assume nothing at loop heads
         return _with_first_iteration(out, first or [])
 
     def _pass(self, dec: Decoded, start: int, end: int, entry: dict,
@@ -720,16 +735,13 @@ class Disassembler:
         used: dict[int, dict] = {}
         live: set[int] = {0}
         for p, (first, last) in enumerate(dec.blocks):
-            if p == 0:
-                st = dict(entry)
-            elif p not in live and p in dec.has_pred and p not in dec.back:
-                continue  # every edge into it was decided against: dead for these arguments
-            elif p in dec.back:
-                assumed = heads.get(p)
-                fwd = incoming.get(p)
-                st = (_meet(fwd, assumed, object_of) if fwd is not None else dict(assumed)) \
-                    if assumed is not None else dict(fwd or {})
+            if p in dec.back:  # a loop head (the entry block too, when the function starts with a loop)
+                st = _head_state(entry if p == 0 else incoming.get(p), heads.get(p), object_of)
                 used[p] = dict(st)
+            elif p == 0:
+                st = dict(entry)
+            elif p not in live and p in dec.has_pred:
+                continue  # every edge into it was decided against: dead for these arguments
             else:
                 st = dict(incoming.get(p) or {})
             for n in range(first, last):

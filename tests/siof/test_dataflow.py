@@ -216,3 +216,25 @@ def test_a_pointer_difference_is_not_an_address(tmp_path: Path) -> None:
         mov dword ptr [rdx], 2
         ret""")
     assert _stores(events) == [DATA] and isinstance(_stores(events)[0], Within)
+
+
+def test_loops_that_never_settle_make_the_analysis_incomplete(siof_build: Path, monkeypatch) -> None:
+    """The fixpoint is bounded; should a function's loops ever be cut short at the bound, its loop heads assume
+    nothing (stores can be missed), so the file must not be called complete."""
+    from elfpatch.elffile import ElfFile
+    from elfpatch.inits import initializers
+    from elfpatch.initscan import disasm
+    from elfpatch.initscan.analysis import analyze
+
+    path = siof_build / "siof" / "O2" / "loop_ctor"
+    elf = ElfFile(path.read_bytes(), str(path))
+    listing = {"init": initializers(elf)["init"]}
+    analyze(elf, listing)
+    assert listing["analysis_complete"] and [x["object"]["symbol"] for x in listing["findings"]] == ["g_slots"]
+
+    monkeypatch.setattr(disasm, "_states_equal", lambda _a, _b: False)
+    listing = {"init": initializers(elf)["init"]}
+    analyze(elf, listing)
+    assert not listing["analysis_complete"]
+    assert any("cut short" in n for n in listing["analysis_notes"])
+    assert all(not e["analysis"]["complete"] for e in listing["init"] if e.get("analysis"))
