@@ -161,14 +161,13 @@ def _imm(text: str) -> int | None:
     return None
 
 
-def _x86_terms(inner: str, st: dict, ip_next: int) -> tuple[int, bool | Within, bool, bool]:
-    """The terms of ``[base + index*scale + disp]``: the sum of the known ones, whether any register or rip was
-    known (or the Within value of a moving base, which decides the address alone), and whether an unknown
+def _x86_terms(inner: str, st: dict, ip_next: int) -> tuple[Within | None, int, bool, bool, bool]:
+    """The terms of ``[base + index*scale + disp]``: a moving base (Within an object: it decides the address
+    alone), else the sum of the known terms, whether any register or rip was known, and whether an unknown
     unscaled register or a scaled index register takes part."""
     total = 0
     sign = 1
-    known: bool | Within = False
-    index = scaled = False
+    known = index = scaled = False
     for tok in inner.split():
         if tok in "+-":
             sign = 1 if tok == "+" else -1
@@ -185,7 +184,7 @@ def _x86_terms(inner: str, st: dict, ip_next: int) -> tuple[int, bool | Within, 
         scale = _imm(times) if times else 1
         value = st.get(_X86_ALIAS.get(reg, reg))
         if isinstance(value, Within) and scale == 1:
-            return total, value, index, scaled
+            return value, total, known, index, scaled
         if isinstance(value, int) and not isinstance(value, Within) and scale is not None:
             total += value * scale  # `rcx + rdx*1` puts the base in the index: its value counts as well
             known = known or scale == 1
@@ -193,7 +192,7 @@ def _x86_terms(inner: str, st: dict, ip_next: int) -> tuple[int, bool | Within, 
             scaled = True
         else:
             index = True
-    return total, known, index, scaled
+    return None, total, known, index, scaled
 
 
 class _X86:
@@ -223,9 +222,9 @@ class _X86:
     def _mem(self, inner: str, st: dict, ip_next: int) -> int | None:
         """The address a memory operand names: exact, Within an object (a moving pointer, or a known address
         plus an unknown index register), or None."""
-        total, known, index, scaled = _x86_terms(inner, st, ip_next)
-        if isinstance(known, Within):
-            return known
+        moving, total, known, index, scaled = _x86_terms(inner, st, ip_next)
+        if moving is not None:
+            return moving
         if not known:
             return None
         if index or scaled:
