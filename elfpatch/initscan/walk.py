@@ -60,6 +60,22 @@ def is_constructor(name: str) -> bool:
     return name.startswith("_ZN") and bool(_CTOR.search(name))
 
 
+# Placement new, operator new(size_t, void*) and new[] (size_t is m on LP64, j on ILP32): an out-of-line call at
+# -O0, whose second argument is the storage an object is then built in (the constructor gets it back as the
+# call's result, which the decoder does not follow).
+_PLACEMENT_NEW = frozenset({"_ZnwmPv", "_ZnamPv", "_ZnwjPv", "_ZnajPv"})
+
+
+def constructed_argument(name: str | None) -> int | None:
+    """Which argument of a call to ``name`` is the object it constructs: a constructor's ``this`` (0), placement
+    new's storage (1); None for any other function (its global arguments are reads)."""
+    if not name:
+        return None
+    if name in _PLACEMENT_NEW:
+        return 1
+    return 0 if is_constructor(name) else None
+
+
 class Walker:
     def __init__(self, image: Image, dis: Disassembler) -> None:
         self.image = image
@@ -226,7 +242,7 @@ class Walker:
             if target is None:
                 indirect += 1  # a register or slot whose value is not known here: not a call we can follow
                 continue
-            where, name = self.callee(target)
+            where, name = self.named(target)
             if name in SINKS:
                 unresolved += self._register(SINKS[name], ev.args, guard, regs_out, constructs)
                 continue
@@ -235,7 +251,6 @@ class Walker:
                 continue
             if name == GUARD_RELEASE:
                 continue
-            where, name = self.named(target)
             self._arguments(name, ev.args, constructs, reads)
             if where is None or where in stack:
                 continue  # another object's function: it cannot see this file's globals but through us
@@ -282,15 +297,16 @@ class Walker:
         return 1 if dtor is None else 0
 
     def _arguments(self, name: str | None, args: tuple, constructs: dict, reads: dict) -> None:
-        """Globals passed to a call: a constructor's ``this`` is constructed, any other one is read."""
-        ctor = bool(name) and is_constructor(name)
+        """Globals passed to a call: the object a constructor or placement new builds is constructed, any other
+        one is read."""
+        built = constructed_argument(name)
         for i, v in enumerate(args):
             if not isinstance(v, int):
                 continue
             o = self.image.object_at(v)
             if o is None:
                 continue
-            if i == 0 and ctor:
+            if i == built:
                 constructs[o[0]] = True
             else:
                 reads.setdefault(o[0], ())
@@ -313,19 +329,21 @@ class Walker:
         return events
 
     def writes(self, addr: int, obj: int) -> bool:
-        """Whether the decoded function at ``addr`` stores into object ``obj`` or calls a constructor on it
-        (confirms a store a skim could only suspect)."""
+        """Whether the decoded function at ``addr`` stores into object ``obj`` or builds it (a constructor or
+        placement new called on it): confirms a store a skim could only suspect."""
         image = self.image
         for ev in self._events(addr):
             if isinstance(ev, Access):
                 if ev.write and (o := image.object_at(ev.address)) is not None and o[0] == obj:
                     return True
                 continue
-            this = ev.args[0] if ev.args else None
-            if not isinstance(this, int) or (o := image.object_at(this)) is None or o[0] != obj:
-                continue
+            if not any(isinstance(v, int) and (o := image.object_at(v)) is not None and o[0] == obj
+                       for v in ev.args):
+                continue  # decoding names only when the object is among the arguments
             target = self._call_target(ev)
-            if target is not None and is_constructor(self.named(target)[1] or ""):
+            built = constructed_argument(self.named(target)[1]) if target is not None else None
+            if built is not None and built < len(ev.args) and isinstance(v := ev.args[built], int) \
+                    and (o := image.object_at(v)) is not None and o[0] == obj:
                 return True
         return False
 

@@ -1,7 +1,7 @@
 # The order fixtures (x86-64, g++): each program plain (-O2 and -O0, for elfpatch) and with ASan's
 # init-order checker (the run-time truth), same sources, same link order. NAME := units in link order.
 SIOF_PROGS := cross_ab cross_ba third overwrite safe nodestructor thread_local inline prio ctorn registrar indirect vector \
-              loop_ctor loop_store loop_callee
+              loop_ctor loop_store loop_callee placement shared_init
 cross_ab := cfg user
 cross_ba := user cfg
 third := third_user cfg third_helper
@@ -18,9 +18,11 @@ vector := vec_user vec_table vec_helper
 loop_ctor := loop_user loop_slots loop_slot
 loop_store := loop_sq_user loop_squares
 loop_callee := loop_lut_user loop_lut
+placement := place_user place_box place_ctor
+shared_init := shared_a shared_b shared_defaults
 SB := $(B)/siof
 ASAN := -fsanitize=address -fsanitize-recover=address
-SIOF_HDRS := cfg.hpp inl.hpp vec.hpp loop.hpp
+SIOF_HDRS := cfg.hpp inl.hpp vec.hpp loop.hpp place.hpp
 
 # Also clang -O2 (with its own ASan build, clang-asan) and, for elfpatch only, AArch64 -O2/-O0, where those
 # compilers are present.

@@ -1,0 +1,3 @@
+#include "place.hpp"
+static volatile int seed = 11;
+Box::Box() : v(seed) {}
