@@ -28,6 +28,11 @@ SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
 # A register's known value: a link-time address in this file (int) or an external symbol's name (str).
 Value = Union[int, str]
+# Passes over one function's loops before they are cut short. A pass that does not settle lowers some loop
+# head's state (a key lost, an exact address widened to Within) or opens an edge a decided compare had closed;
+# real code settles in one or two. The bound keeps work on a crafted function linear; a function cut short is
+# reported (the analysis says it is incomplete).
+MAX_PASSES = 16
 
 
 class Within(int):
@@ -701,21 +706,15 @@ class Disassembler:
             return self._pass(dec, start, end, entry, {})[0]
         heads: dict[int, dict | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
         first: list | None = None
-        passes = limit = 0
-        while passes <= limit:
+        for _ in range(MAX_PASSES):
             out, back_in, used = self._pass(dec, start, end, entry, heads)
             first = out if first is None else first
-            # A pass that does not settle lowers some loop head's state (a key lost, an exact address widened to
-            # Within) or makes an edge live that a decided compare had closed; both are finite. Real code
-            # settles in one to three passes.
-            limit = max(limit, len(dec.blocks) + 2 * sum(len(st) for st in used.values()))
             # Settled when what each loop head started from already agrees with what its back edges bring.
             settled = {p: _meet(used.get(p), back_in[p], self.object_of) if p in back_in else heads[p]
                        for p in heads}
             if all(p not in back_in or _states_equal(settled[p], used.get(p)) for p in heads):
                 return _with_first_iteration(out, first)
             heads = settled
-            passes += 1
         self.unsettled.append(start)  # the analysis says it is incomplete
         out = self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # assume nothing at loop heads
         return _with_first_iteration(out, first or [])
