@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elfpatch.errors import EXIT_ERROR, error_line
+from elfpatch.errors import EXIT_ERROR, error_line, one_line
 from elfpatch.report import write_document
 
 HELP = """\
@@ -14,8 +14,11 @@ probe each with RTLD_NOLOAD. Reports every object that stayed loaded with the re
 to another's STB_GNU_UNIQUE definition outside its lookup scope (shared statics). --import and --preload
 set the process up first, as the program that will load the PATHs would (e.g. --import torch before a
 torchvision extension). Nothing is loaded into the elfpatch process itself.
-Exit status: 0 all PATHs unloaded and no cross binding, 1 a PATH stayed loaded or a cross binding was seen,
-2 an error (a PATH, --import or --preload that fails, or a crash while loading or unloading)."""
+A dependency the PATHs brought in from outside the system's library directories that stays loaded for
+unique symbols `elfpatch unique` can rewrite fails the check as a PATH would (--allow-resident waives it).
+Exit status: 0 all PATHs unloaded and no cross binding, 1 a PATH stayed loaded, such a dependency stayed or
+a cross binding was seen, 2 an error (a PATH, --import or --preload that fails, or a crash while loading or
+unloading)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="import this Python module in the child first (repeatable; not judged)")
     p.add_argument("--preload", dest="preloads", action="append", default=[], metavar="LIB",
                    help="dlopen this library with RTLD_NOW|RTLD_GLOBAL first (repeatable; not judged)")
+    p.add_argument("--allow-resident", dest="allow_resident", action="append", default=[], metavar="GLOB",
+                   help="a dependency whose file name or soname matches may stay loaded for its unique "
+                        "symbols without failing the check (repeatable)")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
 
@@ -36,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from elfpatch.harness.dlcheck import dlcheck, exit_status
     from elfpatch.harness.explain import short_error, write_text
     from elfpatch.harness.session import MAX_TIMEOUT, BadTimeout, check_timeout
+    from elfpatch.harness.stopping import stop_on_signals
 
     try:
         timeout = check_timeout(args.timeout)
@@ -43,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         reason = f"--timeout: expected seconds above 0 and at most {MAX_TIMEOUT:g}, not {args.timeout!r}"
         print(error_line(None, reason), file=sys.stderr)
         return EXIT_ERROR
-    report = dlcheck(args.paths, timeout=timeout, imports=args.imports, preloads=args.preloads)
+    with stop_on_signals():  # SIGTERM, SIGINT, SIGHUP: the child's group killed, its files removed, then die
+        report = dlcheck(args.paths, timeout=timeout, imports=args.imports, preloads=args.preloads,
+                         allow_resident=args.allow_resident)
     for entry in report["imports"]:
         if entry["error"] is not None:
             print(error_line(f"--import {entry['module']}", entry["error"]), file=sys.stderr)
@@ -53,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     for f in report["files"]:
         if f["error"] is not None:
             print(error_line(f["path"], short_error(f["path"], f["error"])), file=sys.stderr)
+    for note in report["warnings"]:
+        print(one_line(f"elfpatch: warning: {note}"), file=sys.stderr)
     if args.json:
         write_document(report, sys.stdout)
     else:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, Union
 
 from elfpatch.errors import ElfPatchError
-from elfpatch.harness.lddebug import LdDebug, parse
+from elfpatch.harness import stopping
+from elfpatch.harness.lddebug import LdDebug, parse_file
 
 CHILD = str(Path(__file__).with_name("child.py"))
 DEFAULT_LD_DEBUG = "bindings,scopes,files"
@@ -140,7 +141,24 @@ class Session:
         self._seq = 0
         self._buf = b""
         self._returncode: int | None = None
-        self._tmp = tempfile.mkdtemp(prefix="elfpatch-harness-")
+        self._proc: subprocess.Popen | None = None
+        with stopping.held():  # a signal meanwhile ends us only once the child is tracked
+            self._tmp = tempfile.mkdtemp(prefix="elfpatch-harness-")
+            stopping.track(self, self._abandon)
+            self._start(env, ld_debug, cwd)
+        self.pid: int = self._proc.pid
+        self._req, self._resp = self._pipes
+        self._pidfd = _pidfd(self.pid)
+        for fd in (self._resp, self._proc.stdout.fileno(), self._proc.stderr.fileno()):
+            os.set_blocking(fd, False)
+        try:
+            self._receive(0, "start-up", self.timeout)
+            self.preloaded: list[str] = self.loaded()  # the child's own objects (Python, libc, cffi ...)
+        except HarnessError:
+            self._cleanup()
+            raise
+
+    def _start(self, env: Mapping[str, str] | None, ld_debug: str | None, cwd: str | None) -> None:
         child_env = dict(os.environ if env is None else env)
         for var in ("LD_DEBUG", "LD_DEBUG_OUTPUT"):
             child_env.pop(var, None)
@@ -158,21 +176,12 @@ class Session:
             for fd in (req_w, resp_r):
                 os.close(fd)
             shutil.rmtree(self._tmp, ignore_errors=True)
+            stopping.untrack(self)
             raise HarnessError(f"cannot start the harness child: {exc}") from None
         finally:
             os.close(req_r)
             os.close(resp_w)
-        self.pid: int = self._proc.pid
-        self._req, self._resp = req_w, resp_r
-        self._pidfd = _pidfd(self.pid)
-        for fd in (self._resp, self._proc.stdout.fileno(), self._proc.stderr.fileno()):
-            os.set_blocking(fd, False)
-        try:
-            self._receive(0, "start-up", self.timeout)
-            self.preloaded: list[str] = self.loaded()  # the child's own objects (Python, libc, cffi ...)
-        except HarnessError:
-            self._cleanup()
-            raise
+        self._pipes = (req_w, resp_r)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -322,6 +331,18 @@ class Session:
             if pipe is not None:
                 pipe.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
+        stopping.untrack(self)
+
+    def _abandon(self) -> None:
+        """What a signal that ends the process does to this session (see ``stopping``): kill the child's
+        group, reap the child and remove the files, with no lock the interrupted code might hold."""
+        if self._proc is not None and self._returncode is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                os.waitpid(self._proc.pid, 0)
+            except (ProcessLookupError, PermissionError, ChildProcessError):
+                pass
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     def terminate(self) -> None:
         """Kill the child (no exit handlers run; use ``exit()`` for those) and remove its files."""
@@ -444,16 +465,22 @@ class Session:
     def stderr_dropped(self) -> int:
         return self._err.total - len(self._err.data())
 
+    def _debug_path(self) -> str:
+        return os.path.join(self._tmp, f"ld.{self.pid}")
+
     def debug_text(self) -> str:
+        """The loader's LD_DEBUG output so far, as text, whole (it can be hundreds of MB: ``debug()`` reads it
+        a line at a time)."""
         try:
-            with open(os.path.join(self._tmp, f"ld.{self.pid}"), "rb") as f:
+            with open(self._debug_path(), "rb") as f:
                 return f.read().decode("utf-8", "replace")
         except OSError:
             return ""
 
     def debug(self) -> LdDebug:
-        """The loader's LD_DEBUG output so far, parsed (empty when the session runs without LD_DEBUG)."""
-        return parse(self.debug_text(), self.pid)
+        """The loader's LD_DEBUG output so far, parsed a line at a time, what is kept bounded (``notes()``
+        says what was not); empty when the session runs without LD_DEBUG."""
+        return parse_file(self._debug_path(), self.pid)
 
 
 class _Tail:

@@ -1,0 +1,79 @@
+"""dlcheck ended by a signal (issue 23, row 12): a CI job's timeout (SIGTERM), ^C (SIGINT) or a closed terminal
+(SIGHUP) while a library's initializer spins must not leave the child running or its temp dir behind, and
+dlcheck must die of the signal, as the conventional status says. Deterministic: libspin.so's constructor
+writes the child's PID to a FIFO before it spins, and the signal is sent only once the test has read it."""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.test_hostile import wait_gone
+
+WAIT = 120  # seconds: a bound so that a failure cannot hang the suite, never a measure of speed
+
+
+def started_child(fifo: Path) -> int:
+    """The PID the spinning constructor wrote to ``fifo``: waits for it, bounded. Opened read-write, so the
+    open does not wait for the writer and the FIFO never reads as ended before it has written."""
+    fd = os.open(fifo, os.O_RDWR)
+    try:
+        text = b""
+        while not text.endswith(b"\n"):
+            assert select.select([fd], [], [], WAIT)[0], "the library's constructor never started"
+            text += os.read(fd, 64)
+        return int(text)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_stops_the_child_and_removes_its_files(sig: signal.Signals, dl_build: Path,
+                                                        tmp_path: Path) -> None:
+    """Guarantee: on SIGTERM, SIGINT or SIGHUP dlcheck kills its child (spinning in a constructor), removes
+    its temp dir and dies of that signal."""
+    fifo, tmp = tmp_path / "started", tmp_path / "tmp"
+    os.mkfifo(fifo)
+    tmp.mkdir()
+    env = {**os.environ, "ELFPATCH_TEST_STARTED": str(fifo), "TMPDIR": str(tmp)}
+    proc = subprocess.Popen([sys.executable, "-m", "elfpatch", "dlcheck", "--json",
+                             str(dl_build / "libspin.so")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        child = started_child(fifo)
+        assert [p.name for p in tmp.iterdir()][0].startswith("elfpatch-harness-")  # it made one, in TMPDIR
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=WAIT)
+    finally:
+        proc.kill()  # a no-op when it ended; on a failure, leaves nothing running
+        proc.wait()
+    assert proc.returncode == -sig, err
+    assert b"Traceback" not in err
+    assert wait_gone(child), "the child outlived dlcheck"
+    assert list(tmp.iterdir()) == []
+
+
+def test_an_ignored_hangup_stays_ignored(dl_build: Path, tmp_path: Path) -> None:
+    """Guarantee: under nohup (SIGHUP ignored) a hangup does not end dlcheck. SIGHUP is sent before SIGTERM:
+    had dlcheck taken it, it would have died of it (-SIGHUP)."""
+    fifo, tmp = tmp_path / "started", tmp_path / "tmp"
+    os.mkfifo(fifo)
+    tmp.mkdir()
+    env = {**os.environ, "ELFPATCH_TEST_STARTED": str(fifo), "TMPDIR": str(tmp)}
+    proc = subprocess.Popen(["nohup", sys.executable, "-m", "elfpatch", "dlcheck", str(dl_build / "libspin.so")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        child = started_child(fifo)
+        proc.send_signal(signal.SIGHUP)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=WAIT)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGTERM
+    assert wait_gone(child) and list(tmp.iterdir()) == []
