@@ -20,12 +20,18 @@ new dependencies after), and when a later dlopen brings in an already-loaded obj
 added (``scope 2: ...``). So a binding is judged against every scope printed for the referrer in its current
 life (until ``destroying link map``) during its own request or an earlier one, plus the global scope as it
 stood then (every ``scope 0`` line and ``add ... to global scope`` so far: it only grows).
+
+The log can be huge (a library that calls dlsym in a loop, or has a million relocations, makes hundreds of MB),
+so it is read a line at a time and what is kept is bounded: a binding repeated within one request is kept once
+(the first: later ones are judged the same), paths are stored once, a line longer than MAX_LINE is skipped, and
+once KEEP_BYTES of events are kept the rest are counted (``LdDebug.dropped``, ``LdDebug.cut_lines``), never
+kept: ``LdDebug.notes()`` says so, and dlcheck passes that on as a warning.
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO, NamedTuple
 
 from elfpatch.harness.elffacts import defines_unique
 
@@ -39,6 +45,10 @@ _FILE = re.compile(r"^file=(.*?) \[(\d+)\];  (.*)$")
 _NEEDED = re.compile(r"^needed by (.*) \[(\d+)\]( \(relocation dependency\))?$")
 _MARKER = re.compile(r"^elfpatch-harness op (\d+) (\S+)$")
 _GLOBAL = re.compile(r"^add (.*) \[(\d+)\] to global scope$")
+
+MAX_LINE = 1 << 20  # bytes; a longer line is no loader line (a scope of 10,000 objects is ~1 MB): skipped
+KEEP_BYTES = 32 << 20  # what the kept events may take, counted as their line's length plus EVENT_COST each
+EVENT_COST = 128  # an event's own overhead (its tuple, its key), in the budget
 
 
 class Binding(NamedTuple):
@@ -83,6 +93,20 @@ class LdDebug:
         self.global_scope: list[str] = []  # objects added to the global scope by dlopen(RTLD_GLOBAL)
         self.unmapped: list[str] = []  # ``destroying link map``, in order
         self.lines = 0
+        self.dropped = 0  # events not kept: the KEEP_BYTES budget was spent
+        self.cut_lines = 0  # lines longer than MAX_LINE, skipped
+
+    def notes(self) -> list[str]:
+        """What was left out of this parse, one sentence each ([] when nothing was)."""
+        out = []
+        if self.dropped:
+            out.append(f"the loader's LD_DEBUG log was too large to keep whole: {self.dropped} of its events "
+                       f"after the first {KEEP_BYTES >> 20} MiB were not kept, so bindings, marks and "
+                       "dependencies among them are not reported")
+        if self.cut_lines:
+            out.append(f"{self.cut_lines} line(s) of the loader's LD_DEBUG log longer than {MAX_LINE >> 20} MiB "
+                       "were skipped")
+        return out
 
     def nodelete(self, path: str, reason_prefix: str = "") -> list[NodeleteMark]:
         return [m for m in self.marks if m.path == path and m.reason.startswith(reason_prefix)]
@@ -119,31 +143,64 @@ def _member(name: str, line: str) -> bool:
     return f" {name} " in f" {line} "
 
 
+class _Budget:
+    """What may still be kept (bytes, as KEEP_BYTES counts them) and how many events were not."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+        self.dropped = 0
+
+    def take(self, line: str) -> bool:
+        cost = len(line) + EVENT_COST
+        if cost > self.left:
+            self.dropped += 1
+            return False
+        self.left -= cost
+        return True
+
+
 class _Scopes:
     """The scope lines printed for each object, with the request that printed them, life by life. Lines are
     kept padded with a space at each end, so that membership is one substring test (paths may hold spaces,
-    so the lines are not split)."""
+    so the lines are not split). A line printed again in the same life is kept once, with its first request
+    (the earliest is the one that counts). Kept within a budget of their own: once it is spent, ``full_since``
+    is the request from which bindings are judged None (no evidence), never out of scope by a missing line."""
 
     def __init__(self) -> None:
         self.lives: dict[str, list[list[tuple[int, str]]]] = {}  # object -> its lives' (op, " scope line ")s
         self.global_lines: list[tuple[int, str]] = []  # every ``scope 0`` line and global-scope addition
         self.global_since: dict[str, int] = {}  # each global-scope member -> the first request it was seen in
+        self.budget = _Budget(KEEP_BYTES)
+        self.full_since: int | None = None
+        self._seen: set[tuple[str, int, str]] = set()  # (object, life, padded line)
         self._verdicts: dict[tuple[str, int, str, int], bool | None] = {}
 
     def life(self, obj: str) -> int:
         return len(self.lives.setdefault(obj, [[]])) - 1
 
+    def _keep(self, key: tuple[str, int, str], op: int) -> bool:
+        if key in self._seen:
+            return False
+        if not self.budget.take(key[2]):
+            self.full_since = op if self.full_since is None else self.full_since
+            return False
+        self._seen.add(key)
+        return True
+
     def add(self, owner: str, index: int, line: str, op: int) -> None:
         padded = f" {line} "
-        self.lives.setdefault(owner, [[]])[-1].append((op, padded))
-        if index == 0:
+        lives = self.lives.setdefault(owner, [[]])
+        if self._keep((owner, len(lives) - 1, padded), op):
+            lives[-1].append((op, padded))
+        if index == 0 and self._keep(("", 0, padded), op):
             self.global_lines.append((op, padded))
             for name in line.split():
                 self.global_since.setdefault(name, op)
 
     def add_global(self, obj: str, op: int) -> None:
-        self.global_lines.append((op, f" {obj} "))
-        self.global_since.setdefault(obj, op)
+        if self._keep(("", 0, f" {obj} "), op):
+            self.global_lines.append((op, f" {obj} "))
+            self.global_since.setdefault(obj, op)
 
     def in_global(self, other: str, op: int) -> bool:
         if " " not in other:  # the common case: one dictionary look-up
@@ -151,10 +208,15 @@ class _Scopes:
         needle = f" {other} "
         return any(when <= op and needle in line for when, line in self.global_lines)
 
-    def end_life(self, obj: str) -> None:
-        self.lives.setdefault(obj, [[]]).append([])
+    def end_life(self, obj: str, op: int) -> None:
+        if self.budget.take(obj):
+            self.lives.setdefault(obj, [[]]).append([])
+        else:
+            self.full_since = op if self.full_since is None else self.full_since
 
     def judge(self, obj: str, life: int, other: str, op: int) -> bool | None:
+        if self.full_since is not None and op >= self.full_since:
+            return None  # scopes of this request may be missing: no verdict without the loader's evidence
         key = (obj, life, other, op)
         if key not in self._verdicts:
             needle = f" {other} "
@@ -166,14 +228,29 @@ class _Scopes:
 
 class _Parser:
     """One pass over the output: the request in progress (from the markers) and the object whose scope lines
-    follow its ``object=`` line are the state each line is read against."""
+    follow its ``object=`` line are the state each line is read against. Events are kept within a budget,
+    each distinct one once, and paths stored once (a log names the same few hundred objects a million
+    times)."""
 
     def __init__(self) -> None:
         self.result = LdDebug()
         self.scopes = _Scopes()
+        self.budget = _Budget(KEEP_BYTES)
         self.pending: list[tuple[int, int]] = []  # (binding index, the referrer's life then)
         self.op = 0
         self.scope_owner: str | None = None
+        self._seen: set[tuple] = set()  # the events kept, to keep each once
+        self._names: dict[str, str] = {}
+
+    def name(self, text: str) -> str:
+        return self._names.setdefault(text, text)
+
+    def keep(self, key: tuple, line: str) -> bool:
+        """Whether the event ``key`` is new and fits in the budget (then it is remembered as kept)."""
+        if key in self._seen or not self.budget.take(line):
+            return False
+        self._seen.add(key)
+        return True
 
     def feed(self, line: str) -> None:
         self.result.lines += 1
@@ -199,30 +276,39 @@ class _Parser:
         return False
 
     def _binding(self, b: re.Match[str]) -> None:
-        self.pending.append((len(self.result.bindings), self.scopes.life(b.group(1))))
-        self.result.bindings.append(Binding(b.group(1), b.group(3), b.group(6), b.group(7), self.op))
+        life = self.scopes.life(b.group(1))
+        key = (b.group(1), life, b.group(3), b.group(6), b.group(7), self.op)
+        if self.keep(key, b.group(0)):
+            self.pending.append((len(self.result.bindings), life))
+            self.result.bindings.append(Binding(self.name(b.group(1)), self.name(b.group(3)), b.group(6),
+                                                b.group(7), self.op))
 
     def _mark(self, mk: re.Match[str]) -> None:
+        if not self.keep(("mark", mk.group(1), mk.group(3), self.op), mk.group(0)):
+            return
         ref = _REFERENCE.match(mk.group(3))
-        source = None if ref is None else ("" if ref.group(1) else ref.group(2))
-        self.result.marks.append(NodeleteMark(mk.group(1), mk.group(3), source, self.op))
+        source = None if ref is None else ("" if ref.group(1) else self.name(ref.group(2)))
+        self.result.marks.append(NodeleteMark(self.name(mk.group(1)), mk.group(3), source, self.op))
 
     def _object(self, o: re.Match[str]) -> None:
-        self.scope_owner = o.group(1)
+        self.scope_owner = self.name(o.group(1))
 
     def _global(self, g: re.Match[str]) -> None:
         self.scopes.add_global(g.group(1), self.op)
-        self.result.global_scope.append(g.group(1))
+        if self.keep(("global", g.group(1)), g.group(0)):
+            self.result.global_scope.append(self.name(g.group(1)))
 
     def _file(self, f: re.Match[str]) -> None:
         what = f.group(3)
         if what == "destroying link map":
-            self.result.unmapped.append(f.group(1))
-            self.scopes.end_life(f.group(1))  # a later load of the same path is a new life
+            self.scopes.end_life(f.group(1), self.op)  # a later load of the same path is a new life
+            if self.budget.take(f.group(0)):
+                self.result.unmapped.append(self.name(f.group(1)))
             return
         n = _NEEDED.match(what)
-        if n is not None:
-            self.result.dependencies.append(Dependency(f.group(1), n.group(1), bool(n.group(3)), self.op))
+        if n is not None and self.keep(("dep", f.group(1), n.group(1), n.group(3)), f.group(0)):
+            self.result.dependencies.append(Dependency(self.name(f.group(1)), self.name(n.group(1)),
+                                                       bool(n.group(3)), self.op))
 
     def _marker(self, mo: re.Match[str]) -> None:
         self.op = int(mo.group(1))
@@ -238,6 +324,7 @@ class _Parser:
             printed = [life for life in lives if life]
             if printed:
                 result.scopes[obj] = [line[1:-1] for _, line in printed[-1]]
+        result.dropped = self.budget.dropped + scopes.budget.dropped
         return result
 
 
@@ -251,12 +338,49 @@ _HANDLERS: tuple[tuple[str, re.Pattern[str], Callable[[_Parser, re.Match[str]], 
 )
 
 
-def parse(text: str, pid: int | None = None) -> LdDebug:
-    """Parse LD_DEBUG output; with ``pid``, only that process's lines."""
+def _parse_lines(lines: Iterable[str], pid: int | None) -> LdDebug:
     parser = _Parser()
-    for raw in text.splitlines():
+    for raw in lines:
         m = _LINE.match(raw)
         if m is None or (pid is not None and int(m.group(1)) != pid):
             continue
         parser.feed(m.group(2))
     return parser.finish()
+
+
+def parse(text: str, pid: int | None = None) -> LdDebug:
+    """Parse LD_DEBUG output; with ``pid``, only that process's lines."""
+    return _parse_lines(text.splitlines(), pid)
+
+
+def parse_file(path: str, pid: int | None = None) -> LdDebug:
+    """Parse the LD_DEBUG output file at ``path`` a line at a time (memory bounded whatever its size; see
+    the module's notes); a file that cannot be read is an empty log."""
+    try:
+        with open(path, "rb") as f:
+            reader = _LineReader(f)
+            result = _parse_lines(reader, pid)
+    except OSError:
+        return LdDebug()
+    result.cut_lines = reader.cut
+    return result
+
+
+class _LineReader:
+    """The lines of a binary file as text, at most MAX_LINE bytes each: a longer one is skipped (counted)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.cut = 0
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            raw = self.f.readline(MAX_LINE)
+            if not raw:
+                return
+            if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
+                self.cut += 1
+                while raw and not raw.endswith(b"\n"):  # the rest of the long line
+                    raw = self.f.readline(MAX_LINE)
+                continue
+            yield raw.decode("utf-8", "replace").rstrip("\n")
