@@ -233,6 +233,15 @@ class Explainer:
                     queue.append((other, path))
         return out
 
+    def unique_would_free(self, name: str, blockers: Sequence[Report]) -> bool:
+        """Whether ``elfpatch unique`` on ``name`` is what keeps it from unloading: it is outside the system's
+        library directories, stays for its own unique symbols, and nothing that can never unload holds it
+        (the cases where dlcheck's advice for it is ``elfpatch unique``)."""
+        kinds = {b["kind"] for b in blockers}
+        if is_system(name) or self.never_unloads(name) is not None or UNIQUE_SYMBOL not in kinds:
+            return False
+        return not any(root.get("never_unloads") for b in blockers for root in b.get("roots", []))
+
     # -- the report ------------------------------------------------------------------------------------
 
     def blockers(self, name: str, path: str) -> list[Report]:

@@ -7,11 +7,13 @@ Why something stayed is ``blockers``' business; this module runs the steps and j
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 from typing import Sequence
 
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK
 from elfpatch.harness.blockers import Explainer, Names, Report
+from elfpatch.harness.elffacts import object_facts
 from elfpatch.harness.lddebug import LdDebug
 from elfpatch.harness.session import (
     DEFAULT_TIMEOUT,
@@ -27,11 +29,13 @@ from elfpatch.harness.session import (
 
 
 def dlcheck(paths: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, imports: Sequence[str] = (),
-            preloads: Sequence[str] = ()) -> Report:
+            preloads: Sequence[str] = (), allow_resident: Sequence[str] = ()) -> Report:
     """Check that each of ``paths`` unloads, in one child process; returns the ``dlcheck --json`` document.
     ``imports`` (Python modules) are imported and ``preloads`` opened with RTLD_NOW|RTLD_GLOBAL first, as the
     process the PATHs will live in would have done; they are never closed and never judged.
-    Raises HarnessError only when the child cannot be started at all."""
+    ``allow_resident``: globs on the file name or soname of dependencies that may stay loaded for unique
+    symbols without failing the check. Raises HarnessError only when the child cannot be started at all."""
+    allow = _globs(allow_resident)
     given = [os.fspath(p) for p in paths]
     absolute = [os.path.abspath(p) for p in given]
     entries: list[Report] = [{"path": p, "loaded": False, "error": None, "unloads": None, "blockers": []}
@@ -52,9 +56,15 @@ def dlcheck(paths: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, imports: 
         except (ChildCrashed, HarnessTimeout) as exc:
             _record_crash(entries, setup, steps.step, exc.message)
             return {"files": entries, "cross_bindings": [], "out_of_scope_bindings": [], "dependencies": [],
-                    **setup}
+                    **setup, "warnings": []}
         log = s.debug()
-    return {**_report(entries, given, absolute, log, set(start), before, after_load, after_close), **setup}
+    report = _report(entries, given, absolute, log, set(start), before, after_load, after_close, allow=allow)
+    return {**report, **setup, "warnings": log.notes()}
+
+
+def _globs(value: Sequence[str]) -> list[str]:
+    """A list of globs; one string is one glob, not its characters."""
+    return [value] if isinstance(value, str) else [os.fspath(g) for g in value]
 
 
 class _Steps:
@@ -112,7 +122,8 @@ class _Steps:
 
 
 def _report(entries: list[Report], given: list[str], absolute: list[str], log: LdDebug, start: set[str],
-            before: list[str], after_load: list[str], after_close: list[str]) -> Report:
+            before: list[str], after_load: list[str], after_close: list[str], *,
+            allow: Sequence[str] = ()) -> Report:
     """Blockers for what stayed, dependencies, cross bindings: from the link-map snapshots and the log."""
     names = Names(given, absolute, after_load)
     loaded_paths = {names.of_path[i] for i, e in enumerate(entries) if e["loaded"] and i in names.of_path}
@@ -122,12 +133,7 @@ def _report(entries: list[Report], given: list[str], absolute: list[str], log: L
     for i, entry in enumerate(entries):
         if entry["loaded"] and entry["unloads"] is False:
             entry["blockers"] = explain.blockers(names.of_path.get(i, absolute[i]), absolute[i])
-    deps = []
-    for n in new:
-        if n not in loaded_paths:
-            stays = n in after_close
-            blockers = explain.blockers(n, n) if stays else []
-            deps.append({"path": n, "unloads": not stays, "blockers": blockers})
+    deps = [_dependency(n, n in after_close, explain, allow) for n in new if n not in loaded_paths]
     ours = set(new) | loaded_paths  # what the PATHs brought in; setup objects count as far as ours bind to them
     objects = ours | {n for n in before if n and n not in start}
     unique = log.cross_bindings(objects)
@@ -135,6 +141,29 @@ def _report(entries: list[Report], given: list[str], absolute: list[str], log: L
     other = [b for b in log.out_of_scope(objects) if (b.file, b.bound_to, b.symbol) not in unique_keys]
     return {"files": entries, "cross_bindings": _rows(unique, ours, names),
             "out_of_scope_bindings": _rows(other, ours, names), "dependencies": deps}
+
+
+def _dependency(name: str, stays: bool, explain: Explainer, allow: Sequence[str]) -> Report:
+    """A dependency's entry: ``fixable`` when it stays for a reason ``elfpatch unique`` can remove (which fails
+    the check, as a PATH that stays does), ``allowed`` the --allow-resident glob that waives that."""
+    blockers = explain.blockers(name, name) if stays else []
+    fixable = stays and explain.unique_would_free(name, blockers)
+    return {"path": name, "unloads": not stays, "blockers": blockers, "fixable": fixable,
+            "allowed": _allowed_by(name, allow) if fixable else None}
+
+
+def _allowed_by(name: str, allow: Sequence[str]) -> str | None:
+    """The first glob that names ``name``: matched against its file name, its real file's name and its
+    soname (and, for a glob with a slash, its path)."""
+    facts = object_facts(name)
+    names = {os.path.basename(name), os.path.basename(os.path.realpath(name))}
+    if facts is not None and facts.soname:
+        names.add(facts.soname)
+    for glob in allow:
+        targets = (name, os.path.realpath(name)) if "/" in glob else names
+        if any(fnmatch.fnmatchcase(t, glob) for t in targets):
+            return glob
+    return None
 
 
 def _rows(bindings: list, ours: set[str], names: Names) -> list[Report]:
@@ -151,15 +180,21 @@ def _rows(bindings: list, ours: set[str], names: Names) -> list[Report]:
 
 def exit_status(report: Report) -> int:
     """The dlcheck contract: 2 on any error (a PATH, an --import or a --preload), 1 when a PATH stayed
-    loaded or a cross binding was seen, else 0. Out-of-scope bindings that are not unique symbols, and what
-    the imports and preloads loaded, do not count."""
+    loaded, a dependency stayed for a reason ``elfpatch unique`` can remove (and no --allow-resident glob
+    names it), or a cross binding was seen, else 0. Out-of-scope bindings that are not unique symbols, and
+    what the imports and preloads loaded, do not count."""
     files = report["files"]
     setup = [*report.get("imports", []), *report.get("preloads", [])]
     if any(f["error"] is not None or not f["loaded"] for f in files) or any(e["error"] for e in setup):
         return EXIT_ERROR
-    if report["cross_bindings"] or any(f["unloads"] is False for f in files):
+    if report["cross_bindings"] or any(f["unloads"] is False for f in files) or failing_dependencies(report):
         return EXIT_FOUND
     return EXIT_OK
+
+
+def failing_dependencies(report: Report) -> list[Report]:
+    """The dependencies that fail the check: stayed for a reason ``elfpatch unique`` can fix, not waived."""
+    return [d for d in report.get("dependencies", []) if d.get("fixable") and not d.get("allowed")]
 
 
 def _record_crash(entries: list[Report], setup: Report, step: tuple[int, str], message: str) -> None:

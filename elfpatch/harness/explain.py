@@ -188,9 +188,18 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
         _write_bindings(other, out)
     for d in report.get("dependencies", []):
         if not d["unloads"]:
-            out.write(f"dependency {d['path']}: stays loaded (does not change the exit status)\n")
+            out.write(f"dependency {d['path']}: stays loaded ({_dependency_verdict(d)})\n")
             _write_blockers(d["blockers"], d["path"], out, dependency=True)
-    _write_summary(files, cross, out)
+    _write_summary(files, cross, out, report.get("dependencies", []))
+
+
+def _dependency_verdict(d: dict[str, Any]) -> str:
+    if not d.get("fixable"):
+        return "does not change the exit status"
+    if d.get("allowed"):
+        return f"allowed by --allow-resident {d['allowed']}"
+    return ("fails the check: `elfpatch unique` can make it unload; "
+            f"--allow-resident {os.path.basename(d['path'])} waives it")
 
 
 def _write_setup(report: dict[str, Any], out: TextIO) -> None:
@@ -215,13 +224,16 @@ def _write_bindings(bindings: list[dict[str, Any]], out: TextIO) -> None:
         out.write(f"  {b['file']} uses {b['bound_to']}'s {symbol_label(b['symbol'])}\n")
 
 
-def _write_summary(files: list[dict[str, Any]], cross: list[dict[str, Any]], out: TextIO) -> None:
+def _write_summary(files: list[dict[str, Any]], cross: list[dict[str, Any]], out: TextIO,
+                   deps: list[dict[str, Any]]) -> None:
     stay = sum(1 for f in files if f["unloads"] is False)
     ok = sum(1 for f in files if f["unloads"])
     errors = sum(1 for f in files if f["error"] is not None)
+    failing = sum(1 for d in deps if d.get("fixable") and not d.get("allowed"))
+    pinned = f"; {failing} dependenc{'ies stay' if failing != 1 else 'y stays'} loaded" if failing else ""
     out.write(f"{len(files)} file{'s' if len(files) != 1 else ''}: {ok} unload, {stay} stay loaded, "
               f"{errors} error{'s' if errors != 1 else ''}; {len(cross)} cross binding"
-              f"{'s' if len(cross) != 1 else ''}\n")
+              f"{'s' if len(cross) != 1 else ''}{pinned}\n")
 
 
 def _write_blockers(blockers: list[dict[str, Any]], path: str, out: TextIO, dependency: bool = False) -> None:
