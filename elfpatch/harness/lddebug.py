@@ -48,7 +48,7 @@ _GLOBAL = re.compile(r"^add (.*) \[(\d+)\] to global scope$")
 
 MAX_LINE = 1 << 20  # bytes; a longer line is no loader line (a scope of 10,000 objects is ~1 MB): skipped
 KEEP_BYTES = 32 << 20  # what the kept events may take, counted as their line's length plus EVENT_COST each
-EVENT_COST = 128  # an event's own overhead (its tuple, its key), in the budget
+EVENT_COST = 160  # an event's own overhead (its tuple, its place in the lists and the set), in the budget
 
 
 class Binding(NamedTuple):
@@ -236,7 +236,7 @@ class _Parser:
         self.result = LdDebug()
         self.scopes = _Scopes()
         self.budget = _Budget(KEEP_BYTES)
-        self.pending: list[tuple[int, int]] = []  # (binding index, the referrer's life then)
+        self.lives: list[int] = []  # each kept binding's referrer's life then
         self.op = 0
         self.scope_owner: str | None = None
         self._seen: set[tuple] = set()  # the events kept, to keep each once
@@ -277,11 +277,11 @@ class _Parser:
 
     def _binding(self, b: re.Match[str]) -> None:
         life = self.scopes.life(b.group(1))
-        key = (b.group(1), life, b.group(3), b.group(6), b.group(7), self.op)
-        if self.keep(key, b.group(0)):
-            self.pending.append((len(self.result.bindings), life))
-            self.result.bindings.append(Binding(self.name(b.group(1)), self.name(b.group(3)), b.group(6),
-                                                b.group(7), self.op))
+        binding = Binding(self.name(b.group(1)), self.name(b.group(3)), b.group(6), b.group(7), self.op)
+        # The binding is its own key in its referrer's first life (nearly always): no second tuple to keep.
+        if self.keep(binding if life == 0 else (binding, life), b.group(0)):
+            self.lives.append(life)
+            self.result.bindings.append(binding)
 
     def _mark(self, mk: re.Match[str]) -> None:
         if not self.keep(("mark", mk.group(1), mk.group(3), self.op), mk.group(0)):
@@ -317,7 +317,7 @@ class _Parser:
         result, scopes = self.result, self.scopes
         # A dependency is relocated before its scopes are printed in the same request: judging at the end, by
         # request number, counts those scopes as in force (they were).
-        for index, life in self.pending:
+        for index, life in enumerate(self.lives):
             b = result.bindings[index]
             result.bindings[index] = b._replace(in_scope=scopes.judge(b.file, life, b.bound_to, b.op))
         for obj, lives in scopes.lives.items():  # the latest life that printed any scope

@@ -80,14 +80,17 @@ def test_each_fixture_alone(unique_build: Path, patched: Path, name: str, before
             assert f["blockers"][0]["symbols"] == object_facts(str(d / name)).unique != []
 
 
-def test_a_dependency_that_stays_is_reported_without_failing(unique_build: Path, patched: Path) -> None:
+def test_a_dependency_pinned_by_its_unique_symbols_fails(unique_build: Path, patched: Path) -> None:
+    """Guarantee (issue 23, row 18): a dependency outside the system's directories that stays for unique
+    symbols `elfpatch unique` can rewrite fails the check as the PATH itself would; patched, it unloads."""
     rc, doc, _ = dlcheck_cli(unique_build / "libuser.so")
-    assert rc == 0 and doc["files"][0]["unloads"] is True
+    assert rc == 1 and doc["files"][0]["unloads"] is True
     dep = {d["path"]: d for d in doc["dependencies"]}[str(unique_build / "libholder_v1.so")]
     assert dep["unloads"] is False and kinds(dep) == ["unique-symbol"]
+    assert (dep["fixable"], dep["allowed"]) == (True, None)
     rc, doc, _ = dlcheck_cli(patched / "libuser.so")
     dep = {d["path"]: d for d in doc["dependencies"]}[str(patched / "libholder_v1.so")]
-    assert rc == 0 and dep["unloads"] is True and dep["blockers"] == []
+    assert rc == 0 and dep["unloads"] is True and dep["blockers"] == [] and dep["fixable"] is False
 
 
 def test_a_cross_binding_into_a_dependency(unique_build: Path) -> None:
