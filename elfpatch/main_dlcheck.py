@@ -18,7 +18,8 @@ A dependency the PATHs brought in from outside the system's library directories 
 unique symbols `elfpatch unique` can rewrite fails the check as a PATH would (--allow-resident waives it).
 Exit status: 0 all PATHs unloaded and no cross binding, 1 a PATH stayed loaded, such a dependency stayed or
 a cross binding was seen, 2 an error (a PATH, --import or --preload that fails, or a crash while loading or
-unloading)."""
+unloading). On SIGTERM, SIGINT or SIGHUP the child's process group is killed and its files removed, and
+dlcheck dies of that signal."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:

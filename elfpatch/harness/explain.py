@@ -230,7 +230,7 @@ def _write_summary(files: list[dict[str, Any]], cross: list[dict[str, Any]], out
     ok = sum(1 for f in files if f["unloads"])
     errors = sum(1 for f in files if f["error"] is not None)
     failing = sum(1 for d in deps if d.get("fixable") and not d.get("allowed"))
-    pinned = f"; {failing} dependenc{'ies stay' if failing != 1 else 'y stays'} loaded" if failing else ""
+    pinned = f"; {failing} dependenc{'ies fail' if failing != 1 else 'y fails'} the check" if failing else ""
     out.write(f"{len(files)} file{'s' if len(files) != 1 else ''}: {ok} unload, {stay} stay loaded, "
               f"{errors} error{'s' if errors != 1 else ''}; {len(cross)} cross binding"
               f"{'s' if len(cross) != 1 else ''}{pinned}\n")

@@ -141,10 +141,10 @@ def test_bad_timeouts_are_usage_errors(value: str, unique_build: Path, tmp_path:
     assert list(tmp.iterdir()) == []
 
 
-def test_a_timeout_in_range_is_taken(unique_build: Path) -> None:
-    rc, doc, _ = dlcheck_cli(unique_build / "libuser.so", options=["--timeout", "86400"])
+def test_a_timeout_in_range_is_taken(dl_build: Path) -> None:
+    rc, doc, _ = dlcheck_cli(dl_build / "libmid.so", options=["--timeout", "86400"])
     assert rc == 0
-    rc, doc, _ = dlcheck_cli(unique_build / "libuser.so", options=["--timeout", "0.5e2"])
+    rc, doc, _ = dlcheck_cli(dl_build / "libmid.so", options=["--timeout", "0.5e2"])
     assert rc == 0
 
 
