@@ -35,7 +35,6 @@ from typing import BinaryIO, NamedTuple
 
 from elfpatch.harness.elffacts import defines_unique
 
-_LINE = re.compile(r"^\s*(\d+):\t?(.*)$")
 _BINDING = re.compile(r"^binding file (.*?) \[(\d+)\] to (.*) \[(\d+)\]: (\w+) symbol `(.*)'(?: \[(.*)\])?$")
 _MARK = re.compile(r"^marking (.*?) \[(\d+)\] as NODELETE due to (.*)$")
 _REFERENCE = re.compile(r"^reference from (?:(main program)|(.*) \[(\d+)\])$")
@@ -240,6 +239,9 @@ class _Parser:
         self.op = 0
         self.scope_owner: str | None = None
         self._seen: set[tuple] = set()  # the events kept, to keep each once
+        # The previous binding line, until a line that changes what a binding is judged by (a request, an
+        # object's scopes, a life): the same line again is the same event.
+        self.last_binding: str | None = None
         self._names: dict[str, str] = {}
 
     def name(self, text: str) -> str:
@@ -254,6 +256,8 @@ class _Parser:
 
     def feed(self, line: str) -> None:
         self.result.lines += 1
+        if line == self.last_binding:  # a loop of lookups (dlsym) prints the same line a million times
+            return
         if self.scope_owner is not None and self._scope_line(line):
             return
         # The loader's line kinds start with distinct words: the prefix picks the one pattern to try.
@@ -279,6 +283,7 @@ class _Parser:
         life = self.scopes.life(b.group(1))
         binding = Binding(self.name(b.group(1)), self.name(b.group(3)), b.group(6), b.group(7), self.op)
         # The binding is its own key in its referrer's first life (nearly always): no second tuple to keep.
+        self.last_binding = b.group(0)
         if self.keep(binding if life == 0 else (binding, life), b.group(0)):
             self.lives.append(life)
             self.result.bindings.append(binding)
@@ -292,6 +297,7 @@ class _Parser:
 
     def _object(self, o: re.Match[str]) -> None:
         self.scope_owner = self.name(o.group(1))
+        self.last_binding = None
 
     def _global(self, g: re.Match[str]) -> None:
         self.scopes.add_global(g.group(1), self.op)
@@ -301,6 +307,7 @@ class _Parser:
     def _file(self, f: re.Match[str]) -> None:
         what = f.group(3)
         if what == "destroying link map":
+            self.last_binding = None
             self.scopes.end_life(f.group(1), self.op)  # a later load of the same path is a new life
             if self.budget.take(f.group(0)):
                 self.result.unmapped.append(self.name(f.group(1)))
@@ -312,6 +319,7 @@ class _Parser:
 
     def _marker(self, mo: re.Match[str]) -> None:
         self.op = int(mo.group(1))
+        self.last_binding = None
 
     def finish(self) -> LdDebug:
         result, scopes = self.result, self.scopes
@@ -341,10 +349,11 @@ _HANDLERS: tuple[tuple[str, re.Pattern[str], Callable[[_Parser, re.Match[str]], 
 def _parse_lines(lines: Iterable[str], pid: int | None) -> LdDebug:
     parser = _Parser()
     for raw in lines:
-        m = _LINE.match(raw)
-        if m is None or (pid is not None and int(m.group(1)) != pid):
+        head, colon, rest = raw.partition(":")  # ``  PID:\tTEXT``
+        head = head.strip()
+        if not colon or not (head.isascii() and head.isdecimal()) or (pid is not None and int(head) != pid):
             continue
-        parser.feed(m.group(2))
+        parser.feed(rest[1:] if rest.startswith("\t") else rest)
     return parser.finish()
 
 

@@ -45,6 +45,10 @@ def test_repeats_are_kept_once_per_request() -> None:
     assert [(b.symbol, b.op) for b in log.bindings] == [("f", 1), ("f", 2)]
     assert log.lines == 1005 and log.notes() == []
     assert log.bindings[0].file is log.bindings[1].file  # one copy of each path
+    # A new life of the referrer between two equal lines makes them two events (judged by different scopes).
+    log = parse(f"{P}:\telfpatch-harness op 1 open\n" + line + f"{P}:\tfile={A} [0];  destroying link map\n"
+                + line, P)
+    assert [(b.symbol, b.op) for b in log.bindings] == [("f", 1), ("f", 1)]
 
 
 def distinct_bindings(path: Path, count: int) -> None:
