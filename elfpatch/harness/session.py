@@ -342,6 +342,7 @@ class Session:
                 os.waitpid(self._proc.pid, 0)
             except (ProcessLookupError, PermissionError, ChildProcessError):
                 pass
+            self._returncode = -signal.SIGKILL  # reaped: the group is never signalled again (its ID may be reused)
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def terminate(self) -> None:

@@ -1,7 +1,8 @@
 """Ending on SIGTERM, SIGINT or SIGHUP (a CI job's timeout, ^C, a closed terminal) without leaving anything
-behind: every live harness session's child process group is killed, its temporary directory removed, and then
-the process dies of the signal itself, so that whoever waits for it sees the conventional status (killed by
-SIGTERM; 128 + the signal's number in a shell).
+behind: every live harness session's child process group is killed and its temporary directory removed. Then
+SIGINT raises KeyboardInterrupt, which the command line reports as every command does (``interrupted``, exit
+130); SIGTERM and SIGHUP kill the process with the signal itself, so that whoever waits for it sees the
+conventional status (killed by SIGTERM; 143 in a shell).
 
 The child runs in a session of its own (so that a library's helper processes can be killed as one group), so
 neither a terminal's ^C nor a CI runner's kill of our process group reaches it: without this it would run on,
@@ -59,6 +60,8 @@ def _die(signum: int) -> None:
         except Exception:  # noqa: BLE001 - one failure must not keep the others (or the exit) from happening
             pass
     _live.clear()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)  # delivered before kill() returns: the process ends here
     os._exit(128 + signum)  # only if the signal was blocked
