@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from elfpatch.harness import Session, lddebug
 from elfpatch.harness.dlcheck import dlcheck
 from elfpatch.harness.lddebug import KEEP_BYTES, MAX_LINE, parse, parse_file
@@ -23,6 +25,7 @@ def limited(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+@pytest.mark.slow  # a 140 MiB log, twice
 def test_a_log_larger_than_the_address_space_is_checked(dl_build: Path, tmp_path: Path) -> None:
     """Guarantee: dlcheck's memory does not grow with the loader's log. libchatty.so makes the loader log
     more bytes than dlcheck's whole address space limit; it is checked, with no warning (its repeats are one
@@ -59,6 +62,7 @@ def distinct_bindings(path: Path, count: int) -> None:
         f.write(f"{P}:\tmarking {B} [0] as NODELETE due to unique symbol\n")
 
 
+@pytest.mark.slow  # an 85 MB log
 def test_what_is_kept_is_capped_and_the_cut_is_said(tmp_path: Path) -> None:
     """Guarantee: a log of distinct events beyond the budget is parsed in bounded memory (a child with
     RLIMIT_AS below the log's own size), keeps at most the budget, and says how much it left out."""
