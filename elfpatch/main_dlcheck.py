@@ -18,8 +18,8 @@ A dependency the PATHs brought in from outside the system's library directories 
 unique symbols `elfpatch unique` can rewrite fails the check as a PATH would (--allow-resident waives it).
 Exit status: 0 all PATHs unloaded and no cross binding, 1 a PATH stayed loaded, such a dependency stayed or
 a cross binding was seen, 2 an error (a PATH, --import or --preload that fails, or a crash while loading or
-unloading). On SIGTERM, SIGINT or SIGHUP the child's process group is killed and its files removed, and
-dlcheck dies of that signal."""
+unloading). On SIGTERM, SIGINT or SIGHUP the child's process group is killed and its files removed; then
+SIGTERM and SIGHUP kill dlcheck with that signal, and SIGINT exits 130 as in every command."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         reason = f"--timeout: expected seconds above 0 and at most {MAX_TIMEOUT:g}, not {args.timeout!r}"
         print(error_line(None, reason), file=sys.stderr)
         return EXIT_ERROR
-    with stop_on_signals():  # SIGTERM, SIGINT, SIGHUP: the child's group killed, its files removed, then die
+    with stop_on_signals():  # SIGTERM, SIGINT, SIGHUP: the child's group killed and its files removed first
         report = dlcheck(args.paths, timeout=timeout, imports=args.imports, preloads=args.preloads,
                          allow_resident=args.allow_resident)
     for entry in report["imports"]:

@@ -28,15 +28,15 @@ from elfpatch.harness.session import (
 )
 
 
-def dlcheck(paths: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, imports: Sequence[str] = (),
+def dlcheck(paths: Sequence[str] | str, *, timeout: float = DEFAULT_TIMEOUT, imports: Sequence[str] = (),
             preloads: Sequence[str] = (), allow_resident: Sequence[str] = ()) -> Report:
     """Check that each of ``paths`` unloads, in one child process; returns the ``dlcheck --json`` document.
     ``imports`` (Python modules) are imported and ``preloads`` opened with RTLD_NOW|RTLD_GLOBAL first, as the
     process the PATHs will live in would have done; they are never closed and never judged.
     ``allow_resident``: globs on the file name or soname of dependencies that may stay loaded for unique
     symbols without failing the check. Raises HarnessError only when the child cannot be started at all."""
-    allow = _globs(allow_resident)
-    given = [os.fspath(p) for p in paths]
+    allow, imports, preloads = _items(allow_resident), _items(imports), _items(preloads)
+    given = _items(paths)
     absolute = [os.path.abspath(p) for p in given]
     entries: list[Report] = [{"path": p, "loaded": False, "error": None, "unloads": None, "blockers": []}
                              for p in given]
@@ -62,9 +62,11 @@ def dlcheck(paths: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, imports: 
     return {**report, **setup, "warnings": log.notes()}
 
 
-def _globs(value: Sequence[str]) -> list[str]:
-    """A list of globs; one string is one glob, not its characters."""
-    return [value] if isinstance(value, str) else [os.fspath(g) for g in value]
+def _items(value: Sequence[str] | str | os.PathLike[str]) -> list[str]:
+    """A list of paths, modules or globs; one string (or path) is one item, never its characters."""
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    return [os.fspath(v) for v in value]
 
 
 class _Steps:

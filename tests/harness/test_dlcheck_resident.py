@@ -74,3 +74,12 @@ def test_a_system_dependency_that_stays_does_not_fail(dl_build: Path) -> None:
     stays = [d for d in doc["dependencies"] if not d["unloads"]]
     assert rc == 0 and stays and all(d["fixable"] is False for d in stays)
     assert any("libstdc++" in d["path"] for d in stays)
+
+
+def test_the_api_takes_one_string_as_one_item(dl_build: Path) -> None:
+    """A string where a list is meant is one path or glob, never a list of its characters."""
+    from elfpatch.harness.dlcheck import dlcheck, exit_status
+
+    doc = dlcheck(str(dl_build / "libext.so"), allow_resident="libbundled*")
+    assert [f["path"] for f in doc["files"]] == [str(dl_build / "libext.so")]
+    assert bundled_entry(doc)["allowed"] == "libbundled*" and exit_status(doc) == 0
