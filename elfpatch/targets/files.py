@@ -40,7 +40,9 @@ def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
 
             reports = [process_elf(path, job, place=place)]
     except ElfPatchError as exc:
-        return [error_report(path, exc)]
+        reports = [error_report(path, exc)]
+    if job.exclude.used:  # back to the caller across a process pool: which globs were used
+        reports[0].excluded_by = tuple(job.exclude.used)
     if links > in_tree_links and renamed(reports, job):
         job.warn(path, f"had {links} hard links; the atomic rename gave this name a new inode, so "
                  f"{links - in_tree_links} other name(s) keep the unpatched file (--inplace patches every name)")
