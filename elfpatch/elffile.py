@@ -84,6 +84,14 @@ class ElfHeader(NamedTuple):
     e_shstrndx: int
 
 
+# The ELF header after e_ident, by (class, little-endian): built once, not per file (a tree has thousands).
+_EHDR = {(c, le): struct.Struct(("<" if le else ">") + ("HHI{w}{w}{w}IHHHHHH".format(w="Q" if c == 64 else "I")))
+         for c in (32, 64) for le in (False, True)}
+
+
+_SHDR_FORMAT = {64: "IIQQQQIIQQ", 32: "IIIIIIIIII"}  # a section header, by class
+
+
 def parse_header(data: Buffer, path: str = "<memory>") -> ElfHeader:
     """The ELF header at the start of ``data``: the one place e_ident and the header are decoded."""
     if len(data) < EI_NIDENT or bytes(data[:4]) != ELFMAG:
@@ -95,11 +103,10 @@ def parse_header(data: Buffer, path: str = "<memory>") -> ElfHeader:
         raise ParseError(f"bad ELF data encoding {ei_data}", path)
     elfclass = 64 if ei_class == ELFCLASS64 else 32
     little = ei_data == ELFDATA2LSB
-    w = "Q" if elfclass == 64 else "I"
-    fmt = struct.Struct(("<" if little else ">") + f"HHI{w}{w}{w}IHHHHHH")
+    fmt = _EHDR[elfclass, little]
     if len(data) < EI_NIDENT + fmt.size:
         raise ParseError(f"ELF header at offset 0x10 size {fmt.size:#x} runs past the end of the file", path)
-    return ElfHeader(elfclass, little, data[7], *fmt.unpack_from(data, EI_NIDENT))
+    return tuple.__new__(ElfHeader, (elfclass, little, data[7], *fmt.unpack_from(data, EI_NIDENT)))
 
 
 class Segment(NamedTuple):
@@ -235,6 +242,16 @@ def _find_nul(data: Buffer, start: int, end: int) -> int:
     return -1
 
 
+def _sections_fast(raw: list[tuple], names: str) -> list[Section]:
+    """The sections of a name table that is ASCII and ends in NUL (every real one): each name is then
+    terminated and its str offsets are its byte offsets, so one decode serves every name. The same result as
+    the general path, at a third of its cost (a tree of static archives has tens of thousands of sections)."""
+    find, size, make = names.find, len(names), tuple.__new__
+    return [make(Section, (i, names[sh_name:find("\0", sh_name)] if sh_name < size else "", sh_type, flags, addr,
+                           off, sh_size, link, info, entsize))
+            for i, (sh_name, sh_type, flags, addr, off, sh_size, link, info, _align, entsize) in enumerate(raw)]
+
+
 class ElfFile:
     """Headers, segments, sections, dynamic tags and symbol tables of one ELF image."""
 
@@ -304,8 +321,7 @@ class ElfFile:
 
     @property
     def _shdr_format(self) -> str:
-        w = self._word
-        return f"II{w}{w}{w}{w}II{w}{w}"
+        return _SHDR_FORMAT[self.elfclass]
 
     def _section_zero(self, why: str) -> tuple:
         """Section header 0, which holds the real counts under extended numbering."""
@@ -380,6 +396,8 @@ class ElfFile:
             raise ParseError(f"implausible section count {shnum}", self.path)
         raw = self.header_table(self.e_shoff, shnum, self.e_shentsize, fmt, "section headers")
         names = self._section_names(raw, shstrndx)
+        if names.isascii() and (not names or names[-1] == 0):
+            return _sections_fast(raw, names.decode("ascii"))
         return [Section(i, self._section_name(names, sh_name), sh_type, flags, addr, off, size, link, info, entsize)
                 for i, (sh_name, sh_type, flags, addr, off, size, link, info, _align, entsize) in enumerate(raw)]
 

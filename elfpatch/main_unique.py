@@ -5,8 +5,6 @@ import argparse
 import io
 import os
 import sys
-from contextlib import nullcontext
-from typing import TYPE_CHECKING
 
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line, warn
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
@@ -14,6 +12,7 @@ from elfpatch.symbols import TARGET_BINDINGS, NameFilter
 from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome
 from elfpatch.targets.dispatch import process
 
+TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     from elfpatch.warnlog import WarningLog
 
@@ -90,10 +89,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:  # only the JSON needs them collected (and only then is logging imported for it)
         from elfpatch.warnlog import WarningLog
 
-        log = WarningLog()
-    with log or nullcontext():
+        log = WarningLog().__enter__()
+    try:
         outcome, in_trees = _process(args.paths, job)
         _warn_unused_excludes(job.exclude, outcome)
+    finally:
+        if log is not None:
+            log.__exit__()
     _write(args, outcome, in_trees, log)
     if any(r.status == ERROR for r in outcome.reports):
         return EXIT_ERROR

@@ -82,11 +82,14 @@ def _matches(regex, name: str, demangled: str | None) -> bool:
 @lru_cache(maxsize=1)
 def _cxa_demangle():  # pragma: no cover - depends on the machine's libstdc++
     import ctypes
-    import ctypes.util
+
+    def find(name: str) -> str | None:
+        import ctypes.util  # imports subprocess, tempfile, shutil: only when the usual soname is not there
+
+        return ctypes.util.find_library(name)
 
     # find_library forks ldconfig/gcc: only when the usual soname is not there.
-    candidates = ("libstdc++.so.6", lambda: ctypes.util.find_library("stdc++"),
-                  lambda: ctypes.util.find_library("c++"))
+    candidates = ("libstdc++.so.6", lambda: find("stdc++"), lambda: find("c++"))
     for lib in candidates:
         lib = lib() if callable(lib) else lib
         if not lib:

@@ -6,17 +6,18 @@ This module holds what every kind shares (the job, the outcome, how a file's kin
 of them, so that no import cycle runs through the package."""
 from __future__ import annotations
 
-import copy
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from elfpatch.elfconst import ELFMAG
 from elfpatch.errors import ElfPatchError, warn
 from elfpatch.report import ERROR, PATCHED, FileReport
 from elfpatch.symbols import STB_GLOBAL, STB_WEAK, NameFilter
 
+TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Sequence
+
     from elfpatch.source import Place, Source
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
@@ -149,6 +150,8 @@ class Job:
         """The job for one PATH: with -w DIR, this job writing to DIR/its own name (-o), else this job."""
         if self.output_dir is None:
             return self
+        import copy
+
         job = copy.copy(self)
         job.output, job.output_dir = self.output_in_dir(path), None
         return job
