@@ -11,6 +11,7 @@ import os
 import sys
 
 from elfpatch.errors import EXIT_ERROR, ElfPatchError, error_line, on_logger
+from elfpatch.helpformat import formatter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elfpatch",
         description="Patch STB_GNU_UNIQUE symbols, list static initializers and check dlclose on ELF files.",
+        formatter_class=formatter(),
     )
     parser.add_argument("--version", action="version", version=f"elfpatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -15,7 +15,6 @@ what that changes is recorded in ``warnings`` instead of failing a file whose lo
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple, Union
 
 from elfpatch.elfconst import (
     DF_1_PIE,
@@ -54,15 +53,21 @@ from elfpatch.elfconst import (
     SYM_ENTSIZE,
 )
 from elfpatch.errors import ParseError
+from elfpatch.records import Record
 
-Buffer = Union[bytes, bytearray, memoryview, "mmap.mmap"]  # noqa: F821 - mmap only in the annotation
+TYPE_CHECKING = False  # typing is not imported on the read path
+if TYPE_CHECKING:
+    import mmap
+    from typing import Iterator, Union
+
+    Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 
 # A limit so that a file claiming billions of entries fails fast instead of allocating.
 MAX_HEADERS = 1 << 16
 LOADER_TABLE = ".dynsym"  # the label of the loader's table in reports (rows keep "table": ".dynsym")
 
 
-class ElfHeader(NamedTuple):
+class ElfHeader(Record):
     """e_ident's class, byte order and OSABI, and the ELF header's fields as stored (before extended
     numbering is resolved: that needs section header 0)."""
 
@@ -109,7 +114,7 @@ def parse_header(data: Buffer, path: str = "<memory>") -> ElfHeader:
     return tuple.__new__(ElfHeader, (elfclass, little, data[7], *fmt.unpack_from(data, EI_NIDENT)))
 
 
-class Segment(NamedTuple):
+class Segment(Record):
     p_type: int
     p_flags: int
     p_offset: int
@@ -118,7 +123,7 @@ class Segment(NamedTuple):
     p_memsz: int
 
 
-class Section(NamedTuple):
+class Section(Record):
     index: int
     name: str
     sh_type: int
@@ -131,7 +136,7 @@ class Section(NamedTuple):
     sh_entsize: int
 
 
-class Symbol(NamedTuple):
+class Symbol(Record):
     index: int
     name: str
     st_value: int
@@ -150,7 +155,7 @@ class Symbol(NamedTuple):
         return self.st_info & 0xF
 
 
-class SymEntry(NamedTuple):
+class SymEntry(Record):
     """One symbol-table entry's fields in gABI order, whatever the class stores them in."""
 
     st_name: int

@@ -7,6 +7,7 @@ import os
 import sys
 
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line, warn
+from elfpatch.helpformat import formatter
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
 from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome
@@ -24,7 +25,7 @@ Exit status: 0 success, 1 --check found unique symbols, 2 an error (one line per
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("unique", help="find and rewrite STB_GNU_UNIQUE symbols", description=HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=formatter(argparse.RawDescriptionHelpFormatter))
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
                       help="change nothing; exit 1 if any selected unique symbol exists")

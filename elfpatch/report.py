@@ -1,16 +1,19 @@
 """The records `elfpatch unique` reports, their JSON document and their text rendering."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple, TextIO
-
 from elfpatch.errors import ElfPatchError, one_line
+from elfpatch.records import Record
+
+TYPE_CHECKING = False  # typing is not imported on the read path
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, TextIO
 
 # File statuses, as the JSON contract spells them.
 PATCHED, UNCHANGED, WOULD_PATCH, FOUND, SKIPPED, ERROR = (
     "patched", "unchanged", "would-patch", "found", "skipped", "error")
 
 
-class SymbolRow(NamedTuple):
+class SymbolRow(Record):
     """One selected unique symbol table entry (a symbol in both tables gives two rows)."""
 
     name: str

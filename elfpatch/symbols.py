@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Iterable
 
 from elfpatch.elfconst import ELFOSABI_GNU, ELFOSABI_SYSV, STB_GLOBAL, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK
 from elfpatch.mangled import crude_bound, demangled_bound
+
+TYPE_CHECKING = False  # typing is not imported on the read path
+if TYPE_CHECKING:
+    from typing import Iterable
 
 BIND_NAMES = {STB_LOCAL: "LOCAL", STB_GLOBAL: "GLOBAL", STB_WEAK: "WEAK", STB_GNU_UNIQUE: "UNIQUE"}
 TARGET_BINDINGS = {"global": STB_GLOBAL, "weak": STB_WEAK}

@@ -5,12 +5,12 @@ loads no zip code."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import FileReport
 from elfpatch.targets import ARCHIVE, WHEEL, Job, error_report, renamed
 
+TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     from elfpatch.source import Place
 
