@@ -257,6 +257,13 @@ def _sections_fast(raw: list[tuple], names: str) -> list[Section]:
             for i, (sh_name, sh_type, flags, addr, off, sh_size, link, info, _align, entsize) in enumerate(raw)]
 
 
+TableSpec = tuple  # (name, offset, count, str_offset, str_size): a SymbolTable without its file
+
+
+def _spec(table: SymbolTable | None) -> TableSpec | None:
+    return None if table is None else (table.name, table.offset, table.count, table.str_offset, table.str_size)
+
+
 class ElfFile:
     """Headers, segments, sections, dynamic tags and symbol tables of one ELF image."""
 
@@ -276,9 +283,11 @@ class ElfFile:
         self._sections: list[Section] | None = None
         self._dynamic: list[tuple[int, int]] | None = None
         self._values: dict[int, int] | None = None
-        self._tables: list[SymbolTable] | None = None
-        self._loader: tuple[SymbolTable | None] | None = None
-        self._hashed: tuple[SymbolTable | None] | None = None
+        # The tables found, cached as plain tuples (TableSpec): a cached SymbolTable would point back at this
+        # file, a reference cycle per image that only the cyclic GC frees (a fifth of a tree's check).
+        self._tables: list[TableSpec] | None = None
+        self._loader: tuple[TableSpec | None] | None = None
+        self._hashed: tuple[TableSpec | None] | None = None
         self.warnings: list[str] = []  # where the section view and the loader's view part ways
 
     def warn(self, message: str) -> None:
@@ -566,14 +575,14 @@ class ElfFile:
         hash table gives the size (then glibc finds none of its symbols either)."""
         if self._loader is None:
             table = self._hashed_table()
-            self._loader = (self._extend(table, self.sections) if table is not None else None,)
-        return self._loader[0]
+            self._loader = (_spec(self._extend(table, self.sections)) if table is not None else None,)
+        return self._table(self._loader[0])
 
     def _hashed_table(self) -> SymbolTable | None:
         """The loader's table as far as its hash tables reach (no section header read)."""
         if self._hashed is None:
-            self._hashed = (self._read_hashed_table(),)
-        return self._hashed[0]
+            self._hashed = (_spec(self._read_hashed_table()),)
+        return self._table(self._hashed[0])
 
     def _read_hashed_table(self) -> SymbolTable | None:
         if self._dynamic_segment() is None:
@@ -598,8 +607,11 @@ class ElfFile:
         how; a section table that cannot be read safely is left out with a warning while the loader's view
         stands (and is an error without one)."""
         if self._tables is None:
-            self._tables = self._symbol_tables()
-        return self._tables
+            self._tables = [_spec(t) for t in self._symbol_tables()]
+        return [SymbolTable(self, *spec) for spec in self._tables]
+
+    def _table(self, spec: TableSpec | None) -> SymbolTable | None:
+        return SymbolTable(self, *spec) if spec is not None else None
 
     def _symbol_tables(self) -> list[SymbolTable]:
         _ = self.segments  # broken program headers make a broken file, even where only sections are used
