@@ -16,7 +16,15 @@ class _RecordType(type):
     def __new__(mcs, name: str, bases: tuple, namespace: dict) -> type:
         if not bases:  # Record itself
             return super().__new__(mcs, name, bases, namespace)
-        fields = list(namespace.get("__annotations__", {}))
+        annotations = namespace.get("__annotations__")
+        if annotations is None and "__annotate__" in namespace:  # Python >= 3.14 without the __future__ import
+            import annotationlib
+
+            annotations = annotationlib.call_annotate_function(namespace["__annotate__"],
+                                                               annotationlib.Format.FORWARDREF)
+        fields = list(annotations or {})
+        if not fields:
+            raise TypeError(f"record {name} declares no fields")
         body = {k: v for k, v in namespace.items() if k not in ("__annotations__", "__slots__")}
         return type(name, (namedtuple(name, fields, module=namespace.get("__module__")),),
                     {**body, "__slots__": ()})
