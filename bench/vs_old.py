@@ -5,7 +5,8 @@ The old version is taken from git (`git archive a2c2a08 elfpatch`) into a temp d
 its import path; both run with the same interpreter, from the same neutral working directory (`-m` would
 otherwise import whatever `elfpatch` the current directory holds), each run's import path checked first.
 Inputs: the largest C++ libraries on the machine (libtorch_cpu.so when bench/out holds it or the torch wheel
-is there, the largest libLLVM, libstdc++) and the system library directory as a tree.
+is there, the largest libLLVM, libstdc++), the demo's small library (start-up alone) and the system library
+directory as a tree.
 
 Repetitions are interleaved (old, new, new, old, ...) so that load on the machine hits both alike; the table
 gives median and minimum wall time, median CPU (user + system, pool workers included), peak RSS and the ratio
@@ -84,6 +85,9 @@ def inputs() -> list[tuple[str, str]]:
         found.append((os.path.basename(llvm[0]), llvm[0]))
     if os.path.exists(f"{LIBDIR}/libstdc++.so.6"):
         found.append(("libstdc++.so.6", f"{LIBDIR}/libstdc++.so.6"))
+    demo = ROOT / "native_tests" / "unique" / "build" / "libholder_v1.so"  # a small one: start-up alone
+    if demo.exists():
+        found.append(("libholder_v1.so (the demo's)", str(demo)))
     found.append((f"{LIBDIR} (tree)", LIBDIR))
     return found
 
