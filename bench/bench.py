@@ -14,6 +14,9 @@ to disk before the clock starts; repetitions are interleaved and rotated so that
    wheel installed, unzipped, into bench/out/site-packages): audit must be no slower than the check it builds on.
 6. `elfpatch inits --dtors --siof --json` on the big library against a plain `elfpatch inits --json` listing of
    it (target <= 5 s, < 500 MB).
+0. First, bench/vs_old.py: `elfpatch unique --check` today beside commit a2c2a08 (the large C++ libraries
+   there are, and /usr/lib/x86_64-linux-gnu as a tree), whole processes, as ratios (target <= 1.0x).
+   `--vs-old-only` runs that group alone (a few minutes), `--no-vs-old` leaves it out.
 
 Prints a table (median wall seconds, peak RSS, ratio against the baseline), one PASS/MISS line per target, and
 writes the same to bench/out/results.json. `--quick` runs fewer repetitions.
@@ -623,9 +626,6 @@ def main() -> int:
     DISK_STAT = _disk_stat_path(OUT)
     started = time.monotonic()
 
-    if not TORCH_WHEEL.exists():
-        print(f"bench: {TORCH_WHEEL} not found; the big-library and wheel benchmarks need it", file=sys.stderr)
-        return 2
     results: dict = {
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release(),
                     "cpu": _cpu_model(), "page_cache": "warm; inputs written back (sync) before each timing"},
@@ -635,6 +635,18 @@ def main() -> int:
           "machine show up as noise: compare medians with minimums)")
     table = Table()
     verdicts: list[str] = []
+    if not args.no_vs_old:  # today against the pinned older version: what the hardening costs, as ratios
+        import vs_old
+
+        results["vs_old"] = vs_old.compare(15 if not args.quick else 5, 7 if not args.quick else 3)
+        verdicts.extend(vs_old.print_rows(results["vs_old"]))
+    if args.vs_old_only or not TORCH_WHEEL.exists():
+        if not TORCH_WHEEL.exists():
+            print(f"bench: {TORCH_WHEEL} not found; the big-library and wheel benchmarks need it", file=sys.stderr)
+        for line in verdicts:
+            print(line)
+        (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        return 0 if args.vs_old_only and verdicts else 2
     lib, expect = _library_input(results)
     _warm_up()
 
@@ -666,6 +678,8 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument("--reps", type=int, help="repetitions of the library benchmarks (default 5, --quick 2)")
     ap.add_argument("--no-lief", action="store_true", help="skip LIEF (slow and 1.7 GB of RSS on the big library)")
     ap.add_argument("--no-wheel", action="store_true", help="skip the wheel benchmark")
+    ap.add_argument("--no-vs-old", action="store_true", help="skip `unique --check` against commit a2c2a08")
+    ap.add_argument("--vs-old-only", action="store_true", help="only `unique --check` against commit a2c2a08")
     return ap.parse_args()
 
 

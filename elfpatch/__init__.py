@@ -13,7 +13,10 @@ The public API, imported lazily so that ``import elfpatch`` stays cheap:
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time: `import elfpatch` stays cheap
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

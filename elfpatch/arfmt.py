@@ -5,9 +5,8 @@ names and the symbol index (``/``, ``/SYM64/``, ``__.SYMDEF``) all stay valid an
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from elfpatch.errors import ParseError
+from elfpatch.records import Record
 
 AR_MAGIC = b"!<arch>\n"
 THIN_MAGIC = b"!<thin>\n"
@@ -18,7 +17,7 @@ INDEX_NAMES = ("/", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED", "__.SYMDEF_64", 
 _SPECIAL_NAMES = ("/", "//", "/SYM64/")
 
 
-class Member(NamedTuple):
+class Member(Record):
     name: str
     header_offset: int
     data_offset: int  # for a thin archive's file members: where the data would be (there is none)

@@ -7,54 +7,65 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
-from typing import Sequence
 
-from elfpatch.errors import EXIT_ERROR, LOG, ElfPatchError, error_line
+from elfpatch.errors import EXIT_ERROR, ElfPatchError, error_line, on_logger
+from elfpatch.helpformat import formatter
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import logging
+    from typing import Sequence
 
 SUBCOMMANDS = ("unique", "inits", "dlcheck", "audit")
 
 
-class _WarningLine(logging.Handler):
-    """Prints each warning the library logs as one ``elfpatch: warning: <path>: <message>`` line."""
+def _show_warnings(log: logging.Logger) -> None:
+    """Each warning the library logs printed as one ``elfpatch: warning: <path>: <message>`` line. Installed
+    when the logger is first used: a run that warns about nothing never imports logging."""
+    import logging
 
-    def emit(self, record: logging.LogRecord) -> None:
-        print(f"elfpatch: warning: {record.getMessage()}", file=sys.stderr)
+    class WarningLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            print(f"elfpatch: warning: {record.getMessage()}", file=sys.stderr)
+
+    if not any(type(h).__name__ == "WarningLine" for h in log.handlers):
+        log.addHandler(WarningLine(logging.WARNING))
+    log.setLevel(logging.WARNING)
+    log.propagate = False
 
 
-def _show_warnings() -> None:
-    if not any(isinstance(h, _WarningLine) for h in LOG.handlers):
-        LOG.addHandler(_WarningLine(logging.WARNING))
-    LOG.setLevel(logging.WARNING)
-    LOG.propagate = False
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``only``: the subcommand about to run, the one module imported (`unique --check` then
+    loads neither the audit's nor dlcheck's imports); the others are listed but not built."""
     from elfpatch import __version__
 
     parser = argparse.ArgumentParser(
         prog="elfpatch",
         description="Patch STB_GNU_UNIQUE symbols, list static initializers and check dlclose on ELF files.",
+        formatter_class=formatter(),
     )
     parser.add_argument("--version", action="version", version=f"elfpatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"elfpatch.main_{name}").register(sub)
+        if only is None or name == only:
+            importlib.import_module(f"elfpatch.main_{name}").register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    chosen = args_list[0] if args_list and args_list[0] in SUBCOMMANDS else None
+    parser = build_parser(chosen)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
-    _show_warnings()
+    on_logger(_show_warnings)
     try:
         return int(args.func(args))
     except ElfPatchError as exc:

@@ -4,13 +4,17 @@ buffer (a wheel member inflated in memory) or to an open file (a temp copy, or t
 from __future__ import annotations
 
 import os
-from typing import Iterable, NamedTuple, Sequence
 
 from elfpatch import teststop
 from elfpatch.errors import VerifyError, WriteError
+from elfpatch.records import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, Sequence
 
 
-class Edit(NamedTuple):
+class Edit(Record):
     offset: int  # in the file, not the image
     old: int
     new: int

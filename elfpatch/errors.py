@@ -5,10 +5,41 @@ to ``logging.getLogger("elfpatch")`` so that library code never prints and the C
 """
 from __future__ import annotations
 
-import logging
+TYPE_CHECKING = False  # typing itself is not imported: it is a fifth of `unique --check`'s start-up
+if TYPE_CHECKING:
+    import logging
+    from typing import Any, Callable
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2  # 1: a gate tripped (--check found something, --max exceeded, ...)
-LOG = logging.getLogger("elfpatch")
+_LOG: logging.Logger | None = None
+_ON_FIRST_USE: list[Callable[[logging.Logger], None]] = []
+
+
+def logger() -> logging.Logger:
+    """``logging.getLogger("elfpatch")`` (also as ``LOG``), logging imported on first use: a run that warns
+    about nothing never imports it (a tenth of `unique --check`'s start-up)."""
+    global _LOG
+    if _LOG is None:
+        import logging
+
+        _LOG = logging.getLogger("elfpatch")
+        for hook in _ON_FIRST_USE:
+            hook(_LOG)
+    return _LOG
+
+
+def on_logger(hook: Callable[[logging.Logger], None]) -> None:
+    """Run ``hook`` on the logger once it exists (now, if it does): how the CLI sets up its warning lines."""
+    if _LOG is not None:
+        hook(_LOG)
+    else:
+        _ON_FIRST_USE.append(hook)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LOG":
+        return logger()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # C0 controls, DEL and the Unicode line breaks str.splitlines() splits on: a member or symbol name read from
 # a file may hold any of them, and every message and report line must stay one line. Bytes that are not
@@ -30,7 +61,7 @@ def error_line(path: str | None, reason: str) -> str:
 
 def warn(path: str, message: str) -> None:
     """A warning about one file: logged (pre-formatted, so a record pickles across a process pool)."""
-    LOG.warning("%s", one_line(f"{path}: {message}"))
+    logger().warning("%s", one_line(f"{path}: {message}"))
 
 
 class ElfPatchError(Exception):

@@ -278,7 +278,7 @@ def static_initializer_count(listing: dict[str, Any]) -> int:
 
 
 def list_initializers(path: str) -> dict[str, Any]:
-    """``{"path", "init", "fini"}`` for the ELF file at ``path``: what runs at load and at unload, in order.
+    """``{"path", "init", "fini", "warnings"}`` for the ELF file at ``path``: what runs at load and at unload, in order.
 
     Raises ElfPatchError (ParseError, UnsupportedError, ...) with a one-line message for bad input."""
     from elfpatch.source import Source
@@ -288,4 +288,4 @@ def list_initializers(path: str) -> dict[str, Any]:
         listing = initializers(elf)
     for message in elf.warnings:  # e.g. unusable section headers: listed from PT_DYNAMIC, names from .dynsym
         warn(path, message)
-    return {"path": path, **listing}
+    return {"path": path, **listing, "warnings": list(elf.warnings)}

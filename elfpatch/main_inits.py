@@ -115,13 +115,16 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
 def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
     """One file's initializers, with the disassembly's findings when a flag asks for them."""
     from elfpatch.inits import list_initializers
+    from elfpatch.warnlog import WarningLog, warnings_of
 
-    listing = list_initializers(path)
-    if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
-        from elfpatch.initscan.analysis import analyze_path  # imports capstone: only for these flags
+    with WarningLog() as log:  # also on stderr; the JSON's "warnings" must not miss them
+        listing = list_initializers(path)
+        if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
+            from elfpatch.initscan.analysis import analyze_path  # imports capstone: only for these flags
 
-        analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
-                     siof=args.siof or bool(args.fail_on))
+            analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
+                         siof=args.siof or bool(args.fail_on))
+    listing["warnings"] = list(dict.fromkeys(listing["warnings"] + warnings_of(log, path)))
     return listing
 
 

@@ -6,11 +6,16 @@ import io
 import os
 import sys
 
-from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line
+from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line, warn
+from elfpatch.helpformat import formatter
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
 from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome
 from elfpatch.targets.dispatch import process
+
+TYPE_CHECKING = False  # typing is not imported on the read path
+if TYPE_CHECKING:
+    from elfpatch.warnlog import WarningLog
 
 HELP = """\
 Rewrite the binding of every STB_GNU_UNIQUE symbol (in .dynsym and .symtab) to GLOBAL, so that glibc
@@ -20,7 +25,7 @@ Exit status: 0 success, 1 --check found unique symbols, 2 an error (one line per
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("unique", help="find and rewrite STB_GNU_UNIQUE symbols", description=HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=formatter(argparse.RawDescriptionHelpFormatter))
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
                       help="change nothing; exit 1 if any selected unique symbol exists")
@@ -81,8 +86,18 @@ def run(args: argparse.Namespace) -> int:
         job.check_paths(args.paths)
     except ValueError as exc:  # a usage error: nothing was opened
         return _usage_error(str(exc))
-    outcome, in_trees = _process(args.paths, job)
-    _write(args, outcome, in_trees)
+    log = None
+    if args.json:  # only the JSON needs them collected (and only then is logging imported for it)
+        from elfpatch.warnlog import WarningLog
+
+        log = WarningLog().__enter__()
+    try:
+        outcome, in_trees = _process(args.paths, job)
+        _warn_unused_excludes(job.exclude, outcome)
+    finally:
+        if log is not None:
+            log.__exit__()
+    _write(args, outcome, in_trees, log)
     if any(r.status == ERROR for r in outcome.reports):
         return EXIT_ERROR
     if mode == CHECK and any(r.symbols for r in outcome.reports):
@@ -108,15 +123,30 @@ def _process(paths: list[str], job: Job) -> tuple[Outcome, set[int]]:
     return total, in_trees
 
 
-def _write(args: argparse.Namespace, outcome: Outcome, in_trees: set[int]) -> None:
+def _warn_unused_excludes(exclude: Exclude, outcome: Outcome) -> None:
+    """A glob that passed over nothing is named: globs match paths relative to a tree's root, so
+    ``*/test/*`` on ``site-packages/torch`` misses ``test/...`` and would otherwise exclude nothing, silently."""
+    if not exclude:
+        return
+    for r in outcome.reports:  # member globs used in a pool worker come back with its reports
+        exclude.used.update(r.excluded_by)
+    for glob in exclude.unused():
+        hint = f"; for a directory at a tree's root: {glob[2:]!r}" if glob.startswith("*/") else ""
+        warn("--exclude", f"{glob!r} matched nothing (globs match a path relative to each tree's root, an "
+             "archive or wheel member name, or a PATH as given; a glob without / matches a file name anywhere"
+             f"{hint})")
+
+
+def _write(args: argparse.Namespace, outcome: Outcome, in_trees: set[int], log: WarningLog | None) -> None:
     reports, skipped, other = outcome.reports, outcome.skipped, outcome.other
     # One write, not one per line: with PYTHONUNBUFFERED set, thousands of symbol lines cost a syscall each.
     text = io.StringIO()
-    if args.json:
+    if log is not None:  # --json
         from elfpatch.packages import annotate
+        from elfpatch.warnlog import attach_warnings
 
         annotate(reports)
-        write_json(reports, text, skipped, other)
+        write_json(reports, text, skipped, other, attach_warnings(reports, log))
     else:
 
         def show(r: FileReport) -> bool:

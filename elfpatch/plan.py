@@ -6,11 +6,10 @@ so that verification can prove that exactly the planned bytes, and no other st_i
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from elfpatch.edits import Edit
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import UnsupportedError, VerifyError
+from elfpatch.records import Record
 from elfpatch.report import SymbolRow
 from elfpatch.symbols import (
     STB_GNU_UNIQUE,
@@ -24,7 +23,7 @@ from elfpatch.symbols import (
 )
 
 
-class TableState(NamedTuple):
+class TableState(Record):
     name: str
     offset: int
     count: int

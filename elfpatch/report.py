@@ -1,16 +1,19 @@
 """The records `elfpatch unique` reports, their JSON document and their text rendering."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple, TextIO
-
 from elfpatch.errors import ElfPatchError, one_line
+from elfpatch.records import Record
+
+TYPE_CHECKING = False  # typing is not imported on the read path
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, TextIO
 
 # File statuses, as the JSON contract spells them.
 PATCHED, UNCHANGED, WOULD_PATCH, FOUND, SKIPPED, ERROR = (
     "patched", "unchanged", "would-patch", "found", "skipped", "error")
 
 
-class SymbolRow(NamedTuple):
+class SymbolRow(Record):
     """One selected unique symbol table entry (a symbol in both tables gives two rows)."""
 
     name: str
@@ -29,7 +32,7 @@ class FileReport:
     """What happened to one file (or one archive/wheel member, named by ``member``)."""
 
     __slots__ = ("path", "status", "symbols", "kept", "error", "member", "reason", "exception", "package", "facts",
-                 "warnings")
+                 "warnings", "excluded_by")
 
     def __init__(self, path: str, status: str, symbols: list[SymbolRow] | None = None, kept: int = 0,
                  error: str | None = None, member: str | None = None, reason: str | None = None,
@@ -45,6 +48,7 @@ class FileReport:
         self.package: Any = None  # the owning package (elfpatch.packages.Package), where known
         self.facts: Any = None  # what Job.inspect found in the image (elfpatch audit)
         self.warnings = warnings if warnings is not None else []  # e.g. section headers that lie
+        self.excluded_by: tuple[str, ...] = ()  # --exclude globs that passed over members (not in JSON)
 
     def __repr__(self) -> str:
         return f"FileReport({self.path!r}, {self.status!r}, symbols={len(self.symbols)}, member={self.member!r})"
@@ -93,8 +97,12 @@ def write_document(doc: dict, out: TextIO) -> None:
     out.write(json.dumps(doc) + "\n")
 
 
-def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0, other: int = 0) -> None:
-    write_document({"files": [r.to_json() for r in reports], "summary": summary(reports, skipped, other)}, out)
+def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0, other: int = 0,
+               warnings: list[str] | None = None) -> None:
+    """``warnings``: those about no one file (a glob that matched nothing, a journal), as ``subject: message``
+    lines; each file's own are in its entry."""
+    write_document({"files": [r.to_json() for r in reports], "summary": summary(reports, skipped, other),
+                    "warnings": warnings or []}, out)
 
 
 _VERBS = {PATCHED: "patched", WOULD_PATCH: "would patch", FOUND: "found", UNCHANGED: "no unique symbols"}
@@ -134,3 +142,4 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0, other: 
     if doc["other"]:
         line += f", {doc['other']} other"
     out.write(line + "\n")
+

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Iterable
 
 from elfpatch.elfconst import ELFOSABI_GNU, ELFOSABI_SYSV, STB_GLOBAL, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK
 from elfpatch.mangled import crude_bound, demangled_bound
+
+TYPE_CHECKING = False  # typing is not imported on the read path
+if TYPE_CHECKING:
+    from typing import Iterable
 
 BIND_NAMES = {STB_LOCAL: "LOCAL", STB_GLOBAL: "GLOBAL", STB_WEAK: "WEAK", STB_GNU_UNIQUE: "UNIQUE"}
 TARGET_BINDINGS = {"global": STB_GLOBAL, "weak": STB_WEAK}
@@ -82,11 +85,14 @@ def _matches(regex, name: str, demangled: str | None) -> bool:
 @lru_cache(maxsize=1)
 def _cxa_demangle():  # pragma: no cover - depends on the machine's libstdc++
     import ctypes
-    import ctypes.util
+
+    def find(name: str) -> str | None:
+        import ctypes.util  # imports subprocess, tempfile, shutil: only when the usual soname is not there
+
+        return ctypes.util.find_library(name)
 
     # find_library forks ldconfig/gcc: only when the usual soname is not there.
-    candidates = ("libstdc++.so.6", lambda: ctypes.util.find_library("stdc++"),
-                  lambda: ctypes.util.find_library("c++"))
+    candidates = ("libstdc++.so.6", lambda: find("stdc++"), lambda: find("c++"))
     for lib in candidates:
         lib = lib() if callable(lib) else lib
         if not lib:

@@ -140,3 +140,19 @@ def test_unique_imports_no_heavy_modules(tmp_path: Path) -> None:
             "print('HEAVY:' + ','.join(heavy))\n")
     proc = subprocess.run([sys.executable, "-c", code, str(lib)], capture_output=True, text=True, cwd=ROOT)
     assert proc.stdout.splitlines()[-1] == "HEAVY:", proc.stdout
+
+
+LAZY = ("typing", "logging", "hashlib", "ctypes.util", "shutil", "json", "subprocess", "elfpatch.collisions",
+        "elfpatch.packages", "elfpatch.main_audit", "elfpatch.main_dlcheck", "elfpatch.main_inits")
+
+
+def test_unique_check_imports_only_what_it_uses(unique_build: Path) -> None:
+    """`elfpatch unique --check` on a library with unique symbols (demangled, reported) imports none of the
+    modules it does not need: start-up is most of a one-file check. Logging comes in with the first warning,
+    json with --json, the audit's modules with `audit`."""
+    lib = unique_build / "libholder_v1.so"
+    code = ("import sys\nfrom elfpatch.cli import main\nstatus = main(['unique', '--check', sys.argv[1]])\n"
+            f"print('STATUS', status, 'LOADED:' + ','.join(m for m in {LAZY!r} if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(lib)], capture_output=True, text=True, cwd=ROOT)
+    assert "found 4 unique symbols" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == "STATUS 1 LOADED:", proc.stdout

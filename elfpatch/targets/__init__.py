@@ -6,17 +6,18 @@ This module holds what every kind shares (the job, the outcome, how a file's kin
 of them, so that no import cycle runs through the package."""
 from __future__ import annotations
 
-import copy
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from elfpatch.elfconst import ELFMAG
 from elfpatch.errors import ElfPatchError, warn
 from elfpatch.report import ERROR, PATCHED, FileReport
 from elfpatch.symbols import STB_GLOBAL, STB_WEAK, NameFilter
 
+TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Sequence
+
     from elfpatch.source import Place, Source
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
@@ -26,28 +27,46 @@ ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
 class Exclude:
     """``--exclude GLOB`` filters on file names: a tree's paths relative to its root, archive and wheel member
     names, a PATH as given. A glob with a ``/`` matches the whole name (``*`` crosses ``/``, as in fnmatch);
-    one without matches the last component too, as in .gitignore (``test_*`` anywhere)."""
+    one without matches the last component too, as in .gitignore (``test_*`` anywhere).
+
+    Each glob that matched is remembered (``unused`` lists the others), so that a glob that passed over
+    nothing is reported rather than silently blind."""
 
     def __init__(self, globs: Iterable[str] = ()) -> None:
         import fnmatch
         import re
 
         self.globs = tuple(globs)
+        self._each = [(g, re.compile(fnmatch.translate(g)), "/" not in g) for g in self.globs]
         whole = "|".join(fnmatch.translate(g) for g in self.globs)
         base = "|".join(fnmatch.translate(g) for g in self.globs if "/" not in g)
         self._whole = re.compile(whole) if whole else None
         self._base = re.compile(base) if base else None
+        self.used: set[str] = set()
 
     def __bool__(self) -> bool:
         return self._whole is not None
 
     def excludes(self, name: str) -> bool:
+        return self.matching(name) is not None
+
+    def matching(self, name: str) -> str | None:
+        """The first glob that excludes ``name`` (remembered as used), or None."""
         if self._whole is None:
-            return False
+            return None
         name = name.replace(os.sep, "/")
-        if self._whole.match(name):
-            return True
-        return self._base is not None and bool(self._base.match(name.rstrip("/").rsplit("/", 1)[-1]))
+        last = name.rstrip("/").rsplit("/", 1)[-1]
+        if not self._whole.match(name) and not (self._base is not None and self._base.match(last)):
+            return None
+        for glob, rx, bare in self._each:  # only on a match: which glob it was
+            if rx.match(name) or (bare and rx.match(last)):
+                self.used.add(glob)
+                return glob
+        return None  # not reached: the joined patterns match only where one glob does
+
+    def unused(self) -> list[str]:
+        """The globs that have excluded nothing so far, in the order given."""
+        return [g for g in dict.fromkeys(self.globs) if g not in self.used]
 
 
 class Job:
@@ -92,8 +111,22 @@ class Job:
             raise ValueError("no PATH given")
         if self.output is not None and len(paths) != 1:
             raise ValueError(f"-o/--output takes exactly one PATH, not {len(paths)}")
+        if self.output is not None or self.output_dir is not None:
+            self._check_not_excluded(paths)
+        if self.output is not None:
+            _check_output_parent(self.output)
         if self.output_dir is not None:
             self._check_output_dir(paths)
+
+    def _check_not_excluded(self, paths: Sequence[str]) -> None:
+        """A PATH named with -o/-w that --exclude matches would be passed over: OUT would be left unwritten
+        (or stale, from an earlier run) while the run reported success. Refused instead."""
+        for path in paths:
+            glob = self.exclude.matching(os.fspath(path)) if not os.path.isdir(path) else None
+            if glob is not None:
+                where = "-o/--output" if self.output is not None else "-w/--output-dir"
+                raise ValueError(f"{path}: matches --exclude {glob!r}, so {where} would get no result for it; "
+                                 "drop the PATH or the glob")
 
     def _check_output_dir(self, paths: Sequence[str]) -> None:
         taken: dict[str, str] = {}
@@ -117,6 +150,8 @@ class Job:
         """The job for one PATH: with -w DIR, this job writing to DIR/its own name (-o), else this job."""
         if self.output_dir is None:
             return self
+        import copy
+
         job = copy.copy(self)
         job.output, job.output_dir = self.output_in_dir(path), None
         return job
@@ -144,6 +179,15 @@ def _check_writes(mode: str, inplace: bool, output: str | None, output_dir: str 
         raise ValueError("-o/--output goes with neither --check, --dry-run nor --inplace")
     if inplace and mode != PATCH:
         raise ValueError("--inplace goes with neither --check nor --dry-run")
+
+
+def _check_output_parent(output: str) -> None:
+    """-o OUT goes into an existing directory (as cp and cc -o do; -w DIR is created): a missing one is
+    named, with OUT, before anything is opened."""
+    parent = os.path.dirname(output) or "."
+    if not os.path.isdir(parent):
+        why = "does not exist" if not os.path.lexists(parent) else "is not a directory"
+        raise ValueError(f"-o/--output {output}: its directory {parent} {why}")
 
 
 class Outcome:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-from contextlib import contextmanager
-from typing import Iterator
 
 from elfpatch import arfmt
 from elfpatch.elfconst import ELFMAG
@@ -22,12 +20,11 @@ from elfpatch.targets import DRY_RUN, Job, commit, open_source
 from elfpatch.targets.elf import process_elf, status_for
 
 
-@contextmanager
-def _member_view(data: bytes, m: arfmt.Member) -> Iterator[memoryview]:
-    """The member's bytes, read in place in the archive's map: a 1 GiB member is never copied (the view is
-    released on exit, so that the map can be closed)."""
-    with memoryview(data)[m.data_offset : m.data_offset + m.size] as view:
-        yield view
+def _member_view(data: bytes, m: arfmt.Member) -> memoryview:
+    """The member's bytes, read in place in the archive's map: a 1 GiB member is never copied. Use it in a
+    ``with`` statement: the view is released on exit, so that the map can be closed. (A memoryview of its
+    own, not a generator context manager: that cost a tenth of a small member's whole check.)"""
+    return memoryview(data)[m.data_offset : m.data_offset + m.size]
 
 
 def _member_image(view: memoryview, m: arfmt.Member, path: str) -> ElfFile:

@@ -1,14 +1,13 @@
 """One ELF file on disk: plan its edits from one read-only map, then commit them atomically or in place."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import UnsupportedError
 from elfpatch.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import FOUND, PATCHED, SKIPPED, UNCHANGED, WOULD_PATCH, FileReport
 from elfpatch.targets import commit, open_source
 
+TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     from elfpatch.source import Place
     from elfpatch.targets import Job

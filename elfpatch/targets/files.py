@@ -5,12 +5,12 @@ loads no zip code."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import FileReport
 from elfpatch.targets import ARCHIVE, WHEEL, Job, error_report, renamed
 
+TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     from elfpatch.source import Place
 
@@ -40,7 +40,9 @@ def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
 
             reports = [process_elf(path, job, place=place)]
     except ElfPatchError as exc:
-        return [error_report(path, exc)]
+        reports = [error_report(path, exc)]
+    if job.exclude.used:  # back to the caller across a process pool: which globs were used
+        reports[0].excluded_by = tuple(job.exclude.used)
     if links > in_tree_links and renamed(reports, job):
         job.warn(path, f"had {links} hard links; the atomic rename gave this name a new inode, so "
                  f"{links - in_tree_links} other name(s) keep the unpatched file (--inplace patches every name)")

@@ -19,7 +19,6 @@ import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from typing import TYPE_CHECKING
 
 from elfpatch import zipfmt, zsplice
 from elfpatch.edits import check_old_bytes
@@ -36,6 +35,7 @@ from elfpatch.targets.wheel_queue import Patched, Queue
 from elfpatch.targets.wheel_record import SIGNATURES, Record
 from elfpatch.write import open_temp, replace_atomic
 
+TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     import mmap
 

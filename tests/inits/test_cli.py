@@ -29,7 +29,7 @@ def _check_contract(counts: dict[str, int]) -> None:
     assert set(doc) == {"files", "summary"}
     assert [f["path"] for f in doc["files"]] == paths
     for f in doc["files"]:
-        assert set(f) == {"path", "init", "fini"}
+        assert set(f) == {"path", "init", "fini", "warnings"}
         for e in f["init"] + f["fini"]:
             assert set(e) == ENTRY_KEYS
             assert e["kind"] in KINDS
