@@ -2,9 +2,10 @@
 
 1. Refuse early what cannot end well: a directory that is append-only or immutable (a temp could not be
    removed again), an existing -o OUT that is not a regular file (a device, a FIFO).
-2. A temp in the destination's own directory (``Temp``): unnamed (O_TMPFILE) where the file system allows it,
-   so no other run can ever take it as an input and a kill leaves nothing; else a short, exclusively created
-   ``.elfpatch-<16 hex>.tmp`` (fits NAME_MAX beside any name) that the creating run holds a lock on.
+2. A temp in the destination's own directory (``Temp``): unnamed (O_TMPFILE) where the file system allows it
+   and /proc is there to link it in through later, so no other run can ever take it as an input and a kill
+   leaves nothing; else a short, exclusively created ``.elfpatch-<16 hex>.tmp`` (fits NAME_MAX beside any
+   name) that the creating run holds a lock on.
 3. The content (a sparse copy that keeps holes, plus the one-byte edits; or a whole new wheel), then the
    metadata: owner, mode, extended attributes, and exactly the original's access ACL (a directory's default
    ACL inherited by the temp is dropped), then the caller's verification of the written bytes.
@@ -150,6 +151,15 @@ def check_replaceable(dest: Place, *, output: bool) -> None:
             raise WriteError(f"-o {dest.path} exists and is not a regular file; refusing to replace it", dest.path)
 
 
+def _proc_names(fd: int) -> bool:
+    """Whether /proc/self/fd/FD is this file (linkat through it is how an unnamed temp gets a name)."""
+    try:
+        st, via = os.fstat(fd), os.stat(f"/proc/self/fd/{fd}")
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (via.st_dev, via.st_ino)
+
+
 class Temp:
     """A temp file in ``dest``'s directory, removed unless ``install`` renamed it over ``dest``."""
 
@@ -158,17 +168,27 @@ class Temp:
         self.name = ""  # set once it has a name in the directory
         self.fd = -1
         clean_stale_temps_once(dest.dir_fd)
-        try:
-            self.fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=dest.dir_fd)
-            self.unnamed = True
-        except (OSError, AttributeError) as exc:
-            if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL,
-                                                                errno.ENOENT):
-                raise _os_error(exc, "cannot create a temp file beside it", dest.path) from exc
-            self.unnamed = False
+        self.fd = self._create_unnamed()
+        self.unnamed = self.fd >= 0
+        if not self.unnamed:
             self.fd, self.name = self._create_named()
         fcntl.flock(self.fd, fcntl.LOCK_EX)  # our own: liveness for clean_stale_temps
         teststop.stop("temp")
+
+    def _create_unnamed(self) -> int:
+        """An O_TMPFILE temp, or -1 where it could not be given a name later: the file system has no
+        O_TMPFILE, or there is no /proc to link it through (a chroot, a minimal container)."""
+        try:
+            fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=self.dest.dir_fd)
+        except (OSError, AttributeError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL,
+                                                                errno.ENOENT):
+                raise _os_error(exc, "cannot create a temp file beside it", self.dest.path) from exc
+            return -1
+        if _proc_names(fd):
+            return fd
+        os.close(fd)
+        return -1
 
     def _create_named(self) -> tuple[int, str]:
         for _ in range(16):
@@ -193,7 +213,8 @@ class Temp:
         raise WriteError("cannot create a unique temp file name", self.dest.path)
 
     def _link(self) -> None:
-        """Give an unnamed temp a (temp) name: linkat through /proc, which needs no capability."""
+        """Give an unnamed temp a (temp) name: linkat through /proc, which needs no capability (checked to be
+        there when the temp was made)."""
         for _ in range(16):
             name = link_temp_name()
             try:

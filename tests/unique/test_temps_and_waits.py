@@ -1,0 +1,81 @@
+"""Temps, /proc and lock waits under adversity: only our own temps are ever taken for temps (a lock held on
+them or the marker only elfpatch writes, never the name alone), a run without /proc still writes, and a run
+waiting for another process's lock says so. Each test names the guarantee it attacks."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from unique.adversary import arena, command, give, need_user, run, temps_in
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def original(unique_build: Path) -> bytes:
+    return (unique_build / "libholder_v1.so").read_bytes()
+
+
+@pytest.fixture
+def expected(unique_build: Path, tmp_path: Path) -> bytes:
+    out = tmp_path / "expected.so"
+    assert run("root", "unique", "-o", str(out), str(unique_build / "libholder_v1.so")).returncode == 0
+    return out.read_bytes()
+
+
+@pytest.fixture
+def box(request: pytest.FixtureRequest) -> Iterator[Path]:
+    user = request.node.callspec.params.get("user", "root") if hasattr(request.node, "callspec") else "root"
+    need_user(user)
+    d = arena(user)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def put(data: bytes, path: Path, user: str = "root") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return give(path, user)
+
+
+# -- no /proc ---------------------------------------------------------------------------------------------
+
+def run_without_proc(*args: str) -> subprocess.CompletedProcess:
+    """The CLI in a mount namespace whose /proc is an empty tmpfs (as in a chroot or a minimal container)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    cmd, env = command("root", *args)
+    wrapped = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs none /proc && test ! -e /proc/self && exec "$@"', "sh", *cmd]
+    proc = subprocess.run(wrapped, capture_output=True, text=True, env=env, timeout=300, cwd="/")
+    if proc.returncode == 1 and not proc.stdout and "mount" in proc.stderr:
+        pytest.skip(f"cannot hide /proc here: {proc.stderr.strip()}")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_without_proc_every_write_mode_works(box: Path, original: bytes, expected: bytes) -> None:
+    """Guarantee: no spurious failure. Without /proc an unnamed (O_TMPFILE) temp cannot be linked in through
+    /proc/self/fd: the default mode, -o and a tree with hard links must still write (a named temp instead),
+    and leave no temp behind."""
+    lib = put(original, box / "lib.so")
+    out = box / "out" / "patched.so"
+    out.parent.mkdir()
+    tree = box / "tree"
+    put(original, tree / "a.so")
+    os.link(tree / "a.so", tree / "b.so")
+    proc = run_without_proc("unique", str(lib))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_without_proc("unique", "-o", str(out), str(put(original, box / "in.so")))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_without_proc("unique", str(tree))
+    assert proc.returncode == 0, proc.stderr
+    assert lib.read_bytes() == expected and out.read_bytes() == expected
+    assert (tree / "a.so").read_bytes() == expected and (tree / "a.so").stat().st_nlink == 2
+    assert (tree / "a.so").stat().st_ino == (tree / "b.so").stat().st_ino
+    assert temps_in(box) == [] and temps_in(out.parent) == [] and temps_in(tree) == []
