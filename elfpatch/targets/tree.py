@@ -457,6 +457,14 @@ def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
     return reports, skipped, capture.records
 
 
+def _init_worker() -> None:
+    """A pool process says a lock wait at once through the handlers it inherited (its other warnings travel
+    back with its reports, which would be too late for this one)."""
+    from elfpatch.source import WAIT_LOG
+
+    WAIT_LOG.handlers, WAIT_LOG.propagate = list(LOG.handlers), False
+
+
 def workers() -> int:
     """The cores this process may run on (a container's CPU set, not the host's count)."""
     try:
@@ -495,7 +503,7 @@ def process_tree(root: str, job: Job) -> Outcome:
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            with ProcessPoolExecutor(n) as pool:
+            with ProcessPoolExecutor(n, initializer=_init_worker) as pool:
                 _collect(pool.map(_run_in_worker, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
         except BrokenProcessPool as exc:
             raise WriteError("a worker process died (out of memory?); files done before it are patched, "

@@ -3,6 +3,7 @@ them or the marker only elfpatch writes, never the name alone), a run without /p
 waiting for another process's lock says so. Each test names the guarantee it attacks."""
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -79,3 +80,30 @@ def test_without_proc_every_write_mode_works(box: Path, original: bytes, expecte
     assert (tree / "a.so").read_bytes() == expected and (tree / "a.so").stat().st_nlink == 2
     assert (tree / "a.so").stat().st_ino == (tree / "b.so").stat().st_ino
     assert temps_in(box) == [] and temps_in(out.parent) == [] and temps_in(tree) == []
+
+
+# -- lock waits -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["file", "pool"])
+def test_a_lock_wait_says_which_file_and_which_pid(where: str, box: Path, original: bytes, expected: bytes) -> None:
+    """Guarantee: nothing looks hung. A writing run waiting for another process's lock says, while it waits,
+    which file and which pid it waits for (as apt does), then goes on once the lock is released: the test
+    holds the lock and only lets go after reading that line (no timer). ``pool``: the waiting run is a worker
+    process of a tree large enough for the pool, whose other warnings travel back with its reports."""
+    names = ["lib.so"] if where == "file" else [f"lib{i:02}.so" for i in range(20)]
+    for n in names:
+        put(original, box / n)
+    lib = box / names[0]
+    cmd, env = command("root", "unique", str(lib if where == "file" else box))
+    fd = os.open(lib, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+        line = proc.stderr.readline()  # the run gives up after --lock-timeout (60 s): never a hang
+    finally:
+        os.close(fd)
+    out, err = proc.communicate(timeout=300)
+    assert line.startswith(f"elfpatch: warning: {lib}: waiting for the lock"), line + err
+    assert f"held by pid {os.getpid()}" in line and "--lock-timeout" in line, line
+    assert proc.returncode == 0, line + err
+    assert all((box / n).read_bytes() == expected for n in names)
