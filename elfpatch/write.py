@@ -41,7 +41,10 @@ Verifier = Callable[[bytes], None]
 
 TEMP_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.tmp$")
 JOURNAL_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.links$")  # a tree's hard-link re-pointing in progress
-LEGACY_TEMP_RE = re.compile(r"^\..*\.elfpatch-\d+-[0-9a-f]{8}\.tmp$")  # runs before the lock-held temps
+# The marker only elfpatch writes on its temps and journals: with a lock held on it, what makes a file ours
+# (a name alone never does). Taken off a temp just before its rename: the result never carries it.
+TEMP_MARK = "user.elfpatch.temp"
+TEMP_MARK_VALUE = b"1"
 COPY_STEP = 16 << 20  # bytes per copy call: a kill or stop point can land in the middle of a copy
 FS_IOC_GETFLAGS = 0x80086601
 FS_IMMUTABLE_FL, FS_APPEND_FL = 0x10, 0x20
@@ -58,38 +61,81 @@ def link_temp_name() -> str:
     return f".elfpatch-{os.urandom(8).hex()}.tmp"
 
 
-def is_temp(name: str) -> bool:
-    """Whether a directory entry is an elfpatch temp (a tree walk passes over these: never inputs)."""
-    return bool(TEMP_RE.match(name) or LEGACY_TEMP_RE.match(name))
+def mark_temp(fd: int) -> None:
+    """Put the marker only elfpatch writes on a temp or journal it made (none where the file system has no
+    user extended attributes: such a temp is ours only while its lock is held)."""
+    try:
+        os.setxattr(fd, TEMP_MARK, TEMP_MARK_VALUE)
+    except OSError:
+        pass
+
+
+def _unmark(fd: int) -> None:
+    try:
+        os.removexattr(fd, TEMP_MARK)
+    except OSError:
+        pass
+
+
+def _marked(fd: int) -> bool:
+    try:
+        return os.getxattr(fd, TEMP_MARK) == TEMP_MARK_VALUE
+    except OSError:
+        return False
+
+
+def temp_state(dir_fd: int, name: str) -> str | None:
+    """Whether the entry ``name`` is a temp or journal of an elfpatch run: "live" (a process holds its
+    lock), "stale" (it carries our marker and no process holds its lock: its run died), or None: not ours,
+    whatever its name, so an input like any other file, reported and never removed."""
+    if not TEMP_RE.match(name) and not JOURNAL_RE.match(name):
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return "live"
+        return "stale" if _marked(fd) else None
+    finally:
+        os.close(fd)
 
 
 # -- temp files --------------------------------------------------------------------------------------
 
 _cleaned_dirs: set[tuple[int, int]] = set()
 
-# Called with the finished temp's stat just before it is renamed into place: a tree records there, in a
-# journal, the hard links it is about to re-point, so that no kill leaves them split without a record.
-before_install: ContextVar[Callable[[os.stat_result], None] | None] = ContextVar("before_install", default=None)
+# Called with the finished temp's stat just before it is renamed into place (and what it returns, with the
+# new file's stat, just after): a tree records there, in a journal, the hard links it is about to re-point,
+# so that no kill leaves them split without a record.
+AfterInstall = Callable[[os.stat_result], None]
+before_install: ContextVar[Callable[[os.stat_result], AfterInstall | None] | None] = ContextVar("before_install",
+                                                                                             default=None)
 
 
 def clean_stale_temps(dir_fd: int) -> list[str]:
-    """Remove the temps of dead runs in the directory ``dir_fd``: those no process holds a lock on."""
+    """Remove the temps of dead runs in the directory ``dir_fd``: those carrying our marker that no process
+    holds a lock on (a PID says nothing across PID namespaces; a name says nothing at all)."""
     removed: list[str] = []
     try:
         names = os.listdir(dir_fd)
     except OSError:
         return removed
     for name in names:
-        legacy = LEGACY_TEMP_RE.match(name)
-        if not TEMP_RE.match(name) and not (legacy and not _pid_alive(int(name.rsplit("-", 2)[1]))):
-            continue  # an old version's temp is kept while its PID lives (old versions take no lock)
+        if not TEMP_RE.match(name):
+            continue
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
         except OSError:
             continue
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(st.st_mode) or not _marked(fd):
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -104,16 +150,6 @@ def clean_stale_temps(dir_fd: int) -> list[str]:
         finally:
             os.close(fd)
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def clean_stale_temps_once(dir_fd: int) -> None:
@@ -173,6 +209,7 @@ class Temp:
         if not self.unnamed:
             self.fd, self.name = self._create_named()
         fcntl.flock(self.fd, fcntl.LOCK_EX)  # our own: liveness for clean_stale_temps
+        mark_temp(self.fd)  # after the lock: a cleaner never takes a temp being made for a dead run's
         teststop.stop("temp")
 
     def _create_unnamed(self) -> int:
@@ -228,13 +265,15 @@ class Temp:
     def install(self) -> None:
         """Rename the temp over the destination (after ``before_install``'s hook, if one is set)."""
         hook = before_install.get()
-        if hook is not None:
-            hook(os.fstat(self.fd))
+        after = hook(os.fstat(self.fd)) if hook is not None else None
         if not self.name:
             self._link()
         teststop.stop("linked")
+        _unmark(self.fd)
         os.replace(self.name, self.dest.name, src_dir_fd=self.dest.dir_fd, dst_dir_fd=self.dest.dir_fd)
         self.name = ""
+        if after is not None:
+            after(os.fstat(self.fd))
 
     def close(self) -> None:
         if self.name:
@@ -390,6 +429,8 @@ def copy_metadata(st: os.stat_result, src_fd: int, dst_fd: int, path: str, *, ow
         _drop_inherited_acl(dst_fd, path)
     os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
     for name in names:
+        if name == TEMP_MARK:
+            continue  # ours, never a property of the file
         try:
             os.setxattr(dst_fd, name, os.getxattr(src_fd, name))
         except OSError as exc:
