@@ -475,6 +475,7 @@ def relink(links: Links, job: Job) -> list[FileReport]:
 
     j, first, others = links.journal, links.first, links.group.names[1:]
     assert j is not None
+    teststop.stop("relinking")
     try:
         if j.new_fd < 0:
             raise WriteError("the patched first name could not be opened again")

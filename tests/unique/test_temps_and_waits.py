@@ -4,6 +4,7 @@ waiting for another process's lock says so. Each test names the guarantee it att
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -107,3 +108,26 @@ def test_a_lock_wait_says_which_file_and_which_pid(where: str, box: Path, origin
     assert f"held by pid {os.getpid()}" in line and "--lock-timeout" in line, line
     assert proc.returncode == 0, line + err
     assert all((box / n).read_bytes() == expected for n in names)
+
+
+# -- only our own temps -----------------------------------------------------------------------------------
+
+def test_a_library_named_like_a_temp_is_reported_and_kept(box: Path, original: bytes, expected: bytes) -> None:
+    """Guarantee: a file is never hidden from a report, nor removed, because of its name; only our own temps
+    are (a lock held on them or the marker elfpatch writes). A library named `.elfpatch-<16 hex>.tmp`,
+    loaded through a symlink, beside another: --check and audit see both, a writing run patches both (and
+    its own temp cleaning, which runs in that directory, leaves it)."""
+    tree = box / "tree"
+    hidden = put(original, tree / ".elfpatch-0123456789abcdef.tmp")
+    (tree / "libreal.so").symlink_to(hidden.name)
+    put(original, tree / "other.so")
+    proc = run("root", "unique", "--check", "--json", str(tree))
+    assert proc.returncode == 1, proc.stderr
+    assert str(hidden) in {f["path"] for f in json.loads(proc.stdout)["files"]}, proc.stdout
+    proc = run("root", "audit", "--json", str(tree))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert str(hidden) in proc.stdout, proc.stdout
+    proc = run("root", "unique", str(tree))
+    assert proc.returncode == 0, proc.stderr
+    assert hidden.read_bytes() == expected and (tree / "other.so").read_bytes() == expected
+    assert (tree / "libreal.so").is_symlink()
