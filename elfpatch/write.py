@@ -5,7 +5,8 @@
 2. A temp in the destination's own directory (``Temp``): unnamed (O_TMPFILE) where the file system allows it
    and /proc is there to link it in through later, so no other run can ever take it as an input and a kill
    leaves nothing; else a short, exclusively created ``.elfpatch-<16 hex>.tmp`` (fits NAME_MAX beside any
-   name) that the creating run holds a lock on.
+   name) that the creating run holds a lock on. Either carries our marker (``TEMP_MARK``, an extended
+   attribute) until just before its rename.
 3. The content (a sparse copy that keeps holes, plus the one-byte edits; or a whole new wheel), then the
    metadata: owner, mode, extended attributes, and exactly the original's access ACL (a directory's default
    ACL inherited by the temp is dropped), then the caller's verification of the written bytes.
@@ -14,8 +15,9 @@
 5. Give the temp its name (linkat), rename it over the destination (renameat, relative to the directory
    file descriptor), fsync the directory with --fsync.
 
-Stale temps of killed runs are removed by the next run that creates a temp in that directory, and only
-those no live process holds a lock on (a PID says nothing across PID namespaces).
+Stale temps of killed runs are removed by the next run that creates a temp in that directory: only those
+that carry our marker and that no live process holds a lock on (a PID says nothing across PID namespaces,
+a name says nothing at all: a file named like a temp without the marker is someone's, an input like any).
 ``write_inplace`` writes only the changed bytes into the existing inode (keeps hard links; not atomic).
 """
 from __future__ import annotations

@@ -7,15 +7,19 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
   the walk's identity. A directory swapped for a symlink (or another directory) after the walk fails that
   file; nothing is ever opened, written or linked outside the tree.
 - Symlinks are never followed: a link (to a file or a directory, inside the tree or out of it) is left as it
-  is and counted as skipped; a target inside the tree is visited under its own name. Temps of elfpatch runs
-  (``.elfpatch-*.tmp``) are passed over: never inputs.
+  is and counted as skipped; a target inside the tree is visited under its own name. Temps and journals of
+  elfpatch runs are passed over (never inputs): those a process holds a lock on or that carry the marker
+  only elfpatch writes (elfpatch.write.temp_state), or, for a journal, that begin as one; a file is never
+  passed over for its name alone.
 - Hard links: each inode is processed once, under its first name in sorted order. When the default mode
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
   name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
   keep the old file, with a warning; --inplace keeps every name, since it writes into the inode itself. A
-  re-pointing that fails is reported on that name (the first name is reported patched: it was). A journal
-  (``.elfpatch-*.links``, beside the first name) is written just before the first name's rename: a run
-  killed from then on is completed by the next writing run over the tree, before it reads anything.
+  journal (``.elfpatch-*.links``, beside the first name, ``Journal``) is written just before the first
+  name's rename and rewritten after each step; it names both files by device, inode, size, mtime and
+  ctime. A re-pointing that fails is reported on that name (the first name is reported patched: it was)
+  and the journal stays; a run killed or failed from the rename on is completed by the next writing run
+  over the tree, before it reads anything, and only for names whose file is still exactly as recorded.
 - The walk reads every directory before anything is written: a directory that cannot be read or entered
   fails the whole tree and changes nothing. Each file is then committed on its own (atomically, as a single
   PATH would be).
@@ -41,7 +45,7 @@ from elfpatch.report import ERROR, FileReport
 from elfpatch.source import Place
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
-from elfpatch.write import JOURNAL_RE, before_install, link_temp_name, mark_temp, temp_state
+from elfpatch.write import JOURNAL_RE, TEMP_RE, before_install, link_temp_name, mark_temp, temp_state
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
@@ -328,8 +332,8 @@ class Journal:
 
     def first_is_new(self, st: os.stat_result | None) -> bool:
         """Whether the first name names the recorded new inode, unchanged (ctime too, once recorded after
-        the rename: a kill between the rename and that record leaves it unknown)."""
-        n = 5 if self.record.get("settled") else 4
+        the rename, unless a kill came between a link of ours to it and the next record)."""
+        n = 5 if self.record.get("settled") and not self.record.get("linking") else 4  # our link changes it
         return st is not None and full(st)[:n] == self.record["new"][:n]
 
     def done_with(self, first: Name, other: Name) -> None:
@@ -404,7 +408,7 @@ def _rel(first: Name, other: Name) -> str:
     return os.path.relpath(other.path, os.path.dirname(first.path))
 
 
-def _switch_one(j: Journal, fp: Place, other: Name) -> tuple[str, str]:
+def _switch_one(j: Journal, fp: Place, first: Name, other: Name) -> tuple[str, str]:
     """Point ``other`` at the journal's new inode if it still names the old one exactly as recorded."""
     from elfpatch.write import check_replaceable
 
@@ -424,16 +428,21 @@ def _switch_one(j: Journal, fp: Place, other: Name) -> tuple[str, str]:
                     os.close(fd)
                     return DIFFERS, "changed since the tree was read; left as it is"
                 j.old_fd = fd
-            _link_over(fp, op)
+            _link_over(j, fp, op, os.path.dirname(_rel(first, other)))
             return SWITCHED, ""
     except (OSError, ElfPatchError) as exc:
         return FAILED, exc.message if isinstance(exc, ElfPatchError) else (exc.strerror or str(exc))
 
 
-def _link_over(fp: Place, op: Place) -> None:
-    """Make ``op``'s name a hard link of ``fp``'s file, atomically (link beside it, rename over it)."""
+def _link_over(j: Journal, fp: Place, op: Place, where: str) -> None:
+    """Make ``op``'s name a hard link of ``fp``'s file, atomically (link beside it, rename over it). The
+    link's temp name is in the journal first: it is the new file itself, so it carries no marker, and a kill
+    before the rename leaves it for the repair to remove."""
     tmp = link_temp_name()
+    j.record["linking"] = os.path.join(where, tmp)
+    j.save()
     os.link(fp.name, tmp, src_dir_fd=fp.dir_fd, dst_dir_fd=op.dir_fd, follow_symlinks=False)
+    teststop.stop("relink-temp")
     try:
         os.replace(tmp, op.name, src_dir_fd=op.dir_fd, dst_dir_fd=op.dir_fd)
     except BaseException:
@@ -452,7 +461,8 @@ def switch_all(j: Journal, first: Name, others: list[Name]) -> list[tuple[Name, 
     results = []
     with place_of(first) as fp:
         for other in others:
-            outcome, why = _switch_one(j, fp, other)
+            outcome, why = _switch_one(j, fp, first, other)
+            j.record.pop("linking", None)
             if outcome != FAILED:
                 j.done_with(first, other)
             j.note()
@@ -526,6 +536,8 @@ def _trusted_journal(dfd: int, jname: str) -> int | None:
 
 def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[int, bool]:
     """Finish what a journal records: (how many names were switched, whether the journal is done with)."""
+    from elfpatch.source import LOCK_TIMEOUT, lock_file
+
     first = by_path.get(os.path.join(base, j.record["first"]))
     if first is None:
         return 0, False  # outside this walk: left for a run over the whole tree
@@ -539,13 +551,31 @@ def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[
         j.new_fd = _open_file(fp)
         if not j.first_is_new(os.fstat(j.new_fd)):
             return 0, True
+        lock_file(j.new_fd, job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT, first.path)
+        removed = _remove_leftover(j, base, by_path)
+        j.note()  # the new file as we leave it (a leftover link of ours removed)
     others = [by_path.get(os.path.normpath(os.path.join(base, rel))) for rel in j.record["others"]]
     results = switch_all(j, first, [o for o in others if o is not None])
     for other, outcome, why in results:
         if outcome in (DIFFERS, FAILED):
             job.warn(other.path, f"not re-pointed at {first.path} as a killed run had begun ({why})" +
                      ("; the journal is kept for the next run" if outcome == FAILED else ""))
-    return sum(r[1] == SWITCHED for r in results), not j.record["others"]
+    return removed + sum(r[1] == SWITCHED for r in results), not j.record["others"]
+
+
+def _remove_leftover(j: Journal, base: str, by_path: dict[str, Name]) -> int:
+    """Remove the link a kill left under the temp name the journal recorded for it, if that name still
+    names the journal's new file (1 if removed: the tree must be walked again)."""
+    left = j.record.pop("linking", None)
+    leftover = by_path.get(os.path.normpath(os.path.join(base, left))) if isinstance(left, str) else None
+    if leftover is None or not TEMP_RE.match(leftover.name):
+        return 0
+    with place_of(leftover) as p:
+        st = p.lstat()
+        if st is None or [st.st_dev, st.st_ino] != j.record["new"][:2]:
+            return 0
+        os.unlink(p.name, dir_fd=p.dir_fd)
+    return 1
 
 
 def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group], job: Job) -> int:

@@ -253,13 +253,15 @@ def test_relink_through_a_bind_mount_is_reported_as_it_is(user: str, where: str,
 
 
 @USERS
-@pytest.mark.parametrize("phase", ["linked", "renamed", "relinked@2"])
+@pytest.mark.parametrize("phase", ["linked", "renamed", "relinking", "relink-temp@2", "relinked@2"])
 def test_kill_while_relinking_is_repaired_by_the_next_run(user: str, phase: str, box: Path, original: bytes,
                                                           expected: bytes) -> None:
     """Guarantee: the next run repairs a switch a kill interrupted. Five hard links of one library; the run is
-    killed just before the first name's rename, just after it, or after re-pointing two of the four other
-    names: from the rename on, the names are split across two inodes, and a journal written before the rename
-    lies beside the first name. The next run completes the switch: one inode, patched, no journal left."""
+    killed just before the first name's rename, just after it, before re-pointing the others, with the
+    second one's link made under its temp name (which the journal names), or after re-pointing two of the
+    four other names: from the rename on, the names are split across two inodes, and a journal written
+    before the rename lies beside the first name. The next run completes the switch: one inode, patched, no
+    journal and no temp left."""
     lib = put(original, box / "a.so", user)
     names = [box / n for n in ("b.so", "c.so", "d.so")] + [box / "sub" / "e.so"]
     (box / "sub").mkdir()
