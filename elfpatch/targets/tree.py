@@ -493,7 +493,7 @@ def relink(links: Links, job: Job) -> list[FileReport]:
         results = switch_all(j, first, others)
     except (OSError, ElfPatchError) as exc:
         why = exc.message if isinstance(exc, ElfPatchError) else exc.strerror
-        results = [(o, FAILED, why) for o in others]
+        results = [(o, DONE if _names(o, j.record["new"]) else FAILED, why) for o in others]
     errors = []
     for other, outcome, why in results:
         if outcome == FAILED:
