@@ -545,7 +545,7 @@ def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[
         now = fp.lstat()
         if not j.first_is_new(now):
             if now is None or [now.st_dev, now.st_ino] != j.record["old"][:2]:  # not merely never renamed
-                job.warn(first.path, "changed since a killed run recorded it; its other names were left as they "
+                job.warn(first.path, "changed since an earlier run recorded it; its other names were left as they "
                                      "are")
             return 0, True
         j.new_fd = _open_file(fp)
@@ -558,7 +558,7 @@ def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[
     results = switch_all(j, first, [o for o in others if o is not None])
     for other, outcome, why in results:
         if outcome in (DIFFERS, FAILED):
-            job.warn(other.path, f"not re-pointed at {first.path} as a killed run had begun ({why})" +
+            job.warn(other.path, f"not re-pointed at {first.path} as an earlier run had begun ({why})" +
                      ("; the journal is kept for the next run" if outcome == FAILED else ""))
     return removed + sum(r[1] == SWITCHED for r in results), not j.record["others"]
 
@@ -607,7 +607,7 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
             n, done = _replay(j, os.path.dirname(jpath), by_path, job)
             switched += n
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ElfPatchError) as exc:
-            job.warn(jpath, f"could not complete the re-linking a killed run left: {one_line(str(exc))}")
+            job.warn(jpath, f"could not complete the re-linking an earlier run left: {one_line(str(exc))}")
         finally:
             j.finish(remove=done)
             os.close(dfd)
