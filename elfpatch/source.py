@@ -12,18 +12,24 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import mmap
 import os
 import stat
 import time
 
 from elfpatch import teststop
-from elfpatch.errors import ElfPatchError, ParseError, WriteError
+from elfpatch.errors import ElfPatchError, ParseError, WriteError, one_line
 from elfpatch.guard import Guard
 
 # Seconds a writing run waits for another process's lock on a file before it gives up on that file.
 LOCK_TIMEOUT = 60.0
 _LOCK_RETRIES = 8
+# Seconds of waiting for a lock after which the run says what it waits for.
+WAIT_NOTICE = 1.0
+# Where that is said: a child of the "elfpatch" logger, which a pool worker sends straight to the parent's
+# handlers (its other warnings travel back with its reports, too late for this one).
+WAIT_LOG = logging.getLogger("elfpatch.wait")
 
 Identity = tuple  # (st_dev, st_ino, st_size, st_mtime_ns)
 
@@ -75,38 +81,47 @@ class Place:
         self.close()
 
 
-def _lock_holder(st: os.stat_result) -> str:
-    """' (held by pid N)' from /proc/locks for a flock on this inode, or '' when it cannot be told."""
+def lock_holder(st: os.stat_result) -> str | None:
+    """The pid holding a flock on this inode, from /proc/locks, or None when it cannot be told."""
     key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
         with open("/proc/locks", encoding="ascii", errors="replace") as f:
             for line in f:
                 fields = line.split()
                 if "FLOCK" in fields and key in fields and "->" not in fields:
-                    i = fields.index(key)
-                    return f" (held by pid {fields[i - 1]})"
+                    return fields[fields.index(key) - 1]
     except OSError:
         pass
-    return ""
+    return None
 
 
 def lock_file(fd: int, timeout: float, path: str, deadline: float | None = None) -> None:
     """flock(LOCK_EX) with a bounded wait: a reader holding a lock must not hang a writing run forever.
-    ``deadline`` (time.monotonic()): when several waits share one timeout."""
+    ``deadline`` (time.monotonic()): when several waits share one timeout. A wait past WAIT_NOTICE seconds
+    is said once (which file, which pid), as apt does: a silent run of up to a minute looks hung."""
+    start = time.monotonic()
     if deadline is None:
-        deadline = time.monotonic() + max(timeout, 0.0)
-    delay = 0.001
+        deadline = start + max(timeout, 0.0)
+    delay, told = 0.001, False
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             pass
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise WriteError(f"timed out after {timeout:g} s waiting for the lock on it{_lock_holder(os.fstat(fd))}: "
-                             "another process holds flock on this file (see --lock-timeout)", path)
-        time.sleep(min(delay, left))
+        now = time.monotonic()
+        if deadline - now <= 0:
+            pid = lock_holder(os.fstat(fd))
+            raise WriteError(f"timed out after {timeout:g} s waiting for the lock on it"
+                             f"{f' (held by pid {pid})' if pid else ''}: another process holds flock on this file "
+                             "(see --lock-timeout)", path)
+        if not told and now - start >= WAIT_NOTICE:
+            told = True
+            pid = lock_holder(os.fstat(fd))
+            WAIT_LOG.warning("%s", one_line(f"{path}: waiting for the lock on it, held by "
+                                            f"{f'pid {pid}' if pid else 'another process'}  (at most "
+                                            f"{timeout:g} s; see --lock-timeout)"))
+        time.sleep(min(delay, deadline - now))
         delay = min(delay * 2, 0.05)
 
 

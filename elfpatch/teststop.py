@@ -7,8 +7,9 @@ map made, nothing parsed yet; read-only modes too), ``temp`` (temp
 file created), ``copying`` (part of the copy written), ``written`` (temp complete: edits and metadata),
 ``verified`` (just before the check that the name still names the file read), ``linked`` (the temp has a name,
 just before the rename), ``renamed`` (the new file is in place); ``inplace`` (--inplace, after the first byte
-written); ``walked`` (a tree read, nothing opened yet); ``relinked`` (a tree's hard link re-pointed, once per
-name).
+written); ``walked`` (a tree read, nothing opened yet); ``relinking`` (a tree's first name renamed, its temp closed,
+before its other names are re-pointed); ``relink-temp`` (a hard link's temp name made beside the name it
+is to replace, before that rename); ``relinked`` (a tree's hard link re-pointed, once per name).
 """
 from __future__ import annotations
 

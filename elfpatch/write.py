@@ -2,9 +2,11 @@
 
 1. Refuse early what cannot end well: a directory that is append-only or immutable (a temp could not be
    removed again), an existing -o OUT that is not a regular file (a device, a FIFO).
-2. A temp in the destination's own directory (``Temp``): unnamed (O_TMPFILE) where the file system allows it,
-   so no other run can ever take it as an input and a kill leaves nothing; else a short, exclusively created
-   ``.elfpatch-<16 hex>.tmp`` (fits NAME_MAX beside any name) that the creating run holds a lock on.
+2. A temp in the destination's own directory (``Temp``): unnamed (O_TMPFILE) where the file system allows it
+   and /proc is there to link it in through later, so no other run can ever take it as an input and a kill
+   leaves nothing; else a short, exclusively created ``.elfpatch-<16 hex>.tmp`` (fits NAME_MAX beside any
+   name) that the creating run holds a lock on. Either carries our marker (``TEMP_MARK``, an extended
+   attribute) until just before its rename.
 3. The content (a sparse copy that keeps holes, plus the one-byte edits; or a whole new wheel), then the
    metadata: owner, mode, extended attributes, and exactly the original's access ACL (a directory's default
    ACL inherited by the temp is dropped), then the caller's verification of the written bytes.
@@ -13,8 +15,9 @@
 5. Give the temp its name (linkat), rename it over the destination (renameat, relative to the directory
    file descriptor), fsync the directory with --fsync.
 
-Stale temps of killed runs are removed by the next run that creates a temp in that directory, and only
-those no live process holds a lock on (a PID says nothing across PID namespaces).
+Stale temps of killed runs are removed by the next run that creates a temp in that directory: only those
+that carry our marker and that no live process holds a lock on (a PID says nothing across PID namespaces,
+a name says nothing at all: a file named like a temp without the marker is someone's, an input like any).
 ``write_inplace`` writes only the changed bytes into the existing inode (keeps hard links; not atomic).
 """
 from __future__ import annotations
@@ -40,7 +43,10 @@ Verifier = Callable[[bytes], None]
 
 TEMP_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.tmp$")
 JOURNAL_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.links$")  # a tree's hard-link re-pointing in progress
-LEGACY_TEMP_RE = re.compile(r"^\..*\.elfpatch-\d+-[0-9a-f]{8}\.tmp$")  # runs before the lock-held temps
+# The marker only elfpatch writes on its temps and journals: with a lock held on it, what makes a file ours
+# (a name alone never does). Taken off a temp just before its rename: the result never carries it.
+TEMP_MARK = "user.elfpatch.temp"
+TEMP_MARK_VALUE = b"1"
 COPY_STEP = 16 << 20  # bytes per copy call: a kill or stop point can land in the middle of a copy
 FS_IOC_GETFLAGS = 0x80086601
 FS_IMMUTABLE_FL, FS_APPEND_FL = 0x10, 0x20
@@ -57,38 +63,81 @@ def link_temp_name() -> str:
     return f".elfpatch-{os.urandom(8).hex()}.tmp"
 
 
-def is_temp(name: str) -> bool:
-    """Whether a directory entry is an elfpatch temp (a tree walk passes over these: never inputs)."""
-    return bool(TEMP_RE.match(name) or LEGACY_TEMP_RE.match(name))
+def mark_temp(fd: int) -> None:
+    """Put the marker only elfpatch writes on a temp or journal it made (none where the file system has no
+    user extended attributes: such a temp is ours only while its lock is held)."""
+    try:
+        os.setxattr(fd, TEMP_MARK, TEMP_MARK_VALUE)
+    except OSError:
+        pass
+
+
+def _unmark(fd: int) -> None:
+    try:
+        os.removexattr(fd, TEMP_MARK)
+    except OSError:
+        pass
+
+
+def _marked(fd: int) -> bool:
+    try:
+        return os.getxattr(fd, TEMP_MARK) == TEMP_MARK_VALUE
+    except OSError:
+        return False
+
+
+def temp_state(dir_fd: int, name: str) -> str | None:
+    """Whether the entry ``name`` is a temp or journal of an elfpatch run: "live" (a process holds its
+    lock), "stale" (it carries our marker and no process holds its lock: its run died), or None: not ours,
+    whatever its name, so an input like any other file, reported and never removed."""
+    if not TEMP_RE.match(name) and not JOURNAL_RE.match(name):
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return "live"
+        return "stale" if _marked(fd) else None
+    finally:
+        os.close(fd)
 
 
 # -- temp files --------------------------------------------------------------------------------------
 
 _cleaned_dirs: set[tuple[int, int]] = set()
 
-# Called with the finished temp's stat just before it is renamed into place: a tree records there, in a
-# journal, the hard links it is about to re-point, so that no kill leaves them split without a record.
-before_install: ContextVar[Callable[[os.stat_result], None] | None] = ContextVar("before_install", default=None)
+# Called with the finished temp's stat just before it is renamed into place (and what it returns, with the
+# new file's stat, just after): a tree records there, in a journal, the hard links it is about to re-point,
+# so that no kill leaves them split without a record.
+AfterInstall = Callable[[os.stat_result], None]
+before_install: ContextVar[Callable[[os.stat_result], AfterInstall | None] | None] = ContextVar("before_install",
+                                                                                             default=None)
 
 
 def clean_stale_temps(dir_fd: int) -> list[str]:
-    """Remove the temps of dead runs in the directory ``dir_fd``: those no process holds a lock on."""
+    """Remove the temps of dead runs in the directory ``dir_fd``: those carrying our marker that no process
+    holds a lock on (a PID says nothing across PID namespaces; a name says nothing at all)."""
     removed: list[str] = []
     try:
         names = os.listdir(dir_fd)
     except OSError:
         return removed
     for name in names:
-        legacy = LEGACY_TEMP_RE.match(name)
-        if not TEMP_RE.match(name) and not (legacy and not _pid_alive(int(name.rsplit("-", 2)[1]))):
-            continue  # an old version's temp is kept while its PID lives (old versions take no lock)
+        if not TEMP_RE.match(name):
+            continue
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
         except OSError:
             continue
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(st.st_mode) or not _marked(fd):
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -103,16 +152,6 @@ def clean_stale_temps(dir_fd: int) -> list[str]:
         finally:
             os.close(fd)
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def clean_stale_temps_once(dir_fd: int) -> None:
@@ -150,6 +189,15 @@ def check_replaceable(dest: Place, *, output: bool) -> None:
             raise WriteError(f"-o {dest.path} exists and is not a regular file; refusing to replace it", dest.path)
 
 
+def _proc_names(fd: int) -> bool:
+    """Whether /proc/self/fd/FD is this file (linkat through it is how an unnamed temp gets a name)."""
+    try:
+        st, via = os.fstat(fd), os.stat(f"/proc/self/fd/{fd}")
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (via.st_dev, via.st_ino)
+
+
 class Temp:
     """A temp file in ``dest``'s directory, removed unless ``install`` renamed it over ``dest``."""
 
@@ -158,17 +206,28 @@ class Temp:
         self.name = ""  # set once it has a name in the directory
         self.fd = -1
         clean_stale_temps_once(dest.dir_fd)
+        self.fd = self._create_unnamed()
+        self.unnamed = self.fd >= 0
+        if not self.unnamed:
+            self.fd, self.name = self._create_named()
+        fcntl.flock(self.fd, fcntl.LOCK_EX)  # our own: liveness for clean_stale_temps
+        mark_temp(self.fd)  # after the lock: a cleaner never takes a temp being made for a dead run's
+        teststop.stop("temp")
+
+    def _create_unnamed(self) -> int:
+        """An O_TMPFILE temp, or -1 where it could not be given a name later: the file system has no
+        O_TMPFILE, or there is no /proc to link it through (a chroot, a minimal container)."""
         try:
-            self.fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=dest.dir_fd)
-            self.unnamed = True
+            fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=self.dest.dir_fd)
         except (OSError, AttributeError) as exc:
             if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL,
                                                                 errno.ENOENT):
-                raise _os_error(exc, "cannot create a temp file beside it", dest.path) from exc
-            self.unnamed = False
-            self.fd, self.name = self._create_named()
-        fcntl.flock(self.fd, fcntl.LOCK_EX)  # our own: liveness for clean_stale_temps
-        teststop.stop("temp")
+                raise _os_error(exc, "cannot create a temp file beside it", self.dest.path) from exc
+            return -1
+        if _proc_names(fd):
+            return fd
+        os.close(fd)
+        return -1
 
     def _create_named(self) -> tuple[int, str]:
         for _ in range(16):
@@ -193,7 +252,8 @@ class Temp:
         raise WriteError("cannot create a unique temp file name", self.dest.path)
 
     def _link(self) -> None:
-        """Give an unnamed temp a (temp) name: linkat through /proc, which needs no capability."""
+        """Give an unnamed temp a (temp) name: linkat through /proc, which needs no capability (checked to be
+        there when the temp was made)."""
         for _ in range(16):
             name = link_temp_name()
             try:
@@ -207,13 +267,15 @@ class Temp:
     def install(self) -> None:
         """Rename the temp over the destination (after ``before_install``'s hook, if one is set)."""
         hook = before_install.get()
-        if hook is not None:
-            hook(os.fstat(self.fd))
+        after = hook(os.fstat(self.fd)) if hook is not None else None
         if not self.name:
             self._link()
         teststop.stop("linked")
+        _unmark(self.fd)
         os.replace(self.name, self.dest.name, src_dir_fd=self.dest.dir_fd, dst_dir_fd=self.dest.dir_fd)
         self.name = ""
+        if after is not None:
+            after(os.fstat(self.fd))
 
     def close(self) -> None:
         if self.name:
@@ -369,6 +431,8 @@ def copy_metadata(st: os.stat_result, src_fd: int, dst_fd: int, path: str, *, ow
         _drop_inherited_acl(dst_fd, path)
     os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
     for name in names:
+        if name == TEMP_MARK:
+            continue  # ours, never a property of the file
         try:
             os.setxattr(dst_fd, name, os.getxattr(src_fd, name))
         except OSError as exc:

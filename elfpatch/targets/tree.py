@@ -7,15 +7,19 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
   the walk's identity. A directory swapped for a symlink (or another directory) after the walk fails that
   file; nothing is ever opened, written or linked outside the tree.
 - Symlinks are never followed: a link (to a file or a directory, inside the tree or out of it) is left as it
-  is and counted as skipped; a target inside the tree is visited under its own name. Temps of elfpatch runs
-  (``.elfpatch-*.tmp``) are passed over: never inputs.
+  is and counted as skipped; a target inside the tree is visited under its own name. Temps and journals of
+  elfpatch runs are passed over (never inputs): those a process holds a lock on or that carry the marker
+  only elfpatch writes (elfpatch.write.temp_state), or, for a journal, that begin as one; a file is never
+  passed over for its name alone.
 - Hard links: each inode is processed once, under its first name in sorted order. When the default mode
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
   name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
   keep the old file, with a warning; --inplace keeps every name, since it writes into the inode itself. A
-  re-pointing that fails is reported on that name (the first name is reported patched: it was). A journal
-  (``.elfpatch-*.links``, beside the first name) is written just before the first name's rename: a run
-  killed from then on is completed by the next writing run over the tree, before it reads anything.
+  journal (``.elfpatch-*.links``, beside the first name, ``Journal``) is written just before the first
+  name's rename and rewritten after each step; it names both files by device, inode, size, mtime and
+  ctime. A re-pointing that fails is reported on that name (the first name is reported patched: it was)
+  and the journal stays; a run killed or failed from the rename on is completed by the next writing run
+  over the tree, before it reads anything, and only for names whose file is still exactly as recorded.
 - The walk reads every directory before anything is written: a directory that cannot be read or entered
   fails the whole tree and changes nothing. Each file is then committed on its own (atomically, as a single
   PATH would be).
@@ -33,7 +37,7 @@ import pickle
 import stat
 import sys
 import time
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from elfpatch import teststop
 from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line
@@ -41,7 +45,7 @@ from elfpatch.report import ERROR, FileReport
 from elfpatch.source import Place
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
-from elfpatch.write import JOURNAL_RE, before_install, is_temp, link_temp_name
+from elfpatch.write import JOURNAL_RE, TEMP_RE, before_install, link_temp_name, mark_temp, temp_state
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
@@ -165,16 +169,16 @@ class _Walk:
             if stat.S_ISDIR(st.st_mode):
                 subdirs.append((name, path, st))
             else:
-                self._file(name, path, st, chain)
+                self._file(fd, name, path, st, chain)
         return subdirs
 
-    def _file(self, name: str, path: str, st: os.stat_result, chain: Chain) -> None:
+    def _file(self, fd: int, name: str, path: str, st: os.stat_result, chain: Chain) -> None:
         if not stat.S_ISREG(st.st_mode):
             self.skipped += 1
-        elif JOURNAL_RE.match(name):
+        elif JOURNAL_RE.match(name) and is_journal(fd, name):
             self.journals.append((chain, name, path))
-        elif is_temp(name):
-            pass  # another run's temp: never an input
+        elif temp_state(fd, name) is not None:
+            pass  # a run's temp (its lock is held, or it carries our marker): never an input
         elif self.exclude and self.exclude.excludes(os.path.relpath(path, self.root)):
             self.skipped += 1
         else:
@@ -231,94 +235,214 @@ def process_group(group: Group, job: Job, root: str) -> tuple[list[FileReport], 
                                                             "were not); left as it is, run again"))], 0
         if len(group.names) == 1 or not job.writes or job.inplace:
             return process_file(first.path, job, kind, root=root, place=place), 0
-        journal: list[tuple[str, int]] = []
-
-        def record(new: os.stat_result) -> None:  # just before the rename: the journal of the switch to come
-            journal.append(write_journal(place, {"first": place.name, "new": ident(new), "old": list(group.ident),
-                                                 "others": _journal_rows(first, group.names[1:])}))
-
-        token = before_install.set(record)
+        links = Links(place, first, group)
+        token = before_install.set(links.before_rename)
         try:
             reports = process_file(first.path, job, kind, in_tree_links=len(group.names), root=root, place=place)
-            if renamed(reports, job) and journal:
-                reports += relink(first, group.names[1:], group.ident, job)
+            if renamed(reports, job) and links.journal is not None:
+                reports += relink(links, job)
         finally:
             before_install.reset(token)
-            for name, fd in journal:  # switched, or the rename failed: either way nothing left to complete
-                os.unlink(name, dir_fd=place.dir_fd)
-                os.close(fd)
+            links.settle()
     return reports, 0
 
 
 # -- re-pointing hard links ------------------------------------------------------------------------------
 
-def _journal_rows(first: Name, others: list[Name]) -> list[str]:
-    base = os.path.dirname(first.path)
-    return [os.path.relpath(o.path, base) for o in others]
+JOURNAL_KIND = "elfpatch-links"
+_JOURNAL_HEAD = b'{"journal": "elfpatch-links"'
+DONE, SWITCHED, DIFFERS, FAILED = "done", "switched", "differs", "failed"
 
 
-def relink(first: Name, others: list[Name], old: tuple[int, int], job: Job) -> list[FileReport]:
-    """Point every name in ``others`` (which named the inode ``old``) at ``first``'s new inode, each switch
-    atomic (link beside it, rename over it). The caller's journal beside ``first`` (written before the
-    rename of ``first``) lists the switch while it runs, so that a run killed half-way is completed by the
-    next. Returns an error report for each name not re-pointed (it still names the unpatched file)."""
-    from elfpatch.source import LOCK_TIMEOUT, lock_file
-
-    failed: list[tuple[Name, str]] = []
-    errors: list[FileReport] = []
-    with place_of(first) as fp:
-        fd = os.open(fp.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fp.dir_fd)
-        try:
-            lock_file(fd, job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT, first.path)
-            new = os.fstat(fd)
-            for other in others:
-                try:
-                    with place_of(other) as op:
-                        switch(fp, new, op, old)
-                    teststop.stop("relinked")
-                except (OSError, ElfPatchError) as exc:
-                    failed.append((other, exc.message if isinstance(exc, ElfPatchError) else exc.strerror))
-            # Say what each failed name names now: through a bind mount, a directory of the tree can be
-            # another's, so a name that could not be switched may have been switched under its other path.
-            for other, why in failed:
-                if not _names(other, new):
-                    errors.append(FileReport(other.path, ERROR, error=f"not re-pointed at the patched "
-                                             f"{first.path} ({why}): this name still names the unpatched "
-                                             "file; the first name is patched"))
-        finally:
-            os.close(fd)
-    return errors
+def full(st: os.stat_result) -> list[int]:
+    """A file as the journal names it: device, inode, size, mtime and ctime (which no one can set back)."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _names(n: Name, st: os.stat_result) -> bool:
-    """Whether ``n`` names the inode ``st`` now."""
+def is_journal(dir_fd: int, name: str) -> bool:
+    """Whether ``name`` is a journal of a run: a lock held on it or our marker, or a journal's first bytes
+    (where the file system keeps no marker); never the name alone."""
+    if temp_state(dir_fd, name) is not None:
+        return True
     try:
-        with place_of(n) as p:
-            now = p.lstat()
-    except ElfPatchError:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
         return False
-    return now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+    try:
+        return os.pread(fd, len(_JOURNAL_HEAD), 0) == _JOURNAL_HEAD
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
-def ident(st: os.stat_result) -> list[int]:
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+def _open_file(place: Place) -> int:
+    return os.open(place.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=place.dir_fd)
 
 
-def switch(fp: Place, new: os.stat_result, op: Place, old: tuple[int, int]) -> None:
-    """Make ``op``'s name a hard link of ``fp``'s inode (``new``), if it still names ``old``."""
+class Journal:
+    """A re-pointing in progress, recorded beside its first name: the first name, the inode it names once
+    renamed (``new``) and the one its other names still name (``old``), each by device, inode, size, mtime
+    and ctime, and the other names still to switch. Locked while its run lives. Every step of ours (a
+    rename, a link) changes both inodes' ctime, so it is rewritten after each: it always describes the two
+    files as we left them, and a file that differs from it was changed by someone else."""
+
+    def __init__(self, dir_fd: int, name: str, fd: int, record: dict) -> None:
+        self.dir_fd, self.name, self.fd, self.record = dir_fd, name, fd, record
+        self.new_fd = self.old_fd = -1
+
+    @classmethod
+    def create(cls, place: Place, record: dict) -> Journal:
+        for _ in range(16):
+            name = link_temp_name().replace(".tmp", ".links")
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=place.dir_fd)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held while the journal exists: a live run's is never replayed
+            mark_temp(fd)
+            journal = cls(place.dir_fd, name, fd, record)
+            try:
+                journal.save()
+            except OSError as exc:
+                journal.finish(remove=True)
+                raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
+            return journal
+        raise WriteError("cannot create a unique journal name", place.path)
+
+    def save(self) -> None:
+        """Rewrite the record in place (padded with blanks to the length it had: never a torn record)."""
+        import json
+
+        data = json.dumps(self.record).encode()
+        size = os.fstat(self.fd).st_size
+        os.pwrite(self.fd, data.ljust(size), 0)
+
+    def note(self) -> None:
+        """Record both inodes as they are now, after a step of ours."""
+        if self.new_fd >= 0:
+            self.record["new"] = full(os.fstat(self.new_fd))
+            self.record["settled"] = True
+        if self.old_fd >= 0:
+            self.record["old"] = full(os.fstat(self.old_fd))
+        self.save()
+
+    def first_is_new(self, st: os.stat_result | None) -> bool:
+        """Whether the first name names the recorded new inode, unchanged (ctime too, once recorded after
+        the rename, unless a kill came between a link of ours to it and the next record)."""
+        n = 5 if self.record.get("settled") and not self.record.get("linking") else 4  # our link changes it
+        return st is not None and full(st)[:n] == self.record["new"][:n]
+
+    def done_with(self, first: Name, other: Name) -> None:
+        """``other`` needs nothing more: off the list."""
+        rel = _rel(first, other)
+        if rel in self.record["others"]:
+            self.record["others"].remove(rel)
+
+    def finish(self, *, remove: bool) -> None:
+        for fd in (self.new_fd, self.old_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.new_fd = self.old_fd = -1
+        if remove:
+            try:
+                os.unlink(self.name, dir_fd=self.dir_fd)
+            except OSError:
+                pass
+        os.close(self.fd)
+
+
+class Links:
+    """The names of one inode this run re-points: its journal, written just before the first name's rename
+    (``before_rename``, elfpatch.write's hook) and brought up to date just after it."""
+
+    def __init__(self, place: Place, first: Name, group: Group) -> None:
+        self.place, self.first, self.group = place, first, group
+        self.journal: Journal | None = None
+
+    def before_rename(self, new: os.stat_result) -> Callable[[os.stat_result], None]:
+        fd = _open_file(self.place)  # the first name still names the old inode
+        try:
+            old = os.fstat(fd)
+            if (old.st_dev, old.st_ino) != self.group.ident:
+                raise WriteError("replaced since the tree was read (its hard links were not); left as it is, "
+                                 "run again", self.first.path)
+            self.journal = Journal.create(self.place, {
+                "journal": JOURNAL_KIND, "first": self.place.name, "new": full(new), "old": full(old),
+                "others": [_rel(self.first, o) for o in self.group.names[1:]]})
+        except BaseException:
+            os.close(fd)
+            raise
+        self.journal.old_fd = fd
+        return self.after_rename
+
+    def after_rename(self, new: os.stat_result) -> None:
+        try:
+            fd = _open_file(self.place)
+        except OSError:
+            return  # the journal keeps the pre-rename record; relink reports every name
+        if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (new.st_dev, new.st_ino):
+            os.close(fd)
+            return
+        assert self.journal is not None
+        self.journal.new_fd = fd
+        try:
+            self.journal.note()
+        except OSError:
+            pass
+
+    def settle(self) -> None:
+        """Remove the journal unless names are left to switch after the first name's rename."""
+        j = self.journal
+        if j is None:
+            return
+        now = self.place.lstat()
+        renamed_ = now is not None and [now.st_dev, now.st_ino] == j.record["new"][:2]
+        j.finish(remove=not renamed_ or not j.record["others"])
+
+
+def _rel(first: Name, other: Name) -> str:
+    return os.path.relpath(other.path, os.path.dirname(first.path))
+
+
+def _switch_one(j: Journal, fp: Place, first: Name, other: Name) -> tuple[str, str]:
+    """Point ``other`` at the journal's new inode if it still names the old one exactly as recorded."""
     from elfpatch.write import check_replaceable
 
-    st = op.lstat()
-    if st is not None and (st.st_dev, st.st_ino) == (new.st_dev, new.st_ino):
-        return  # already (the same directory reached through a bind mount)
-    if st is None or (st.st_dev, st.st_ino) != tuple(old[:2]):
-        raise WriteError("changed since the tree was read; left as it is")
-    now = fp.lstat()
-    if now is None or ident(now) != ident(new):
-        raise WriteError("the patched first name was replaced meanwhile; left as it is")
-    check_replaceable(op, output=False)
+    try:
+        with place_of(other) as op:
+            st = op.lstat()
+            if st is not None and [st.st_dev, st.st_ino] == j.record["new"][:2]:
+                return DONE, ""  # already (the same directory reached through a bind mount)
+            if st is None or full(st) != j.record["old"]:
+                return DIFFERS, "changed since the tree was read; left as it is"
+            if not j.first_is_new(fp.lstat()):
+                return DIFFERS, "the patched first name was replaced meanwhile; left as it is"
+            check_replaceable(op, output=False)
+            if j.old_fd < 0:
+                fd = _open_file(op)
+                if full(os.fstat(fd)) != j.record["old"]:
+                    os.close(fd)
+                    return DIFFERS, "changed since the tree was read; left as it is"
+                j.old_fd = fd
+            _link_over(j, fp, op, os.path.dirname(_rel(first, other)))
+            return SWITCHED, ""
+    except (OSError, ElfPatchError) as exc:
+        return FAILED, exc.message if isinstance(exc, ElfPatchError) else (exc.strerror or str(exc))
+
+
+def _link_over(j: Journal, fp: Place, op: Place, where: str) -> None:
+    """Make ``op``'s name a hard link of ``fp``'s file, atomically (link beside it, rename over it). The
+    link's temp name is in the journal first: it is the new file itself, so it carries no marker, and a kill
+    before the rename leaves it for the repair to remove."""
     tmp = link_temp_name()
+    j.record["linking"] = os.path.join(where, tmp)
+    j.save()
     os.link(fp.name, tmp, src_dir_fd=fp.dir_fd, dst_dir_fd=op.dir_fd, follow_symlinks=False)
+    teststop.stop("relink-temp")
     try:
         os.replace(tmp, op.name, src_dir_fd=op.dir_fd, dst_dir_fd=op.dir_fd)
     except BaseException:
@@ -329,35 +453,73 @@ def switch(fp: Place, new: os.stat_result, op: Place, old: tuple[int, int]) -> N
         raise
 
 
-def write_journal(place: Place, record: dict) -> tuple[str, int]:
-    """A locked journal file beside the first name: its lock says the run is alive."""
-    import json
+def switch_all(j: Journal, first: Name, others: list[Name]) -> list[tuple[Name, str, str]]:
+    """Switch each name of ``others`` (names of the journal) that still names the old inode as recorded;
+    the journal is rewritten after each. Returns (name, outcome, why) for each; a name that failed stays in
+    the journal unless it names the new inode anyway (through a bind mount, a directory of the tree can be
+    another's, so a name that could not be switched may have been switched under its other path)."""
+    results = []
+    with place_of(first) as fp:
+        for other in others:
+            outcome, why = _switch_one(j, fp, first, other)
+            j.record.pop("linking", None)
+            if outcome != FAILED:
+                j.done_with(first, other)
+            j.note()
+            if outcome == SWITCHED:
+                teststop.stop("relinked")
+            results.append((other, outcome, why))
+        for i, (other, outcome, _why) in enumerate(results):
+            if outcome == FAILED and _names(other, j.record["new"]):
+                j.done_with(first, other)
+                results[i] = (other, DONE, "")
+        j.save()
+    return results
 
-    for _ in range(16):
-        name = link_temp_name().replace(".tmp", ".links")
-        try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                         dir_fd=place.dir_fd)
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
-        fcntl.flock(fd, fcntl.LOCK_EX)  # held while the journal exists: a live run's is never replayed
-        try:
-            os.write(fd, json.dumps(record).encode())
-        except OSError as exc:
-            os.close(fd)
-            os.unlink(name, dir_fd=place.dir_fd)
-            raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
-        return name, fd
-    raise WriteError("cannot create a unique journal name", place.path)
+
+def relink(links: Links, job: Job) -> list[FileReport]:
+    """Point every other name of the group at the first name's new inode, each switch atomic. The journal
+    lists what is left while it runs; a name that fails stays in it for the next writing run to finish.
+    Returns an error report for each name not re-pointed."""
+    from elfpatch.source import LOCK_TIMEOUT, lock_file
+
+    j, first, others = links.journal, links.first, links.group.names[1:]
+    assert j is not None
+    teststop.stop("relinking")
+    try:
+        if j.new_fd < 0:
+            raise WriteError("the patched first name could not be opened again")
+        lock_file(j.new_fd, job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT, first.path)
+        results = switch_all(j, first, others)
+    except (OSError, ElfPatchError) as exc:
+        why = exc.message if isinstance(exc, ElfPatchError) else exc.strerror
+        results = [(o, DONE if _names(o, j.record["new"]) else FAILED, why) for o in others]
+    errors = []
+    for other, outcome, why in results:
+        if outcome == FAILED:
+            errors.append(FileReport(other.path, ERROR, error=f"not re-pointed at the patched {first.path} ({why}): "
+                                     "this name still names the unpatched file; the first name is patched (its "
+                                     "journal is kept: the next writing run over the tree finishes the switch)"))
+        elif outcome == DIFFERS:
+            errors.append(FileReport(other.path, ERROR, error=f"not re-pointed at the patched {first.path} ({why})"))
+    return errors
+
+
+def _names(n: Name, ident_: list[int]) -> bool:
+    """Whether ``n`` names the inode (device, inode first) ``ident_`` now."""
+    try:
+        with place_of(n) as p:
+            now = p.lstat()
+    except ElfPatchError:
+        return False
+    return now is not None and [now.st_dev, now.st_ino] == list(ident_[:2])
 
 
 def _trusted_journal(dfd: int, jname: str) -> int | None:
     """The journal open and locked, if it can be trusted: a regular file of this user, writable by no one
     else, with one name, that no live run holds a lock on; else None."""
     try:
-        fd = os.open(jname, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        fd = os.open(jname, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
     except OSError:
         return None
     st = os.fstat(fd)
@@ -372,59 +534,82 @@ def _trusted_journal(dfd: int, jname: str) -> int | None:
     return fd
 
 
-def _replay(record: dict, base: str, by_path: dict[str, tuple[Name, tuple[int, int]]]) -> tuple[int, bool]:
-    """Switch the names a journal lists that still name its old inode while its first name names the new
-    one: (how many were switched, whether the journal is done with)."""
-    first = by_path.get(os.path.join(base, record["first"]))
+def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[int, bool]:
+    """Finish what a journal records: (how many names were switched, whether the journal is done with)."""
+    from elfpatch.source import LOCK_TIMEOUT, lock_file
+
+    first = by_path.get(os.path.join(base, j.record["first"]))
     if first is None:
-        return 0, False
-    switched, complete = 0, True
-    with place_of(first[0]) as fp:
-        new = fp.lstat()
-        if new is None or ident(new) != record["new"]:
-            return 0, True  # the first name changed since: nothing to complete
-        for rel in record["others"]:
-            other = by_path.get(os.path.normpath(os.path.join(base, rel)))
-            if other is None:
-                complete = False  # outside this walk: left for a run over the whole tree
-                continue
-            if other[1] != tuple(record["old"][:2]):
-                continue  # already switched, or changed since: nothing to complete
-            with place_of(other[0]) as op:
-                switch(fp, new, op, tuple(record["old"][:2]))
-            switched += 1
-    return switched, complete
+        return 0, False  # outside this walk: left for a run over the whole tree
+    with place_of(first) as fp:
+        now = fp.lstat()
+        if not j.first_is_new(now):
+            if now is None or [now.st_dev, now.st_ino] != j.record["old"][:2]:  # not merely never renamed
+                job.warn(first.path, "changed since an earlier run recorded it; its other names were left as they "
+                                     "are")
+            return 0, True
+        j.new_fd = _open_file(fp)
+        if not j.first_is_new(os.fstat(j.new_fd)):
+            return 0, True
+        lock_file(j.new_fd, job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT, first.path)
+        removed = _remove_leftover(j, base, by_path)
+        j.note()  # the new file as we leave it (a leftover link of ours removed)
+    others = [by_path.get(os.path.normpath(os.path.join(base, rel))) for rel in j.record["others"]]
+    results = switch_all(j, first, [o for o in others if o is not None])
+    for other, outcome, why in results:
+        if outcome in (DIFFERS, FAILED):
+            job.warn(other.path, f"not re-pointed at {first.path} as an earlier run had begun ({why})" +
+                     ("; the journal is kept for the next run" if outcome == FAILED else ""))
+    return removed + sum(r[1] == SWITCHED for r in results), not j.record["others"]
+
+
+def _remove_leftover(j: Journal, base: str, by_path: dict[str, Name]) -> int:
+    """Remove the link a kill left under the temp name the journal recorded for it, if that name still
+    names the journal's new file (1 if removed: the tree must be walked again)."""
+    left = j.record.pop("linking", None)
+    leftover = by_path.get(os.path.normpath(os.path.join(base, left))) if isinstance(left, str) else None
+    if leftover is None or not TEMP_RE.match(leftover.name):
+        return 0
+    with place_of(leftover) as p:
+        st = p.lstat()
+        if st is None or [st.st_dev, st.st_ino] != j.record["new"][:2]:
+            return 0
+        os.unlink(p.name, dir_fd=p.dir_fd)
+    return 1
 
 
 def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group], job: Job) -> int:
-    """Complete the re-pointing that killed runs left half done; how many names were switched.
+    """Complete the re-pointing that killed (or failed) runs left half done; how many names were switched.
 
     A journal is trusted only if it is a regular file of this user, writable by no one else, that no live
     run holds a lock on; a name is switched only if it is a file of this walk that still names the journal's
-    old inode while the first name still names its new one (same device, inode, size and mtime)."""
+    old inode exactly as recorded (device, inode, size, mtime and ctime) while the first name names its new
+    one as recorded; a name that differs is left as it is, with a warning."""
     import json
 
-    by_path = {n.path: (n, g.ident) for g in groups for n in g.names}
+    by_path = {n.path: n for g in groups for n in g.names}
     switched = 0
     for chain, jname, jpath in journals:
         try:
             dfd = open_chain(chain)
         except ElfPatchError:
             continue
-        fd = None
+        fd = _trusted_journal(dfd, jname)
+        if fd is None:
+            os.close(dfd)
+            continue
+        j = Journal(dfd, jname, fd, {})
+        done = False
         try:
-            fd = _trusted_journal(dfd, jname)
-            if fd is None:
-                continue
-            done, complete = _replay(json.loads(os.pread(fd, 1 << 20, 0)), os.path.dirname(jpath), by_path)
-            switched += done
-            if complete:
-                os.unlink(jname, dir_fd=dfd)
-        except (OSError, ValueError, KeyError, TypeError, ElfPatchError) as exc:
-            job.warn(jpath, f"could not complete the re-linking a killed run left: {one_line(str(exc))}")
+            j.record = json.loads(os.pread(fd, 1 << 20, 0))
+            if j.record.get("journal") != JOURNAL_KIND:
+                raise ValueError("not a journal of this version")
+            n, done = _replay(j, os.path.dirname(jpath), by_path, job)
+            switched += n
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ElfPatchError) as exc:
+            job.warn(jpath, f"could not complete the re-linking an earlier run left: {one_line(str(exc))}")
         finally:
-            if fd is not None:
-                os.close(fd)
+            j.finish(remove=done)
             os.close(dfd)
     return switched
 
@@ -455,6 +640,14 @@ def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
     LOG.handlers, LOG.propagate = [capture], False
     reports, skipped, _ = _run(args)
     return reports, skipped, capture.records
+
+
+def _init_worker() -> None:
+    """A pool process says a lock wait at once through the handlers it inherited (its other warnings travel
+    back with its reports, which would be too late for this one)."""
+    from elfpatch.source import WAIT_LOG
+
+    WAIT_LOG.handlers, WAIT_LOG.propagate = list(LOG.handlers), False
 
 
 def workers() -> int:
@@ -495,7 +688,7 @@ def process_tree(root: str, job: Job) -> Outcome:
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            with ProcessPoolExecutor(n) as pool:
+            with ProcessPoolExecutor(n, initializer=_init_worker) as pool:
                 _collect(pool.map(_run_in_worker, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
         except BrokenProcessPool as exc:
             raise WriteError("a worker process died (out of memory?); files done before it are patched, "

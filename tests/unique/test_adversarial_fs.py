@@ -178,9 +178,11 @@ def test_unmappable_file_is_a_per_file_error(user: str, box: Path, original: byt
 
 @USERS
 def test_failed_relink_is_reported_as_it_is(user: str, box: Path, original: bytes, expected: bytes) -> None:
-    """Guarantee: the report tells the truth. The tree's second name for a library lies in a directory where
-    it cannot be re-pointed (root: immutable; nobody: not writable): the first name is reported patched (it
-    is), the second gets an error saying it still names the unpatched file (it does); exit 2."""
+    """Guarantee: the report tells the truth, and the names end as one file. The tree's second name for a
+    library lies in a directory where it cannot be re-pointed (root: immutable; nobody: not writable): the
+    first name is reported patched (it is), the second gets an error saying it still names the unpatched
+    file (it does); exit 2. The journal stays beside the first name: once the directory can be written
+    again, the next run finishes the switch (one inode, patched, no journal left)."""
     lib = put(original, box / "a" / "lib.so", user)
     (box / "ro").mkdir()
     os.link(lib, box / "ro" / "lib.so")
@@ -199,6 +201,14 @@ def test_failed_relink_is_reported_as_it_is(user: str, box: Path, original: byte
     err = next(f["error"] for f in doc["files"] if f["status"] == "error")
     assert "still names the unpatched file" in err
     assert lib.read_bytes() == expected and (box / "ro" / "lib.so").read_bytes() == original
+    assert temps_in(box / "ro") == [] and [n for n in temps_in(box / "a") if n.endswith(".links")], "kept"
+    if user == "root":
+        chattr("-i", box / "ro")
+    else:
+        os.chown(box / "ro", NOBODY, NOBODY)  # the directory only: a chown of the file is a change to it
+    proc = run(user, "unique", str(box))
+    assert proc.returncode == 0, proc.stderr
+    assert (box / "ro" / "lib.so").stat().st_ino == lib.stat().st_ino and lib.read_bytes() == expected
     assert temps_in(box / "ro") == [] and temps_in(box / "a") == []
 
 
@@ -243,13 +253,15 @@ def test_relink_through_a_bind_mount_is_reported_as_it_is(user: str, where: str,
 
 
 @USERS
-@pytest.mark.parametrize("phase", ["linked", "renamed", "relinked@2"])
+@pytest.mark.parametrize("phase", ["linked", "renamed", "relinking", "relink-temp@2", "relinked@2"])
 def test_kill_while_relinking_is_repaired_by_the_next_run(user: str, phase: str, box: Path, original: bytes,
                                                           expected: bytes) -> None:
     """Guarantee: the next run repairs a switch a kill interrupted. Five hard links of one library; the run is
-    killed just before the first name's rename, just after it, or after re-pointing two of the four other
-    names: from the rename on, the names are split across two inodes, and a journal written before the rename
-    lies beside the first name. The next run completes the switch: one inode, patched, no journal left."""
+    killed just before the first name's rename, just after it, before re-pointing the others, with the
+    second one's link made under its temp name (which the journal names), or after re-pointing two of the
+    four other names: from the rename on, the names are split across two inodes, and a journal written
+    before the rename lies beside the first name. The next run completes the switch: one inode, patched, no
+    journal and no temp left."""
     lib = put(original, box / "a.so", user)
     names = [box / n for n in ("b.so", "c.so", "d.so")] + [box / "sub" / "e.so"]
     (box / "sub").mkdir()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from elfpatch.write import TEMP_MARK, TEMP_MARK_VALUE
 from unique.adversary import NOBODY, USERS, arena, give, need_user, one_error_line, run, start, temps_in
 
 pytestmark = pytest.mark.root
@@ -204,6 +205,7 @@ def test_temp_liveness_is_its_lock_not_a_pid(user: str, original: bytes, expecte
         lib = place(original, d / "lib.so", user)
         theirs = d / ".elfpatch-0123456789abcdef.tmp"
         theirs.write_bytes(b"a live run's half-written temp")
+        os.setxattr(theirs, TEMP_MARK, TEMP_MARK_VALUE)  # as elfpatch marks its temps
         give(theirs, user)
         fd = os.open(theirs, os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -228,6 +230,7 @@ def test_nobody_cannot_remove_roots_temp(original: bytes) -> None:
         d.chmod(0o1777)
         theirs = d / ".elfpatch-fedcba9876543210.tmp"
         theirs.write_bytes(b"root's")
+        os.setxattr(theirs, TEMP_MARK, TEMP_MARK_VALUE)
         theirs.chmod(0o600)
         lib = place(original, d / "lib.so", "nobody")
         proc = run("nobody", "unique", str(lib))

@@ -52,10 +52,14 @@ def test_inplace_fault_restores_bytes(lib: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def stale_temp(directory: Path, hexname: str = "0123456789abcdef") -> Path:
-    """A temp as a killed run leaves it (only a kill between its link and its rename leaves one named): no
-    process holds its lock."""
+    """A temp as a killed run leaves it (only a kill between its link and its rename leaves one named): it
+    carries the marker only elfpatch writes, and no process holds its lock."""
     p = directory / f".elfpatch-{hexname}.tmp"
     p.write_bytes(b"half written")
+    try:
+        os.setxattr(p, write.TEMP_MARK, write.TEMP_MARK_VALUE)
+    except OSError as exc:
+        pytest.skip(f"no user extended attributes here: {exc.strerror}")
     return p
 
 
@@ -71,17 +75,18 @@ def test_temp_of_a_killed_run_is_cleaned_by_the_next(lib: Path) -> None:
     assert not stale.exists() and alive.exists()
 
 
-def test_old_versions_temps_are_cleaned_once_their_pid_is_gone(lib: Path) -> None:
-    """Temps of versions before the lock-held temps (`.NAME.elfpatch-PID-HEX.tmp`, no lock): removed once no
-    process has their PID, kept while one has (it may be that old run, alive)."""
+def test_a_temp_name_without_our_marker_is_never_removed(lib: Path) -> None:
+    """Guarantee: only our own temps are ever deleted. Files named like temps (of this version or of versions
+    before the marker, `.NAME.elfpatch-PID-HEX.tmp`) that carry no marker and no lock are someone's files:
+    a run that cleans temps in their directory keeps them."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = lib.parent / f".{lib.name}.elfpatch-{dead.pid}-0123abcd.tmp"
-    alive = lib.parent / f".{lib.name}.elfpatch-{os.getpid()}-0123abcd.tmp"
-    for p in (stale, alive):
-        p.write_bytes(b"half written")
+    names = [lib.parent / f".{lib.name}.elfpatch-{dead.pid}-0123abcd.tmp",
+             lib.parent / ".elfpatch-0123456789abcdef.tmp"]
+    for p in names:
+        p.write_bytes(b"someone's")
     run_cli("unique", str(lib), check=True)
-    assert not stale.exists() and alive.exists()
+    assert all(p.read_bytes() == b"someone's" for p in names)
 
 
 def test_only_runs_that_create_a_temp_clean_temps(lib: Path) -> None:

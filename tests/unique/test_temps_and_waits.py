@@ -1,0 +1,135 @@
+"""Temps, /proc and lock waits under adversity: only our own temps are ever taken for temps (a lock held on
+them or the marker only elfpatch writes, never the name alone), a run without /proc still writes, and a run
+waiting for another process's lock says so. Each test names the guarantee it attacks."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from unique.adversary import arena, command, give, need_user, run, temps_in
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def original(unique_build: Path) -> bytes:
+    return (unique_build / "libholder_v1.so").read_bytes()
+
+
+@pytest.fixture
+def expected(unique_build: Path, tmp_path: Path) -> bytes:
+    out = tmp_path / "expected.so"
+    assert run("root", "unique", "-o", str(out), str(unique_build / "libholder_v1.so")).returncode == 0
+    return out.read_bytes()
+
+
+@pytest.fixture
+def box(request: pytest.FixtureRequest) -> Iterator[Path]:
+    user = request.node.callspec.params.get("user", "root") if hasattr(request.node, "callspec") else "root"
+    need_user(user)
+    d = arena(user)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def put(data: bytes, path: Path, user: str = "root") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return give(path, user)
+
+
+# -- no /proc ---------------------------------------------------------------------------------------------
+
+def run_without_proc(*args: str) -> subprocess.CompletedProcess:
+    """The CLI in a mount namespace whose /proc is an empty tmpfs (as in a chroot or a minimal container)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    cmd, env = command("root", *args)
+    wrapped = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs none /proc && test ! -e /proc/self && exec "$@"', "sh", *cmd]
+    proc = subprocess.run(wrapped, capture_output=True, text=True, env=env, timeout=300, cwd="/")
+    if proc.returncode == 1 and not proc.stdout and "mount" in proc.stderr:
+        pytest.skip(f"cannot hide /proc here: {proc.stderr.strip()}")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_without_proc_every_write_mode_works(box: Path, original: bytes, expected: bytes) -> None:
+    """Guarantee: no spurious failure. Without /proc an unnamed (O_TMPFILE) temp cannot be linked in through
+    /proc/self/fd: the default mode, -o and a tree with hard links must still write (a named temp instead),
+    and leave no temp behind."""
+    lib = put(original, box / "lib.so")
+    out = box / "out" / "patched.so"
+    out.parent.mkdir()
+    tree = box / "tree"
+    put(original, tree / "a.so")
+    os.link(tree / "a.so", tree / "b.so")
+    proc = run_without_proc("unique", str(lib))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_without_proc("unique", "-o", str(out), str(put(original, box / "in.so")))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_without_proc("unique", str(tree))
+    assert proc.returncode == 0, proc.stderr
+    assert lib.read_bytes() == expected and out.read_bytes() == expected
+    assert (tree / "a.so").read_bytes() == expected and (tree / "a.so").stat().st_nlink == 2
+    assert (tree / "a.so").stat().st_ino == (tree / "b.so").stat().st_ino
+    assert temps_in(box) == [] and temps_in(out.parent) == [] and temps_in(tree) == []
+
+
+# -- lock waits -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["file", "pool"])
+def test_a_lock_wait_says_which_file_and_which_pid(where: str, box: Path, original: bytes, expected: bytes) -> None:
+    """Guarantee: nothing looks hung. A writing run waiting for another process's lock says, while it waits,
+    which file and which pid it waits for (as apt does), then goes on once the lock is released: the test
+    holds the lock and only lets go after reading that line (no timer). ``pool``: the waiting run is a worker
+    process of a tree large enough for the pool, whose other warnings travel back with its reports."""
+    names = ["lib.so"] if where == "file" else [f"lib{i:02}.so" for i in range(20)]
+    for n in names:
+        put(original, box / n)
+    lib = box / names[0]
+    cmd, env = command("root", "unique", str(lib if where == "file" else box))
+    fd = os.open(lib, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+        line = proc.stderr.readline()  # the run gives up after --lock-timeout (60 s): never a hang
+    finally:
+        os.close(fd)
+    out, err = proc.communicate(timeout=300)
+    assert line.startswith(f"elfpatch: warning: {lib}: waiting for the lock"), line + err
+    assert f"held by pid {os.getpid()}" in line and "--lock-timeout" in line, line
+    assert proc.returncode == 0, line + err
+    assert all((box / n).read_bytes() == expected for n in names)
+
+
+# -- only our own temps -----------------------------------------------------------------------------------
+
+def test_a_library_named_like_a_temp_is_reported_and_kept(box: Path, original: bytes, expected: bytes) -> None:
+    """Guarantee: a file is never hidden from a report, nor removed, because of its name; only our own temps
+    are (a lock held on them or the marker elfpatch writes). Libraries named `.elfpatch-<16 hex>.tmp`
+    (loaded through a symlink) and `.elfpatch-<16 hex>.links` (a journal's name), beside another: --check and
+    audit see all three, a writing run patches all three (and its own temp cleaning and journal replay,
+    which run in that directory, leave them)."""
+    tree = box / "tree"
+    hidden = [put(original, tree / ".elfpatch-0123456789abcdef.tmp"),
+              put(original, tree / ".elfpatch-fedcba9876543210.links")]
+    (tree / "libreal.so").symlink_to(hidden[0].name)
+    put(original, tree / "other.so")
+    proc = run("root", "unique", "--check", "--json", str(tree))
+    assert proc.returncode == 1, proc.stderr
+    assert {str(p) for p in hidden} <= {f["path"] for f in json.loads(proc.stdout)["files"]}, proc.stdout
+    proc = run("root", "audit", "--json", str(tree))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert all(str(p) in proc.stdout for p in hidden), proc.stdout
+    proc = run("root", "unique", str(tree))
+    assert proc.returncode == 0, proc.stderr
+    assert all(p.read_bytes() == expected for p in [*hidden, tree / "other.so"])
+    assert (tree / "libreal.so").is_symlink()
