@@ -355,12 +355,23 @@ class ElfFile:
             try:
                 self._sections = self._read_sections()
             except ParseError as exc:
-                if self._hashed_table() is None or not self._loads_in_file():
+                if not self._loads_in_file():
+                    raise
+                if self._hashed_table() is not None:
+                    view = "the loader's dynamic symbol table (PT_DYNAMIC) was read"
+                elif self._static_executable():
+                    view = "a static executable (no PT_DYNAMIC): the loader reads no symbol from it"
+                else:
                     raise
                 self._sections = []
-                self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; the loader's "
-                          "dynamic symbol table (PT_DYNAMIC) was read")
+                self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; {view}")
         return self._sections
+
+    def _static_executable(self) -> bool:
+        """An ET_EXEC with PT_LOADs and no PT_DYNAMIC: the kernel runs it without section headers, and no
+        loader ever reads its symbols."""
+        types = {seg.p_type for seg in self.segments}
+        return self.e_type == ET_EXEC and PT_LOAD in types and PT_DYNAMIC not in types
 
     def _loads_in_file(self) -> bool:
         """Whether every PT_LOAD's file bytes are in the file: a cut file maps, but touching the missing pages
