@@ -355,23 +355,18 @@ class ElfFile:
             try:
                 self._sections = self._read_sections()
             except ParseError as exc:
-                if not self._loads_in_file():
-                    raise
-                if self._hashed_table() is not None:
-                    view = "the loader's dynamic symbol table (PT_DYNAMIC) was read"
-                elif self._static_executable():
-                    view = "a static executable (no PT_DYNAMIC): the loader reads no symbol from it"
-                else:
+                if self._hashed_table() is None or not self._loads_in_file():
                     raise
                 self._sections = []
-                self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; {view}")
+                self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; the loader's "
+                          "dynamic symbol table (PT_DYNAMIC) was read")
         return self._sections
 
     def _static_executable(self) -> bool:
-        """An ET_EXEC with PT_LOADs and no PT_DYNAMIC: the kernel runs it without section headers, and no
-        loader ever reads its symbols."""
+        """An ET_EXEC with PT_LOADs in the file and no PT_DYNAMIC: the kernel runs it without section headers,
+        and no loader ever reads its symbols (its initializers, though, are found through sections only)."""
         types = {seg.p_type for seg in self.segments}
-        return self.e_type == ET_EXEC and PT_LOAD in types and PT_DYNAMIC not in types
+        return self.e_type == ET_EXEC and PT_LOAD in types and PT_DYNAMIC not in types and self._loads_in_file()
 
     def _loads_in_file(self) -> bool:
         """Whether every PT_LOAD's file bytes are in the file: a cut file maps, but touching the missing pages
@@ -592,7 +587,14 @@ class ElfFile:
     def _symbol_tables(self) -> list[SymbolTable]:
         _ = self.segments  # broken program headers make a broken file, even where only sections are used
         loader = self.loader_table()
-        sections = self.sections
+        try:
+            sections = self.sections
+        except ParseError as exc:
+            if not self._static_executable():
+                raise
+            self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; a static executable "
+                      "(no PT_DYNAMIC) has no symbol the loader reads")
+            return []
         tables = [loader] if loader is not None else []
         for sec in sections:
             if sec.sh_type in (SHT_SYMTAB, SHT_DYNSYM):
