@@ -8,7 +8,9 @@ substitution candidates in the order the ABI (and libiberty's cp-demangle.c) doe
 printed length, so a reference costs what its target costs. Every constant is an over-estimate of what the
 demangler prints for that piece.
 
-Constructs it does not follow (expressions, ``decltype``) give up on the walk; then a cruder bound counts every
+Expressions (``decltype``, ``X...E`` arguments, array bounds) are read by elfpatch.mangled_expr; once one was
+read, a substitution is charged the largest candidate so far, so that a candidate registered out of the ABI's
+order cannot make it cheap. Constructs the walk does not follow give up on it; then a cruder bound counts every
 possible reference as doubling what came before. Both are upper bounds, never estimates: when either says a
 name fits, demangling it cannot allocate much more.
 """

@@ -128,8 +128,8 @@ BOUND_LIMIT = 16 * MAX_DEMANGLED
 @lru_cache(maxsize=65536)
 def demangle(name: str) -> str | None:
     """The demangled form of an Itanium C++ ABI name, or None when it is not one, when no demangler exists, or
-    when it would be longer than MAX_DEMANGLED. Uses libstdc++'s own __cxa_demangle, so it agrees with c++filt
-    and costs no subprocess."""
+    when it would be longer than MAX_DEMANGLED. Uses libstdc++'s own __cxa_demangle, so it agrees with
+    `c++filt -i` (what `nm -C` prints) and costs no subprocess."""
     if not name.startswith("_Z"):
         return None
     if crude_bound(name) > BOUND_LIMIT and demangled_bound(name) > BOUND_LIMIT:
