@@ -33,6 +33,7 @@ _PACK = re.compile(r"Dp|sZ|sP|fl|fr|fL|fR")
 
 
 _WALKS = 8  # walks of one name before its references are taken to form a cycle
+_NESTED = 32  # arguments containing a reference looked past before charging it the largest of all
 
 
 class _GiveUp(Exception):
@@ -112,12 +113,13 @@ class _Walk(ExpressionWalk):
 
     def _charge(self, pos: int) -> int:
         """The largest argument (of the last walk) that does not contain position ``pos``; those that do are
-        nested, so this looks at most a nesting depth past the first."""
-        for bound, start, end in self.charges:
+        nested, so this looks at most a nesting depth past the first, and past _NESTED of them takes the
+        largest of all (which may then keep the walk from settling: the crude bound serves)."""
+        for bound, start, end in self.charges[:_NESTED]:
             if not start <= pos < end:
                 return bound
             self.excluded = True
-        return 0
+        return self.charges[0][0] if self.charges else 0
 
     # -- helpers ------------------------------------------------------------------------------------
 
