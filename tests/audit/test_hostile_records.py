@@ -31,9 +31,12 @@ def test_fifo_record_never_blocks(site: Path) -> None:
     os.mkfifo(info / "RECORD")
     (site / "pkgb-2.0.dist-info" / "METADATA").unlink()
     os.mkfifo(site / "pkgb-2.0.dist-info" / "METADATA")
+    (site / "conda-meta").mkdir()
+    os.mkfifo(site / "conda-meta" / "fifo-1.0-0.json")
     proc = cli("audit", "--json", str(site))
     assert proc.returncode in (0, 1), proc.stderr
     assert f"{info / 'RECORD'}: not a regular file" in proc.stderr
+    assert f"{site / 'conda-meta' / 'fifo-1.0-0.json'}: not a regular file" in proc.stderr
     owners = {Path(p["path"]).name: p["package"] for p in json.loads(proc.stdout)["pinned"]}
     assert owners["_a.so"] is None and owners["_b.so"] == {"name": "pkgb", "version": "2.0"}
     proc = cli("unique", "--check", "--json", str(site))

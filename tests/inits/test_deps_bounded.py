@@ -2,7 +2,9 @@
 entries x search directories (2,000 x 5,000 were 10 M open() calls for one 160 KB file)."""
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,13 @@ def test_search_opens_only_files_that_exist_under_the_name(tmp_path: Path, monke
     searched = [p for p in opened if p.startswith(str(tmp_path))]
     assert sorted(searched) == sorted([str(dirs[DIRS // 2] / "libn0.so")] + list(found.values())), \
         f"{len(searched)} files opened for {NEEDED} names over {DIRS} directories"
+
+
+def test_ld_so_cache_that_is_a_fifo_does_not_block(tmp_path: Path) -> None:
+    """Guarantee: no open may block. A FIFO where the loader's cache is read is no cache (as for ld.so, which
+    maps only a regular file), not a wait for a writer that never comes."""
+    fifo = tmp_path / "ld.so.cache"
+    os.mkfifo(fifo)
+    code = "import sys\nfrom elfpatch.loadorder import LdCache\nprint(len(LdCache(sys.argv[1]).entries))\n"
+    proc = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "0\n", proc.stderr
