@@ -86,8 +86,11 @@ def test_deep_conda_record_is_a_warning_not_an_internal_error(site: Path) -> Non
     assert by_name["_a.so"].package == Package("pkga", "1.0"), "the dist-info RECORD still wins"
     assert any(f"{deep}: nested too deeply" in w for w in by_name["_a.so"].warnings)
     proc = cli("audit", "--json", str(site))
-    assert proc.returncode == 1 and json.loads(proc.stdout)["summary"]["files"] == 4
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["summary"]["files"] == 4
     assert f"{deep}: nested too deeply" in proc.stderr
+    assert {Path(w["path"]).name for w in doc["warnings"] if f"{deep}: nested too deeply" in w["warning"]} == {
+        "_a.so", "_b.so", "libcore.so", "_c.so"}, "each file the record could have named carries the warning"
     proc = cli("unique", "--check", "--json", str(site))
     assert proc.returncode == 1 and len(json.loads(proc.stdout)["files"]) == 4
 
