@@ -393,6 +393,28 @@ class _Search:
         return None if nodeflib else self.listings.first_match(tuple(defaults), name, arch)
 
 
+# A directory holding more entries than this is probed by name instead of listed: the listing's memory stays
+# bounded, and such a directory is rarely on a search path more than once.
+MAX_LISTING = 1 << 16
+
+
+def _listing(directory: str) -> frozenset[str] | None:
+    """The names in ``directory`` (none when it does not exist); None when it is to be probed by name: it
+    cannot be listed (searchable without read permission) or holds more than MAX_LISTING entries."""
+    names = []
+    try:
+        with os.scandir(directory) as it:
+            for entry in it:
+                names.append(entry.name)
+                if len(names) > MAX_LISTING:
+                    return None
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
+    except OSError:
+        return None
+    return frozenset(names)
+
+
 class _Listings:
     """What each search directory holds, listed once per run, so that a search costs what the directories
     hold rather than names x directories opens (2,000 DT_NEEDED over 5,000 DT_RPATH directories were 10 M
@@ -408,13 +430,7 @@ class _Listings:
     def _list(self, directory: str) -> frozenset[str] | None:
         held = self._held.get(directory, ())
         if held == ():
-            try:
-                held = frozenset(os.listdir(directory))
-            except (FileNotFoundError, NotADirectoryError):
-                held = frozenset()
-            except OSError:
-                held = None
-            self._held[directory] = held
+            held = self._held[directory] = _listing(directory)
         return held
 
     def _index(self, dirs: tuple[str, ...]) -> tuple[dict[str, list[int]], list[int]]:
