@@ -100,6 +100,8 @@ class Owners:
 
     def __init__(self, paths: Iterable[str] | None = None) -> None:
         self._wanted: set[str] | None = None if paths is None else {_full(p) for p in paths}
+        # Base names of the wanted files: most rows are passed over on a set lookup, before any path arithmetic.
+        self._bases = None if self._wanted is None else {os.path.basename(p) for p in self._wanted}
         self._dirs: dict[str, _Index] = {}
         self._sites: dict[str, list[str]] = {}  # an environment's site-packages directories
 
@@ -116,6 +118,7 @@ class Owners:
         full = _full(path)
         if self._wanted is not None and full not in self._wanted:
             self._wanted.add(full)
+            self._bases.add(os.path.basename(full))  # type: ignore[union-attr]
             self._dirs.clear()  # indexes built without this name
         notes: list[str] = []
         ancestors = []
@@ -155,7 +158,7 @@ class Owners:
         index = self._dirs.get(directory)
         if index is not None:
             return index
-        index = _Index(self._wanted)
+        index = _Index(self._wanted, self._bases)
         try:
             names = os.listdir(directory)
         except OSError:
@@ -174,12 +177,11 @@ class _Index:
     """One directory's records: the owner of each file they name (of the wanted ones, when some are), and a
     line for each record that could not be read."""
 
-    def __init__(self, wanted: set[str] | None) -> None:
+    def __init__(self, wanted: set[str] | None, bases: set[str] | None) -> None:
         self.owners: dict[str, Package] = {}
         self.notes: list[str] = []
         self.wanted = wanted
-        # Base names of the wanted files: most rows are passed over on a set lookup, before any path arithmetic.
-        self.bases = None if wanted is None else {os.path.basename(p) for p in wanted}
+        self.bases = bases
 
     def note(self, path: str, why: str) -> None:
         message = f"{path}: {why}; the files it lists get no package"
