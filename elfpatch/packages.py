@@ -116,9 +116,9 @@ class Owners:
             if wheel is not None:
                 return wheel, []
         full = _full(path)
-        if self._wanted is not None and full not in self._wanted:
+        if self._wanted is not None and self._bases is not None and full not in self._wanted:
             self._wanted.add(full)
-            self._bases.add(os.path.basename(full))  # type: ignore[union-attr]
+            self._bases.add(os.path.basename(full))
             self._dirs.clear()  # indexes built without this name
         notes: list[str] = []
         ancestors = []
