@@ -14,12 +14,23 @@ if TYPE_CHECKING:
     from elfpatch.collisions import Audit
 
 Paths = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
+Globs = Union[str, Iterable[str]]
 
 
 def _paths(paths: Paths) -> list[str]:
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         return [os.fsdecode(paths)]
     return [os.fsdecode(p) for p in paths]
+
+
+def _globs(globs: Globs, parameter: str) -> tuple[str, ...]:
+    """A list parameter's globs: one string is one glob (never its characters, one by one), as ``paths`` takes
+    one path; an item that is not a string is refused (ValueError) before anything is opened."""
+    items = (globs,) if isinstance(globs, str) else tuple(globs)
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{parameter}: each glob must be a string, not {item!r}")
+    return items
 
 
 def _raise(r: FileReport) -> None:
@@ -43,24 +54,24 @@ def run(paths: Paths, job: Job, raise_errors: bool = True) -> list[FileReport]:
     return reports
 
 
-def _job(mode: str, to: str, symbols: Iterable[str], **kw: object) -> Job:
+def _job(mode: str, to: str, symbols: Globs, **kw: object) -> Job:
     if to not in TARGET_BINDINGS:
         raise ValueError(f"to must be one of {sorted(TARGET_BINDINGS)}, not {to!r}")
-    return Job(mode=mode, to=TARGET_BINDINGS[to], names=NameFilter(symbols), **kw)  # type: ignore[arg-type]
+    return Job(mode=mode, to=TARGET_BINDINGS[to], names=NameFilter(_globs(symbols, "symbols")), **kw)  # type: ignore[arg-type]
 
 
-def scan(paths: Paths, symbols: Iterable[str] = (), to: str = "global",
+def scan(paths: Paths, symbols: Globs = (), to: str = "global",
          raise_errors: bool = True) -> list[FileReport]:
     """What `elfpatch unique --dry-run` reports: every selected unique symbol, nothing written."""
     return run(paths, _job(DRY_RUN, to, symbols), raise_errors)
 
 
-def check(paths: Paths, symbols: Iterable[str] = ()) -> bool:
+def check(paths: Paths, symbols: Globs = ()) -> bool:
     """True when any selected unique symbol exists (what makes `--check` exit 1)."""
     return any(r.symbols for r in run(paths, _job(CHECK, "global", symbols)))
 
 
-def patch(paths: Paths, to: str = "global", symbols: Iterable[str] = (), inplace: bool = False,
+def patch(paths: Paths, to: str = "global", symbols: Globs = (), inplace: bool = False,
           output: str | None = None, fsync: bool = False, raise_errors: bool = True,
           output_dir: str | None = None, lock_timeout: float | None = None) -> list[FileReport]:
     """Rewrite the selected unique symbols to GLOBAL or WEAK; atomically unless ``inplace``. ``output`` (one
@@ -72,13 +83,13 @@ def patch(paths: Paths, to: str = "global", symbols: Iterable[str] = (), inplace
     return run(paths, job, raise_errors)
 
 
-def audit(paths: Paths, exclude: Iterable[str] = (), raise_errors: bool = True) -> Audit:
+def audit(paths: Paths, exclude: Globs = (), raise_errors: bool = True) -> Audit:
     """What `elfpatch audit` reports: unique names that several files (and packages) define; nothing written.
     ``result.to_json()`` is the ``--json`` document; ``result.exit_status()`` the CLI's status."""
     from elfpatch.collisions import audit_job, run_audit
 
     names = _paths(paths)
-    job = audit_job(exclude)
+    job = audit_job(_globs(exclude, "exclude"))
     job.check_paths(names)
     result = run_audit(names, job)
     if raise_errors and result.errors:

@@ -145,6 +145,7 @@ class Audit:
             "collisions": [_collision_json(c) for c in self.collisions],
             "pinned": [dict(_file_json(r), unique=len(r.facts.defined)) for r in self.pinned],
             "errors": [dict(_file_json(r), error=r.error) for r in self.errors],
+            "warnings": [dict(_file_json(r), warning=w) for r in self.reports for w in r.warnings],
             "summary": self.summary(),
         }
 

@@ -392,6 +392,12 @@ class ElfFile:
                           "dynamic symbol table (PT_DYNAMIC) was read")
         return self._sections
 
+    def _static_executable(self) -> bool:
+        """An ET_EXEC with PT_LOADs in the file and no PT_DYNAMIC: the kernel runs it without section headers,
+        and no loader ever reads its symbols (its initializers, though, are found through sections only)."""
+        types = {seg.p_type for seg in self.segments}
+        return self.e_type == ET_EXEC and PT_LOAD in types and PT_DYNAMIC not in types and self._loads_in_file()
+
     def _loads_in_file(self) -> bool:
         """Whether every PT_LOAD's file bytes are in the file: a cut file maps, but touching the missing pages
         kills the process (SIGBUS), so its loader view is not complete."""
@@ -616,7 +622,14 @@ class ElfFile:
     def _symbol_tables(self) -> list[SymbolTable]:
         _ = self.segments  # broken program headers make a broken file, even where only sections are used
         loader = self.loader_table()
-        sections = self.sections
+        try:
+            sections = self.sections
+        except ParseError as exc:
+            if not self._static_executable():
+                raise
+            self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; a static executable "
+                      "(no PT_DYNAMIC) has no symbol the loader reads")
+            return []
         tables = [loader] if loader is not None else []
         for sec in sections:
             if sec.sh_type in (SHT_SYMTAB, SHT_DYNSYM):

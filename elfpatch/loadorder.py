@@ -33,8 +33,10 @@ from elfpatch.elfconst import (
 )
 from elfpatch.elffile import ElfFile, parse_header
 from elfpatch.errors import ElfPatchError
+from elfpatch.regular import read_regular
 
 LD_SO_CACHE = "/etc/ld.so.cache"
+MAX_LD_CACHE = 64 << 20  # a cache of every library of a large system is well under 1 MB
 
 # Debian's multiarch directory per (e_machine, ELF class, little-endian); ld.so searches /lib/<triple> and
 # /usr/lib/<triple> before /lib and /usr/lib, and expands $LIB to lib/<triple>.
@@ -118,10 +120,8 @@ class LdCache:
 
     def __init__(self, path: str = LD_SO_CACHE) -> None:
         self.entries: dict[str, list[str]] = {}
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError:
+        data = read_regular(path, MAX_LD_CACHE)
+        if data is None:
             return
         try:
             self._parse(data)
@@ -330,6 +330,8 @@ class _Search:
         self.infos: list[ObjectInfo] = []
         self.origins: list[str] = []
         self.loaders: list[int | None] = []
+        self.listings = _Listings()
+        self._paths: dict[int, tuple[str, ...]] = {}
 
     def add(self, info: ObjectInfo, loader: int | None) -> None:
         # ld.so takes the main program's directory from /proc/self/exe (symlinks resolved) and every other
@@ -351,11 +353,19 @@ class _Search:
         if "/" in name:
             path = expand_dst(name, origin, arch)
             return path if path is not None and _arch_of(path) == arch else None
-        dirs = self._rpath_dirs(loader) if info.runpath is None else []
-        dirs += search_dirs(self.ld_library_path, self.origins[0], arch, separators=":;")
-        dirs += search_dirs(info.runpath, origin, arch)
-        path = _first_match(dirs, name, arch)
+        path = self.listings.first_match(self._search_path(loader), name, arch)
         return path if path is not None else self._find_system(name, info)
+
+    def _search_path(self, loader: int) -> tuple[str, ...]:
+        """The directories searched for every DT_NEEDED of object ``loader``, worked out once for all."""
+        dirs = self._paths.get(loader)
+        if dirs is None:
+            info, origin, arch = self.infos[loader], self.origins[loader], self.infos[loader].arch
+            found = self._rpath_dirs(loader) if info.runpath is None else []
+            found += search_dirs(self.ld_library_path, self.origins[0], arch, separators=":;")
+            found += search_dirs(info.runpath, origin, arch)
+            dirs = self._paths[loader] = tuple(found)
+        return dirs
 
     def _rpath_dirs(self, loader: int) -> list[str]:
         """DT_RPATH of the needing object, then of the object that loaded it, up to the root; an object
@@ -380,16 +390,78 @@ class _Search:
                 continue
             if _arch_of(path) == arch:
                 return path
-        return None if nodeflib else _first_match(defaults, name, arch)
+        return None if nodeflib else self.listings.first_match(tuple(defaults), name, arch)
 
 
-def _first_match(dirs: list[str], name: str, arch: tuple[int, int, bool]) -> str | None:
-    """The first ``directory/name`` that is an ELF file of ``arch`` (ld.so skips other classes and machines)."""
-    for directory in dirs:
-        path = os.path.join(directory, name)
-        if _arch_of(path) == arch:
-            return path
-    return None
+# A directory holding more entries than this is probed by name instead of listed: the listing's memory stays
+# bounded, and such a directory is rarely on a search path more than once.
+MAX_LISTING = 1 << 16
+
+
+def _listing(directory: str) -> frozenset[str] | None:
+    """The names in ``directory`` (none when it does not exist); None when it is to be probed by name: it
+    cannot be listed (searchable without read permission) or holds more than MAX_LISTING entries."""
+    names = []
+    try:
+        with os.scandir(directory) as it:
+            for entry in it:
+                names.append(entry.name)
+                if len(names) > MAX_LISTING:
+                    return None
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
+    except OSError:
+        return None
+    return frozenset(names)
+
+
+class _Listings:
+    """What each search directory holds, listed once per run, so that a search costs what the directories
+    hold rather than names x directories opens (2,000 DT_NEEDED over 5,000 DT_RPATH directories were 10 M
+    open() calls). A directory that cannot be listed but may be searchable (execute without read
+    permission) is probed by name, as ld.so probes every directory. For each search path (the same list
+    serves every DT_NEEDED of an object), the directories holding each name are found once."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, frozenset[str] | None] = {}  # None: not listable, probe by name
+        self._paths: dict[tuple[str, ...], tuple[dict[str, list[int]], list[int]]] = {}
+        self._arch: dict[str, tuple[int, int, bool] | None] = {}
+
+    def _list(self, directory: str) -> frozenset[str] | None:
+        held = self._held.get(directory, ())
+        if held == ():
+            held = self._held[directory] = _listing(directory)
+        return held
+
+    def _index(self, dirs: tuple[str, ...]) -> tuple[dict[str, list[int]], list[int]]:
+        """(name -> positions of the directories listing it, positions of the directories to probe)."""
+        index = self._paths.get(dirs)
+        if index is None:
+            where: dict[str, list[int]] = {}
+            probe: list[int] = []
+            for i, directory in enumerate(dirs):
+                held = self._list(directory)
+                if held is None:
+                    probe.append(i)
+                else:
+                    for entry in held:
+                        where.setdefault(entry, []).append(i)
+            if len(self._paths) >= 8:  # an object's DT_NEEDED are searched one after another: a few suffice
+                del self._paths[next(iter(self._paths))]
+            index = self._paths[dirs] = (where, probe)
+        return index
+
+    def first_match(self, dirs: tuple[str, ...], name: str, arch: tuple[int, int, bool]) -> str | None:
+        """The first ``directory/name`` that is an ELF file of ``arch`` (ld.so skips other classes and
+        machines)."""
+        where, probe = self._index(dirs)
+        for i in sorted(where.get(name, []) + probe):
+            path = os.path.join(dirs[i], name)
+            if path not in self._arch:
+                self._arch[path] = _arch_of(path)
+            if self._arch[path] == arch:
+                return path
+        return None
 
 
 def _sort_maps(objects: list[LoadedObject]) -> list[int]:

@@ -8,13 +8,17 @@ substitution candidates in the order the ABI (and libiberty's cp-demangle.c) doe
 printed length, so a reference costs what its target costs. Every constant is an over-estimate of what the
 demangler prints for that piece.
 
-Constructs it does not follow (expressions, ``decltype``) give up on the walk; then a cruder bound counts every
+Expressions (``decltype``, ``X...E`` arguments, array bounds) are read by elfpatch.mangled_expr; once one was
+read, a substitution is charged the largest candidate so far, so that a candidate registered out of the ABI's
+order cannot make it cheap. Constructs the walk does not follow give up on it; then a cruder bound counts every
 possible reference as doubling what came before. Both are upper bounds, never estimates: when either says a
 name fits, demangling it cannot allocate much more.
 """
 from __future__ import annotations
 
 import re
+
+from elfpatch.mangled_expr import ExpressionWalk
 
 PER_CHAR = 40  # most any one mangled character prints as ("Sd": 51 characters for 2; "y": 18 for 1)
 PIECE = 32  # punctuation and keywords around one production ("<", ", ", " const", "{lambda(", "#1}", ...)
@@ -26,6 +30,10 @@ _STD = frozenset("tabsiod")  # St, Sa, Sb, Ss, Si, So, Sd
 # constructors and destructors (the class name again), pack expansions (a pattern per element).
 _REFERENCE = re.compile(r"S[0-9A-Z]*_|T\d*_|f[pL]|C[1-5I]|D[0-5]")
 _PACK = re.compile(r"Dp|sZ|sP|fl|fr|fL|fR")
+
+
+_WALKS = 8  # walks of one name before its references are taken to form a cycle
+_NESTED = 32  # arguments containing a reference looked past before charging it the largest of all
 
 
 class _GiveUp(Exception):
@@ -53,29 +61,65 @@ def demangled_bound(name: str) -> int:
         return crude_bound(name)  # malformed past where the walk could tell: the demangler refuses it too
 
 
-class _Walk:
+class _Walk(ExpressionWalk):
+    GiveUp = _GiveUp
+
     def __init__(self, s: str) -> None:
         self.s = s
         self.i = 0
         self.subs: list[int] = []  # bound of each substitution candidate, in the ABI's order
-        self.args: list[int] = []  # bound of every template argument seen
-        self.packs = 1  # the most elements of any argument pack seen
-        self.param = 0  # what a template parameter reference is charged (raised until it holds)
-        self.pack = 1  # how many elements a pack expansion is charged (likewise)
+        # Once an expression was read, a reference is charged the largest candidate so far, not only its
+        # own: the bound then holds even where the walk registered a candidate the demangler did not.
+        self.expressions = False
+        self.peak = self.peak_seen = 0
+        # Template parameters refer to the arguments of a name's own template argument lists (the entity's,
+        # an enclosing class's, a local name's function's), never to those of a type's (vector<T_>). And a
+        # reference never prints an argument that holds it: the demangler refuses that recursion. So T_ is
+        # charged the largest argument of a name that does not contain it, which also keeps an argument
+        # holding a reference (a lambda of a function template as a template argument) from feeding itself.
+        self.args: list[tuple[int, int, int]] = []  # (bound, start, end) of every template argument of a name
+        self.packs = 1  # the most elements of any argument pack of a name seen
+        self.in_type = 0  # > 0 while inside a type (its template arguments are not a name's)
+        self.charges: list[tuple[int, int, int]] = []  # the previous walk's args, largest first
+        self.refs: list[tuple[int, int]] = []  # (position, charge) of every template parameter reference
+        # A conversion operator's type resolves T_ against whatever template is being printed, a type's too:
+        # its references are charged the largest argument of any list (of the previous walk).
+        self.any_arg = 0  # the largest argument of any list, this walk
+        self.cv_charge = 0  # ... of the previous walk
+        self.in_cv = 0  # > 0 while inside a conversion operator's type
+        self.cv_refs = False
+        # The demangler refuses a reference to an argument that holds it only on its second nesting: before it
+        # stops, it prints that argument once more. When a charge left such an argument out, the bound doubles.
+        self.excluded = False
+        self.pack = 1  # how many elements a pack expansion is charged (raised until it holds)
         self.depth = 0
 
     def bound(self) -> int:
-        # Template parameters may refer forward (a conversion operator's type) and to any argument list of
-        # the name, and packs may be expanded before they are seen: charge the largest argument and pack,
-        # and walk again until that is what was charged.
-        for _ in range(4):
-            self.i, self.subs, self.args, self.packs, self.depth = 0, [], [], 1, 0
+        # Template parameters may refer forward (a conversion operator's type) and packs may be expanded
+        # before they are seen: charge what the previous walk found, and walk again until what was charged
+        # holds. Each walk settles one more level of arguments that hold references.
+        for _ in range(_WALKS):
+            self.i, self.subs, self.args, self.refs, self.packs, self.depth, self.in_type = 0, [], [], [], 1, 0, 0
+            self.any_arg, self.in_cv, self.cv_refs, self.excluded, self.expressions = 0, 0, False, False, False
+            self.peak = self.peak_seen = 0
             total = self._mangled()
-            biggest = max(self.args, default=0)
-            if biggest <= self.param and self.packs <= self.pack:
-                return total
-            self.param, self.pack = max(self.param, biggest), max(self.pack, self.packs)
+            self.charges = sorted(self.args, reverse=True)  # bounds only grow with what they were charged
+            if (self.packs <= self.pack and all(self._charge(pos) <= charged for pos, charged in self.refs)
+                    and (not self.cv_refs or self.any_arg <= self.cv_charge)):
+                return 2 * total if self.excluded else total
+            self.pack = max(self.pack, self.packs)
+            self.cv_charge = max(self.cv_charge, self.any_arg)
         raise _GiveUp  # the arguments keep growing: references in a cycle
+
+    def _charge(self, pos: int) -> int:
+        """The largest argument (of the last walk) that does not contain position ``pos``; those that do are
+        nested, so this looks at most a nesting depth past the first, and past _NESTED of them takes the
+        largest of all (which may then keep the walk from settling: the crude bound serves)."""
+        for bound, start, end in self.charges[:_NESTED]:
+            if not start <= pos < end:
+                return bound
+            self.excluded = True
+        return self.charges[0][0] if self.charges else 0
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -128,6 +172,13 @@ class _Walk:
         return total
 
     def _encoding(self) -> int:
+        outer, self.in_type = self.in_type, 0  # an encoding within a type (L_Z...E) names an entity again
+        try:
+            return self._encoding_inner()
+        finally:
+            self.in_type = outer
+
+    def _encoding_inner(self) -> int:
         c = self._peek()
         if c == "T" or (c == "G" and self._peek(1) in "VRT"):
             return self._special()
@@ -222,8 +273,10 @@ class _Walk:
     def _component(self, c: str, last: int) -> tuple[int, bool]:
         """One prefix component other than template arguments: (bound, is a constructor, destructor or
         conversion operator)."""
-        if c == "\0" or (c == "D" and self._peek(1) in ("T", "t")):
-            raise _GiveUp  # the end, or decltype
+        if c == "\0":
+            raise _GiveUp
+        if c == "D" and self._peek(1) in ("T", "t"):  # decltype: a type, and a candidate as a type
+            return self._type(), False
         if c == "S":
             return (5 if self._take("St") else self._substitution()), False
         if c == "T":
@@ -240,7 +293,14 @@ class _Walk:
         k = self._seq()
         if k >= len(self.subs):
             raise _GiveUp
-        return self.subs[k]
+        return self._largest_candidate() if self.expressions else self.subs[k]
+
+    def _largest_candidate(self) -> int:
+        """The largest candidate registered so far (amortized: each is looked at once per walk)."""
+        while self.peak_seen < len(self.subs):
+            self.peak = max(self.peak, self.subs[self.peak_seen])
+            self.peak_seen += 1
+        return self.peak
 
     def _local(self) -> tuple[int, bool, bool]:
         self.i += 1  # Z
@@ -331,7 +391,11 @@ class _Walk:
 
     def _operator(self) -> tuple[int, bool]:
         if self._take("cv"):
-            return self._type() + PIECE, True
+            self.in_cv += 1
+            try:
+                return self._type() + PIECE, True
+            finally:
+                self.in_cv -= 1
         if self._take("li"):
             return self._source_name() + PIECE, False
         if self._peek() == "v" and self._peek(1).isdigit():
@@ -343,21 +407,34 @@ class _Walk:
         return PIECE, False
 
     def _template_param(self) -> int:
-        """T_ or T<n>_: what the largest template argument costs (see ``bound``)."""
+        """T_ or T<n>_: what the largest template argument that can be meant costs (see ``bound``)."""
+        pos = self.i
         self.i += 1  # T
         self._seq()
-        return self.param
+        charge = self._charge(pos)
+        self.refs.append((pos, charge))
+        if self.in_cv:
+            self.cv_refs = True
+            charge = max(charge, self.cv_charge)
+        return charge
 
     def _template_args(self) -> int:
         self._enter()
         self.i += 1  # I
         total = PIECE
         while not self._take("E"):
-            arg = self._template_arg()
-            self.args.append(arg)
-            total += arg + 2
+            total += self._name_arg() + 2
         self.depth -= 1
         return total
+
+    def _name_arg(self) -> int:
+        """One template argument, recorded with its extent when it is a name's."""
+        start = self.i
+        arg = self._template_arg()
+        if not self.in_type:
+            self.args.append((arg, start, self.i))
+        self.any_arg = max(self.any_arg, arg)
+        return arg
 
     def _template_arg(self) -> int:
         c = self._peek()
@@ -367,14 +444,17 @@ class _Walk:
             self.i += 1
             total, count = PIECE, 0
             while not self._take("E"):
-                arg = self._template_arg()
-                self.args.append(arg)
-                total += arg + 2
+                total += self._name_arg() + 2
                 count += 1
-            self.packs = max(self.packs, count)
+            if not self.in_type:
+                self.packs = max(self.packs, count)
             return total
         if c == "X":
-            raise _GiveUp
+            self.i += 1
+            total = self._expression()
+            if not self._take("E"):
+                raise _GiveUp
+            return total + PIECE
         return self._type()
 
     def _literal(self) -> int:
@@ -393,10 +473,12 @@ class _Walk:
 
     def _type(self) -> int:
         self._enter()
+        self.in_type += 1
         try:
             total, candidate = self._type_inner()
         finally:
             self.depth -= 1
+            self.in_type -= 1
         if candidate:
             self.subs.append(total)
         return total
@@ -440,10 +522,10 @@ class _Walk:
     def _array(self) -> tuple[int, bool]:
         self.i += 1  # A [<number>] _ <type>
         total = 0
-        if self._peek() != "_":
-            if not self._peek().isdigit():
-                raise _GiveUp  # a dimension given as an expression
+        if self._peek().isdigit():
             total = len(str(self._number()))
+        elif self._peek() != "_":
+            total = self._expression()  # a dimension given as an expression
         if not self._take("_"):
             raise _GiveUp
         return total + self._type() + PIECE, True
@@ -487,8 +569,11 @@ class _Walk:
                 total += PIECE
                 while not self._take("E"):
                     total += self._type() + 2
-            elif c == "D" and self._peek(1) == "O":
-                raise _GiveUp  # noexcept(expression)
+            elif c == "D" and self._peek(1) == "O":  # noexcept(expression)
+                self.i += 2
+                total += self._expression() + PIECE
+                if not self._take("E"):
+                    raise _GiveUp
             else:
                 return total
 
@@ -519,6 +604,8 @@ class _Walk:
             self.i += 2
             pattern = self._type()
             return (pattern + 2) * self.pack, True
+        if nxt in ("T", "t"):
+            return self._decltype()
         if nxt == "v":  # a vector type: "int __vector(4)"
             self.i += 2
             if not self._peek().isdigit():

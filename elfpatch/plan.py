@@ -66,6 +66,9 @@ def plan_image(elf: ElfFile, to: int, names: NameFilter, base: int = 0) -> Image
             seen.add(offset)
             sym = table.symbol(index)
             pretty = demangle(sym.name)
+            blind = names.blind_spot(sym.name, pretty)
+            if blind is not None and blind not in plan.warnings:
+                plan.warnings.append(blind)
             if not names.selects(sym.name, pretty):
                 plan.kept += 1
                 continue

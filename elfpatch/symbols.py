@@ -77,6 +77,20 @@ class NameFilter:
             return False
         return self._regex is None or _matches(self._regex, name, demangled)
 
+    def blind_spot(self, name: str, demangled: str | None) -> str | None:
+        """A warning when ``name`` is a C++ name that was not demangled and a glob on its demangled form could
+        have decided otherwise: such a name is matched on its mangled form only, never silently."""
+        if demangled is not None or not name.startswith("_Z") or not self:
+            return None
+        kept = self._keep is not None and bool(self._keep.match(name))
+        could_keep = self._keep is not None and not kept
+        could_select = self._regex is not None and not kept and not self._regex.match(name)
+        if not (could_keep or could_select):
+            return None
+        shown = name if len(name) <= 200 else name[:200] + "..."
+        return (f"{shown}: not demangled ({why_not_demangled(name)}); --symbol/--keep globs were matched "
+                "against its mangled name only")
+
 
 def _matches(regex, name: str, demangled: str | None) -> bool:
     return bool(regex.match(name) or (demangled is not None and regex.match(demangled)))
@@ -120,14 +134,26 @@ BOUND_LIMIT = 16 * MAX_DEMANGLED
 @lru_cache(maxsize=65536)
 def demangle(name: str) -> str | None:
     """The demangled form of an Itanium C++ ABI name, or None when it is not one, when no demangler exists, or
-    when it would be longer than MAX_DEMANGLED. Uses libstdc++'s own __cxa_demangle, so it agrees with c++filt
-    and costs no subprocess."""
+    when it would be longer than MAX_DEMANGLED. Uses libstdc++'s own __cxa_demangle, so it agrees with
+    `c++filt -i` (what `nm -C` prints) and costs no subprocess."""
     if not name.startswith("_Z"):
         return None
     if crude_bound(name) > BOUND_LIMIT and demangled_bound(name) > BOUND_LIMIT:
         return None
     out = _demangle_unbounded(name)
     return out.decode("utf-8", "replace") if out is not None and len(out) <= MAX_DEMANGLED else None
+
+
+def why_not_demangled(name: str) -> str:
+    """Why demangle(name) is None for a ``_Z`` name (only asked when it is)."""
+    if _cxa_demangle() is None:
+        return "no C++ demangler (libstdc++'s __cxa_demangle) on this machine"
+    if crude_bound(name) > BOUND_LIMIT and demangled_bound(name) > BOUND_LIMIT:
+        return f"its demangled form could be longer than {BOUND_LIMIT} bytes"
+    out = _demangle_unbounded(name)  # bounded: checked just above
+    if out is None:
+        return "the demangler does not read it"
+    return f"its demangled form is longer than {MAX_DEMANGLED} bytes"
 
 
 def _demangle_unbounded(name: str) -> bytes | None:

@@ -17,7 +17,7 @@ from audit.helpers import INSTANCES, NAME, SLOTS, audit_json, by_symbol, install
 def test_json_document(site: Path) -> None:
     status, doc = audit_json(str(site))
     assert status == 1
-    assert set(doc) == {"collisions", "pinned", "errors", "summary"}
+    assert set(doc) == {"collisions", "pinned", "errors", "warnings", "summary"}
     c = by_symbol(doc)[SLOTS]
     assert set(c) == {"symbol", "demangled", "definitions", "referenced_by", "differs", "cross_package"}
     assert c["demangled"] == "Registry<int>::slots"

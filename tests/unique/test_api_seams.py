@@ -148,3 +148,30 @@ def test_api_lock_timeout_bounds_the_wait(lib: Path) -> None:
         with pytest.raises(ValueError):
             elfpatch.patch(lib, lock_timeout=bad)
     assert lib.read_bytes() == before
+
+
+def test_api_one_glob_as_a_string_is_one_glob(lib: Path, tmp_path: Path) -> None:
+    """Guarantee: a list parameter given one string means that one glob, never its characters one by one (a
+    "*" among them selects everything): patch(symbols=...) rewrites only what the glob names, audit(exclude=...)
+    passes over only what it names. A non-string item is refused before anything is opened."""
+    holder = "Holder<*"
+    assert [len(r.symbols) for r in elfpatch.scan(lib, symbols=holder)] == [2]
+    assert [len(r.symbols) for r in elfpatch.scan(lib)] == [4]
+    assert elfpatch.check(lib, symbols="nothing*") is False
+    out = tmp_path / "out.so"
+    (report,) = elfpatch.patch(lib, symbols=holder, output=str(out))
+    assert sorted({s.name for s in report.symbols}) == ["_ZN6HolderIiE5valueE"]
+    assert [len(r.symbols) for r in elfpatch.scan(out)] == [2], "only Holder<int>::value was rewritten"
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    shutil.copyfile(lib, tree / "pkg" / "a.so")
+    shutil.copyfile(lib, tree / "pkg" / "b.so")
+    assert len(elfpatch.audit(tree, exclude="*/tests/*").reports) == 2
+    assert len(elfpatch.audit(tree, exclude="b.so").reports) == 1
+    before = lib.read_bytes()
+    for bad in ([b"Holder*"], [3]):
+        with pytest.raises(ValueError, match="symbols"):
+            elfpatch.patch(lib, symbols=bad)
+        with pytest.raises(ValueError, match="exclude"):
+            elfpatch.audit(lib, exclude=bad)
+    assert lib.read_bytes() == before

@@ -90,3 +90,45 @@ def test_wheel_member_with_lying_headers(unique_build: Path, tmp_path: Path) -> 
     assert entry["member"] == "holderpkg/libholder.so" and entry["status"] == "patched"
     assert {s["table"] for s in entry["symbols"]} == {".dynsym"} and entry["warnings"]
     assert run_cli("unique", "--check", str(whl)).returncode == 0
+
+
+def static_executable(e_type: int = 2, filesz: int | None = None) -> bytes:
+    """A minimal x86-64 ELF executable as the kernel runs it: one PT_LOAD holding `exit(7)`, no PT_DYNAMIC,
+    and section headers that cannot be read (e_shnum 0, so their count is in section header 0, which lies
+    past the end of the file)."""
+    import struct
+
+    base, code = 0x400000, bytes.fromhex("b83c000000bf07000000 0f05".replace(" ", ""))
+    size = 64 + 56 + len(code)
+    header = (b"\x7fELF\x02\x01\x01" + bytes(9)
+              + struct.pack("<HHIQQQIHHHHHH", e_type, 62, 1, base + 120, 64, size + 4096, 0, 64, 56, 1, 64, 0, 0))
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, base, base, size if filesz is None else filesz, size, 0x1000)
+    return header + load + code
+
+
+def test_static_executable_with_unusable_section_headers(tmp_path: Path) -> None:
+    """Guarantee: a file the kernel runs is not called broken for headers no loader reads. A static
+    executable (no PT_DYNAMIC) whose section headers are unusable has 0 unique symbols and a warning saying
+    why, exit 0; the same headers in a shared object, or a PT_LOAD past the end of the file, stay an error."""
+    import os
+    import platform
+
+    exe = tmp_path / "static"
+    exe.write_bytes(static_executable())
+    exe.chmod(0o755)
+    if platform.machine() == "x86_64" and os.uname().sysname == "Linux":
+        assert subprocess.run([str(exe)]).returncode == 7, "the kernel runs it"
+    before = exe.read_bytes()
+    for args in (["--check"], ["--check", "--json"], []):
+        proc = run_cli("unique", *args, str(exe))
+        assert proc.returncode == 0, proc.stderr
+    doc = json.loads(run_cli("unique", "--check", "--json", str(exe)).stdout)
+    (entry,) = doc["files"]
+    assert entry["status"] == "unchanged" and entry["symbols"] == []
+    assert any("section headers unusable" in w and "no PT_DYNAMIC" in w for w in entry["warnings"])
+    assert exe.read_bytes() == before
+    for name, data in (("shared.so", static_executable(e_type=3)), ("cut", static_executable(filesz=4096))):
+        broken = tmp_path / name
+        broken.write_bytes(data)
+        proc = run_cli("unique", "--check", str(broken))
+        assert proc.returncode == 2 and f"{broken}: " in proc.stderr, (name, proc.stderr)
