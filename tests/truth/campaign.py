@@ -64,7 +64,7 @@ def summary(programs: int, outcomes: list[Outcome]) -> dict:
         "dtors_recall": round(total.dtors_matched / total.dtors_logged, 3) if total.dtors_logged else None,
         "dtors_precision": round(total.dtors_matched / total.dtors_listed, 3) if total.dtors_listed else None,
         "details": {"false_cleans": total.false_cleans, "false_findings": total.false_findings,
-                    "dtors_missed": total.dtors_missed},
+                    "dtors_missed": total.dtors_missed, "builds": total.builds},
     }
 
 

@@ -18,6 +18,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from truth.build import ROOT, Built
 from truth.generator import Context, Program
@@ -70,6 +71,7 @@ class Outcome:
     dtors_listed: int = 0
     dtors_matched: int = 0
     dtors_missed: list[dict] = field(default_factory=list)
+    builds: list[dict] = field(default_factory=list)  # per build: its name and counts
 
 
 def _entries_of(prog: Program, ctx: Context, listing: dict) -> set[int]:
@@ -102,8 +104,8 @@ def _object_id(prog: Program, obj: dict | None, symbols: dict[int, str]) -> int 
     if not obj:
         return None
     names = {o.symbol: o.oid for o in prog.objects}
-    name = obj.get("symbol") or symbols.get(obj.get("address") or -1)
-    return names.get(name or "")
+    name = obj.get("symbol") or symbols.get(obj.get("address") or -1) or ""
+    return names.get(name.split(".")[0])  # LTO renames what it internalizes: g3 -> g3.0
 
 
 @dataclass
@@ -113,8 +115,8 @@ class Module:
     entries: dict[int, list[dict]]  # context -> its init entries in ``doc``
 
 
-def _module(prog: Program, built: Built, module: str) -> Module:
-    doc = analyse(built.analysed[module], "--dtors", "--siof")
+def _module(prog: Program, built: Built, module: str, analyser: Callable[..., dict]) -> Module:
+    doc = analyser(built.analysed[module], "--dtors", "--siof")
     listing = doc if built.analysed[module] == built.modules[module] else analyse(built.modules[module])
     by_address = {e["address"]: e for e in doc["init"] if e["kind"] == "init_array"}
     entries = {c.cid: [by_address[a] for a in _entries_of(prog, c, listing) if a in by_address]
@@ -134,6 +136,9 @@ def routes(prog: Program, cid: int, oid: int) -> list[str]:
         lazy = [r for o in prog.objects for r in o.reads] + [r for c in prog.contexts for r in c.reads]
         found = {r.route for r in lazy if r.target.oid == oid and r.route in ("local", "tls")}
     tags = sorted(found or {"unknown"})
+    homes = {prog.module_of_unit(r.home_unit) for r in sites if r.target.oid == oid}
+    if homes - {ctx.module}:  # the reading code lives in another module: the reader calls into it
+        tags.append("code-in-other-module")
     if target.module != ctx.module:
         tags.append(f"cross-module:{ctx.module}->{target.module}")
     if target.kind != "plain":
@@ -153,7 +158,8 @@ def _judge_read(prog: Program, mod: Module, cid: int, oid: int, where: dict, out
            for f in mod.doc.get("findings", [])):
         out.found += 1
         return
-    entry_complete = bool(entries) and all(e["analysis"] and e["analysis"]["complete"] for e in entries)
+    # no entry at all for the reader (the listing lost it) claims nothing incomplete either
+    entry_complete = all(e["analysis"] and e["analysis"]["complete"] for e in entries)
     miss = dict(where, reader=cid, object=oid, entries=sorted(indices), routes=routes(prog, cid, oid),
                 file_complete=mod.doc.get("analysis_complete"))
     if entry_complete:
@@ -213,11 +219,12 @@ def _judge_dtors(mod: Module, logged: list[tuple[str, ...]], where: dict, out: O
             out.dtors_missed.append(dict(where, registration=" ".join(reg)))
 
 
-def check(prog: Program, built: Built, stdout: str, logs: dict[str, list[tuple[str, ...]]]) -> Outcome:
-    """Properties (a), (b) and (c) on one build."""
+def check(prog: Program, built: Built, stdout: str, logs: dict[str, list[tuple[str, ...]]],
+          analyser: Callable[..., dict] = analyse) -> Outcome:
+    """Properties (a), (b) and (c) on one build (``analyser(path, *flags)`` gives a file's JSON analysis)."""
     ev = Events.parse(stdout)
     out = Outcome()
-    mods = {m: _module(prog, built, m) for m in built.modules}
+    mods = {m: _module(prog, built, m, analyser) for m in built.modules}
     for module, mod in mods.items():
         where = {"seed": prog.seed, "variant": built.variant.name, "file": built.analysed[module].name}
         for cid, oid in sorted(ev.early):
@@ -225,4 +232,8 @@ def check(prog: Program, built: Built, stdout: str, logs: dict[str, list[tuple[s
                 _judge_read(prog, mod, cid, oid, where, out)
         _judge_findings(prog, mod, ev, where, out)
         _judge_dtors(mod, logs[module], where, out)
+    out.builds.append({"seed": prog.seed, "variant": built.variant.name, "early": out.early, "found": out.found,
+                       "false_cleans": len(out.false_cleans), "false_findings": len(out.false_findings),
+                       "dtors_logged": out.dtors_logged, "dtors_listed": out.dtors_listed,
+                       "dtors_matched": out.dtors_matched})
     return out

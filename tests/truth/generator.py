@@ -141,22 +141,27 @@ def _contexts(prog: Program, rng: random.Random) -> None:
 def _reads(prog: Program, rng: random.Random) -> None:
     """Each plain object and each constructor function reads up to three objects, each by a random route."""
     site = 0
+    deck = list(ROUTES)  # every route once first (in a random order), then at random
+    rng.shuffle(deck)
     readers: list[Obj | Context] = [o for o in prog.objects if o.kind == "plain"]
     readers += [c for c in prog.contexts if c.function]
     for reader in readers:
         for _ in range(rng.randint(0 if isinstance(reader, Obj) else 1, 3)):
             site += 1
-            read = _one_read(prog, rng, reader.module, reader.unit, site)
+            read = _one_read(prog, rng, reader.module, reader.unit, site, deck)
             if read is not None:
                 reader.reads.append(read)
 
 
-def _one_read(prog: Program, rng: random.Random, module: str, unit: str, site: int) -> Read | None:
+def _one_read(prog: Program, rng: random.Random, module: str, unit: str, site: int,
+              deck: list[str]) -> Read | None:
     target = rng.choice(prog.objects)
+    if module == "libB" and "libA" in prog.modules and rng.random() < 0.4:  # the classic: libB reads libA
+        target = rng.choice([o for o in prog.objects if o.module == "libA"])
     cross = target.module != module
     if cross and target.kind != "plain":  # inline and template objects stay in their module
         return None
-    route = rng.choice(CROSS_ROUTES if cross else ROUTES)
+    route = rng.choice(CROSS_ROUTES) if cross else deck.pop() if deck else rng.choice(ROUTES)
     if target.kind == "inline" and route == "direct" and target.oid not in prog.includes[unit]:
         route = "getter"  # an inline variable is named only where its definition is included
     homes = [u for m in {module, target.module} for u in prog.modules[m]]
