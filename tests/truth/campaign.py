@@ -22,7 +22,6 @@ import json
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: the tests directory holds the `truth` package
@@ -47,24 +46,36 @@ def one_seed(seed: int, variants: list[Variant], out: Path, shim_so: Path) -> li
     return outcomes
 
 
-def summary(programs: int, outcomes: list[Outcome]) -> dict:
-    total = Outcome()
-    for o in outcomes:
-        for name, value in asdict(o).items():
-            setattr(total, name, getattr(total, name) + value)
-    true_findings = total.findings - len(total.false_findings)
+def _ratio(a: int, b: int) -> float | None:
+    return round(a / b, 3) if b else None
+
+
+def figures(builds: list[dict]) -> dict:
+    """The campaign's measures over some builds (each a check.Outcome's ``builds`` entry)."""
+    t = {k: sum(b[k] for b in builds) for k in ("early", "found", "false_cleans", "entry_complete_misses",
+                                                  "findings", "false_findings", "dtors_logged", "dtors_listed",
+                                                  "dtors_matched")}
     return {
-        "programs": programs, "builds": len(outcomes), "observed_early_reads": total.early,
-        "found": total.found, "false_cleans": len(total.false_cleans),
-        "entry_complete_misses": len(total.entry_complete_misses), "findings": total.findings,
-        "false_findings": len(total.false_findings),
-        "recall": round(total.found / total.early, 3) if total.early else None,
-        "precision": round(true_findings / total.findings, 3) if total.findings else None,
-        "dtors_logged": total.dtors_logged, "dtors_listed": total.dtors_listed,
-        "dtors_recall": round(total.dtors_matched / total.dtors_logged, 3) if total.dtors_logged else None,
-        "dtors_precision": round(total.dtors_matched / total.dtors_listed, 3) if total.dtors_listed else None,
-        "details": {"false_cleans": total.false_cleans, "false_findings": total.false_findings,
-                    "dtors_missed": total.dtors_missed, "builds": total.builds},
+        "builds": len(builds), "observed_early_reads": t["early"], "found": t["found"],
+        "false_cleans": t["false_cleans"], "entry_complete_misses": t["entry_complete_misses"],
+        "findings": t["findings"], "false_findings": t["false_findings"],
+        "recall": _ratio(t["found"], t["early"]),
+        "precision": _ratio(t["findings"] - t["false_findings"], t["findings"]),
+        "dtors_logged": t["dtors_logged"], "dtors_listed": t["dtors_listed"],
+        "dtors_recall": _ratio(t["dtors_matched"], t["dtors_logged"]),
+        "dtors_precision": _ratio(t["dtors_matched"], t["dtors_listed"]),
+    }
+
+
+def summary(programs: int, outcomes: list[Outcome]) -> dict:
+    builds = [b for o in outcomes for b in o.builds]
+    return {
+        "programs": programs, **figures(builds),
+        "unstripped": figures([b for b in builds if "-strip-" not in b["variant"]]),
+        "stripped": figures([b for b in builds if "-strip-" in b["variant"]]),
+        "details": {"false_cleans": [m for o in outcomes for m in o.false_cleans],
+                    "false_findings": [m for o in outcomes for m in o.false_findings],
+                    "dtors_missed": [m for o in outcomes for m in o.dtors_missed], "builds": builds},
     }
 
 
@@ -91,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     report = summary(len(seeds), [o for r in results for o in r])
     (args.out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     for key, value in report.items():
+        if isinstance(value, dict) and key != "details":
+            value = ", ".join(f"{k} {v}" for k, v in value.items() if k not in ("dtors_logged", "dtors_listed"))
         if key != "details":
-            print(f"{key:24} {value}")
+            print(f"{key:22} {value}")
     print(f"details: {args.out / 'report.json'}")
     return 1 if report["false_cleans"] else 0
 

@@ -146,7 +146,7 @@ def routes(prog: Program, cid: int, oid: int) -> list[str]:
     if ctx.function:
         tags.append("constructor-fn")
     if target.unit == ctx.unit:
-        tags.append("same-unit")
+        tags.append("self-read" if any(r.target.oid == oid for r in target.reads) else "same-unit")
     return tags
 
 
@@ -233,7 +233,9 @@ def check(prog: Program, built: Built, stdout: str, logs: dict[str, list[tuple[s
         _judge_findings(prog, mod, ev, where, out)
         _judge_dtors(mod, logs[module], where, out)
     out.builds.append({"seed": prog.seed, "variant": built.variant.name, "early": out.early, "found": out.found,
-                       "false_cleans": len(out.false_cleans), "false_findings": len(out.false_findings),
+                       "false_cleans": len(out.false_cleans),
+                       "entry_complete_misses": len(out.entry_complete_misses), "findings": out.findings,
+                       "false_findings": len(out.false_findings),
                        "dtors_logged": out.dtors_logged, "dtors_listed": out.dtors_listed,
                        "dtors_matched": out.dtors_matched})
     return out
