@@ -95,7 +95,7 @@ def test_the_runs_observe_early_reads() -> None:
     """The properties are not vacuous: the seed set's gcc builds see reads before construction and
     registrations."""
     outs = [_outcome(s, v) for s, v in CASES if v.startswith("gcc") and s in SEEDS[:2]]
-    assert sum(o.early for o in outs) >= 20
+    assert sum(o.early for o in outs) >= 10
     assert sum(o.dtors_logged for o in outs) >= 10
 
 
