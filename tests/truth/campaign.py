@@ -27,7 +27,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: the tests directory holds the `truth` package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from truth.build import Variant, build, run, shim, variants_for, write_sources
+from truth.build import COMPILERS, Variant, build, run, shim, variants_for, write_sources
 from truth.check import Outcome, check
 from truth.generator import generate
 
@@ -89,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    compilers = tuple(args.compilers.split(","))
+    compilers = tuple(c for c in args.compilers.split(",") if shutil.which(COMPILERS[c][1]))
+    if not compilers:
+        print(f"campaign: none of {args.compilers} is installed", file=sys.stderr)
+        return 2
     shim_so = shim(args.out)
     seeds = range(args.first, args.first + args.seeds)
     try:

@@ -77,16 +77,19 @@ class Outcome:
 def _entries_of(prog: Program, ctx: Context, listing: dict) -> set[int]:
     """The init_array addresses that run ``ctx``: its constructor function, its unit's initializer; when no
     entry carries the unit's name (LTO merges units), every user entry that names no unit."""
+    def function(e: dict) -> set[str]:  # clang mangles a static function even inside extern "C"
+        return {e["symbol"], (e["demangled"] or "").split("(")[0]}
+
     init = [e for e in listing["init"] if not e["toolchain"]]
-    if ctx.function:  # clang mangles a static function even inside extern "C"
-        return {e["address"] for e in init if ctx.function in (e["symbol"], (e["demangled"] or "").split("(")[0])}
+    if ctx.function:
+        return {e["address"] for e in init if ctx.function in function(e)}
+    functions = {c.function for c in prog.contexts}
+    init = [e for e in init if not functions & function(e)]  # a constructor function names its file too
     named = {e["address"] for e in init if e["source"] == f"{ctx.unit}.cpp"}
     if named:
         return named
-    functions = {c.function for c in prog.contexts}
     units = {f"{u}.cpp" for u in prog.modules[ctx.module]}
-    return {e["address"] for e in init if e["source"] not in units
-            and not functions & {e["symbol"], (e["demangled"] or "").split("(")[0]}}
+    return {e["address"] for e in init if e["source"] not in units}
 
 
 def _symbols(path: Path) -> dict[int, str]:

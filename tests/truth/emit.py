@@ -18,6 +18,7 @@ void truth_ctor(int obj) { say("CTOR %d %d\n", obj, cur, 0); }
 void truth_obs(int obj, int value) { say("OBS %d %d %d\n", cur, obj, value); }
 void truth_dtor(int obj) { (void)obj; }
 void truth_touch(int value) { (void)value; }
+int truth_pick(int value) { return value; }
 """
 
 HEADER = """#pragma once
@@ -26,6 +27,7 @@ extern "C" void truth_ctor(int);
 extern "C" void truth_obs(int, int);
 extern "C" void truth_dtor(int);
 extern "C" void truth_touch(int);
+extern "C" int truth_pick(int);
 struct TruthMark { explicit TruthMark(int ctx) { truth_enter(ctx); } };
 struct Obj { int built; int id; Obj(int i, int) : id(i) { truth_ctor(i); built = 1; } };
 struct DObj : Obj { DObj(int i, int r) : Obj(i, r) {} ~DObj() { truth_dtor(id); } };
@@ -37,11 +39,20 @@ def _type(o: Obj) -> str:
     return "DObj" if o.dtor else "Obj"
 
 
+def _switch(r: Read) -> str:
+    """A dense switch on a value the compiler cannot know (a jump table); the read is in the case taken."""
+    taken = r.site % 7
+    cases = " ".join(f"case {i}: " + (f"truth_obs({r.target.oid}, {r.target.expr}.built);" if i == taken
+                                      else f"truth_touch({i});") + " break;" for i in range(7))
+    return f"switch (truth_pick({taken})) {{ {cases} }}"
+
+
 def _statement(r: Read) -> str:
     """What the reader's code runs for one read."""
     t, s = r.target, r.site
     return {
         "direct": f"truth_obs({t.oid}, {t.expr}.built);",
+        "switch": _switch(r),
         "ref": f"truth_obs({t.oid}, truth_r{s}.built);",
         "ptr": f"truth_obs({t.oid}, truth_p{s}->built);",
         "table": f"truth_obs({t.oid}, truth_t{s}[1]->built);",
@@ -58,6 +69,7 @@ def _declaration(r: Read) -> str:
     s, dtor = r.site, r.target.dtor
     return {
         "direct": "",
+        "switch": "",
         "ref": f"extern Obj& truth_r{s};",
         "ptr": f"extern Obj* truth_p{s};",
         "table": f"extern Obj* const truth_t{s}[2];",
@@ -77,6 +89,7 @@ def _definition(r: Read) -> str:
     dtor = f" ~L{s}() {{ truth_dtor(-{s}); }}" if t.dtor else ""
     return {
         "direct": "",
+        "switch": "",
         "ref": f"Obj& truth_r{s} = {t.expr};",
         "ptr": f"Obj* truth_p{s} = &{t.expr};",
         "table": f"extern Obj* const truth_t{s}[2] = {{nullptr, &{t.expr}}};",

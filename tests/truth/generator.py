@@ -7,7 +7,8 @@ separate object so the analysed files hold only the program's own code), so ``bu
 construction. The context is the init entry that runs the read: each unit starts with a marker object that
 records its context first, each ``constructor`` function records its own.
 
-Routes from a reader to an object (the ways the issue lists): a direct read, a reference global, a pointer
+Routes from a reader to an object: a direct read, one in a case of a switch compiled to a jump table
+(``notrack jmp`` under -fcf-protection), a reference global, a pointer
 global, a constant pointer table, a virtual call, a function pointer, a getter returning a reference, a
 function-local static whose constructor reads, a ``thread_local`` whose constructor reads, an inline variable,
 a template static member whose initialization one unit emits (explicit instantiation), across shared
@@ -19,8 +20,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-ROUTES = ("direct", "ref", "ptr", "table", "virtual", "fnptr", "getter", "local", "tls")
-CROSS_ROUTES = ("direct", "ref", "ptr", "table", "getter", "fnptr")  # across modules: plain objects only
+ROUTES = ("direct", "switch", "ref", "ptr", "table", "virtual", "fnptr", "getter", "local", "tls")
+CROSS_ROUTES = ("direct", "switch", "ref", "ptr", "table", "getter", "fnptr")  # across modules: plain objects only
 
 
 @dataclass
@@ -162,11 +163,11 @@ def _one_read(prog: Program, rng: random.Random, module: str, unit: str, site: i
     if cross and target.kind != "plain":  # inline and template objects stay in their module
         return None
     route = rng.choice(CROSS_ROUTES) if cross else deck.pop() if deck else rng.choice(ROUTES)
-    if target.kind == "inline" and route == "direct" and target.oid not in prog.includes[unit]:
+    if target.kind == "inline" and route in ("direct", "switch") and target.oid not in prog.includes[unit]:
         route = "getter"  # an inline variable is named only where its definition is included
     homes = [u for m in {module, target.module} for u in prog.modules[m]]
     if target.kind == "inline":
         homes = [u for u in homes if target.oid in prog.includes[u]]
-    home = unit if route == "direct" else rng.choice(homes)
+    home = unit if route in ("direct", "switch") else rng.choice(homes)
     return Read(target, route, home, site)
 
