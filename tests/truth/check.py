@@ -24,14 +24,16 @@ from truth.build import ROOT, Built
 from truth.generator import Context, Program
 
 
-def analyse(path: Path, *flags: str) -> dict:
-    """This checkout's elfpatch on one file (its package first on the path, whatever is installed)."""
+def analyse(paths: list[Path], *flags: str) -> list[dict]:
+    """This checkout's elfpatch (its package first on the path, whatever is installed) on some files, in one
+    run: each file's JSON document, in the order given."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "elfpatch", "inits", *flags, "--json", str(path)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "elfpatch", "inits", *flags, "--json", *map(str, paths)],
+                          env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode not in (0, 1) or "Traceback" in proc.stderr:
-        raise RuntimeError(f"elfpatch failed on {path}: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout)["files"][0]
+        raise RuntimeError(f"elfpatch failed on {paths}: {proc.stderr[-2000:]}")
+    files = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
+    return [files[str(p)] for p in paths]
 
 
 @dataclass
@@ -118,9 +120,7 @@ class Module:
     entries: dict[int, list[dict]]  # context -> its init entries in ``doc``
 
 
-def _module(prog: Program, built: Built, module: str, analyser: Callable[..., dict]) -> Module:
-    doc = analyser(built.analysed[module], "--dtors", "--siof")
-    listing = doc if built.analysed[module] == built.modules[module] else analyse(built.modules[module])
+def _module(prog: Program, built: Built, module: str, doc: dict, listing: dict) -> Module:
     by_address = {e["address"]: e for e in doc["init"] if e["kind"] == "init_array"}
     entries = {c.cid: [by_address[a] for a in _entries_of(prog, c, listing) if a in by_address]
                for c in prog.contexts if c.module == module}
@@ -223,11 +223,15 @@ def _judge_dtors(mod: Module, logged: list[tuple[str, ...]], where: dict, out: O
 
 
 def check(prog: Program, built: Built, stdout: str, logs: dict[str, list[tuple[str, ...]]],
-          analyser: Callable[..., dict] = analyse) -> Outcome:
-    """Properties (a), (b) and (c) on one build (``analyser(path, *flags)`` gives a file's JSON analysis)."""
+          analyser: Callable[..., list[dict]] = analyse) -> Outcome:
+    """Properties (a), (b) and (c) on one build (``analyser(paths, *flags)``: the files' JSON documents)."""
     ev = Events.parse(stdout)
     out = Outcome()
-    mods = {m: _module(prog, built, m, analyser) for m in built.modules}
+    names = list(built.modules)
+    docs = analyser([built.analysed[m] for m in names], "--dtors", "--siof")
+    # a stripped file's entries and objects are named from the file as linked (same addresses)
+    listings = analyse([built.modules[m] for m in names]) if built.variant.strip else docs
+    mods = {m: _module(prog, built, m, doc, listing) for m, doc, listing in zip(names, docs, listings)}
     for module, mod in mods.items():
         where = {"seed": prog.seed, "variant": built.variant.name, "file": built.analysed[module].name}
         for cid, oid in sorted(ev.early):

@@ -165,7 +165,7 @@ def _one_read(prog: Program, rng: random.Random, module: str, unit: str, site: i
     route = rng.choice(CROSS_ROUTES) if cross else deck.pop() if deck else rng.choice(ROUTES)
     if target.kind == "inline" and route in ("direct", "switch") and target.oid not in prog.includes[unit]:
         route = "getter"  # an inline variable is named only where its definition is included
-    homes = [u for m in {module, target.module} for u in prog.modules[m]]
+    homes = [u for m in sorted({module, target.module}) for u in prog.modules[m]]
     if target.kind == "inline":
         homes = [u for u in homes if target.oid in prog.includes[u]]
     home = unit if route in ("direct", "switch") else rng.choice(homes)

@@ -8,7 +8,10 @@ Clang builds carry "clang" in their id (the `cross` marker: not every machine ha
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -105,14 +108,28 @@ def test_checker_reports_a_hidden_read_as_false_clean() -> None:
     seed, variant = next((s, v) for s, v in CASES if v.startswith("gcc"))
     outcome = _outcome(seed, variant)
 
-    def doctored(path: Path, *flags: str) -> dict:
-        doc = analyse(path, *flags)
-        doc["findings"], doc["analysis_complete"] = [], True
-        for e in doc["init"]:
-            if e.get("analysis"):
-                e["analysis"]["complete"] = True
-        return doc
+    def doctored(paths: list[Path], *flags: str) -> list[dict]:
+        docs = analyse(paths, *flags)
+        for doc in docs:
+            doc["findings"], doc["analysis_complete"] = [], True
+            for e in doc["init"]:
+                if e.get("analysis"):
+                    e["analysis"]["complete"] = True
+        return docs
 
     hidden = check(*_built(seed, variant), analyser=doctored)
     assert outcome.early > 0 and hidden.early == outcome.early
     assert len(hidden.false_cleans) == hidden.early and hidden.found == 0 and not hidden.false_findings
+
+
+def test_a_seed_names_one_program_in_every_process() -> None:
+    """A seed must rebuild the same program in another run (a report names seeds): no set order or hash seed
+    may leak into the generator's choices."""
+    code = ("import hashlib, sys; sys.path.insert(0, sys.argv[1]); from truth.emit import emit; "
+            "from truth.generator import generate; "
+            "text = repr([sorted(emit(generate(s)).items()) for s in range(1, 30)]); "
+            "print(hashlib.sha256(text.encode()).hexdigest())")
+    tests = str(Path(__file__).resolve().parents[1])
+    digests = {subprocess.run([sys.executable, "-c", code, tests], env=dict(os.environ, PYTHONHASHSEED=str(h)),
+                              capture_output=True, text=True, check=True).stdout for h in (1, 2, 3)}
+    assert len(digests) == 1, digests
