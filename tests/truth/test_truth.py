@@ -22,7 +22,7 @@ from truth.build import Variant, build, run, shim, variants_for, write_sources
 from truth.check import Outcome, analyse, check
 from truth.generator import CROSS_ROUTES, ROUTES, generate
 
-SEEDS = (1, 2, 3, 4, 5)
+SEEDS = (1, 2, 3, 4, 5, 6, 7, 8)
 CASES = [(seed, v.name) for seed in SEEDS for v in variants_for(seed, 3)]
 IDS = [f"seed{seed}-{name}" for seed, name in CASES]
 
