@@ -8,12 +8,13 @@ construction. The context is the init entry that runs the read: each unit starts
 records its context first, each ``constructor`` function records its own.
 
 Routes from a reader to an object: a direct read, one in a case of a switch compiled to a jump table
-(``notrack jmp`` under -fcf-protection), a reference global, a pointer
-global, a constant pointer table, a virtual call, a function pointer, a getter returning a reference, a
-function-local static whose constructor reads, a ``thread_local`` whose constructor reads, an inline variable,
-a template static member whose initialization one unit emits (explicit instantiation), across shared
-libraries (with and without DT_NEEDED, and a library reading the program's global). Readers are objects'
-initializers and ``__attribute__((constructor))`` functions (with and without a priority).
+(``notrack jmp`` under -fcf-protection), a reference global, a pointer global, a constant pointer table, a
+virtual call, a function pointer, a getter returning a reference, a function-local static whose constructor
+reads, a ``thread_local`` whose constructor reads, an inline variable, a template static member whose
+initialization one unit emits (explicit instantiation), across shared libraries (with and without DT_NEEDED,
+and a library reading the program's global). Readers are objects' initializers and
+``__attribute__((constructor))`` functions (with and without a priority). Each program deals every route once
+(in a random order) before choosing at random, so a small seed set covers them all.
 """
 from __future__ import annotations
 

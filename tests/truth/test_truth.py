@@ -1,5 +1,5 @@
 """`inits --dtors --siof` against what generated programs observe at run time (the truth machine, see
-campaign.py): on a fixed seed set, each build in its per-seed subset of the matrix must have
+campaign.py): on the first eight seeds, each build in its per-seed subset of the matrix must have
 (a) no false clean: every read before construction the run saw is a finding, or its reader's entry or its file
     says the analysis is incomplete;
 (b) no false finding: every finding was observed, or the source implies it;
