@@ -37,7 +37,7 @@ test-fast: venv fixtures lint
 bench: venv fixtures
 	$(PY) bench/bench.py
 
-# ... and the truth machine's campaign (tests/truth/campaign.py): TRUTH_SEEDS random programs, 6 builds each.
+# The hypothesis campaigns, then the truth machine's (tests/truth/campaign.py): TRUTH_SEEDS programs, 6 builds each.
 TRUTH_SEEDS ?= 300
 fuzz: venv fixtures
 	ELFPATCH_FUZZ_EXAMPLES=20000 $(PY) -m pytest tests -k fuzz $(PYTEST_ARGS)

@@ -12,7 +12,9 @@ not, three link orders). Each build is run (with native_tests/siof/shim.c preloa
 analysed with `elfpatch inits --dtors --siof --json`; check.py says what is checked. The summary goes to
 stdout; every false clean, false finding and unlisted registration to ``DIR/report.json``, with its seed,
 variant, reader context and object (``routes`` says how the source reaches the object), so that
-``--first SEED --seeds 1`` rebuilds the case (its sources stay in ``DIR/SEED/src``).
+``--first SEED --seeds 1 --keep`` rebuilds the case (its sources stay in ``DIR/SEED/src``, its builds with
+``--keep`` in ``DIR/SEED/VARIANT``: the program is ``prog``, stripped copies under ``stripped/``). Reader and
+object numbers are the ones the sources print: ``OBS <reader> <object> <value>`` (0: before construction).
 Exit status: 0 when there is no false clean, 1 otherwise (2: a build failed).
 """
 from __future__ import annotations
@@ -32,8 +34,8 @@ from truth.check import Outcome, check
 from truth.generator import generate
 
 
-def one_seed(seed: int, variants: list[Variant], out: Path, shim_so: Path) -> list[Outcome]:
-    """Build, run and check one program in each variant."""
+def one_seed(seed: int, variants: list[Variant], out: Path, shim_so: Path, keep: bool = False) -> list[Outcome]:
+    """Build, run and check one program in each variant (``keep``: leave the builds in ``out``/SEED)."""
     prog = generate(seed)
     directory = out / str(seed)
     src = write_sources(prog, directory)
@@ -42,7 +44,8 @@ def one_seed(seed: int, variants: list[Variant], out: Path, shim_so: Path) -> li
         built = build(prog, v, directory, src)
         stdout, logs = run(built, shim_so)
         outcomes.append(check(prog, built, stdout, logs))
-        shutil.rmtree(built.directory, ignore_errors=True)  # the sources stay: a build is cheap to redo
+        if not keep:  # the sources stay: a build is cheap to redo
+            shutil.rmtree(built.directory, ignore_errors=True)
     return outcomes
 
 
@@ -87,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compilers", default="gcc,clang")
     ap.add_argument("--jobs", type=int, default=1, help="seeds in parallel")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--keep", action="store_true", help="keep every build (DIR/SEED/VARIANT) to look into")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     compilers = tuple(c for c in args.compilers.split(",") if shutil.which(COMPILERS[c][1]))
@@ -98,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:
             results = list(pool.map(
-                lambda s: one_seed(s, variants_for(s, args.variants, compilers), args.out, shim_so), seeds))
+                lambda s: one_seed(s, variants_for(s, args.variants, compilers), args.out, shim_so, args.keep),
+                seeds))
     except RuntimeError as e:  # a build or run that failed: the generator's bug, not the analysis's
         print(f"campaign: {e}", file=sys.stderr)
         return 2
