@@ -37,8 +37,11 @@ test-fast: venv fixtures lint
 bench: venv fixtures
 	$(PY) bench/bench.py
 
+# The hypothesis campaigns, then the truth machine's (tests/truth/campaign.py): TRUTH_SEEDS programs, 6 builds each.
+TRUTH_SEEDS ?= 300
 fuzz: venv fixtures
 	ELFPATCH_FUZZ_EXAMPLES=20000 $(PY) -m pytest tests -k fuzz $(PYTEST_ARGS)
+	$(PY) tests/truth/campaign.py --seeds $(TRUTH_SEEDS) --out build/truth
 
 # Coverage-guided fuzzing (not in CI): atheris is installed on demand; crash-* inputs land in fuzz/out/.
 FUZZ_SECONDS ?= 600
