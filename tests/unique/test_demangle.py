@@ -68,6 +68,8 @@ def compare(names: list[str]) -> dict[str, list]:
 
 
 def runtime_libraries() -> list[Path]:
+    """The C++ runtime the demangler comes from (loaded by asking for the demangler)."""
+    symbols._cxa_demangle()
     maps = Path("/proc/self/maps").read_text().split()
     return sorted({Path(w) for w in maps if "libstdc++" in w})
 
