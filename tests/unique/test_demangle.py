@@ -19,6 +19,11 @@ from elfpatch.symbols import NameFilter
 
 COUNTER = ("_ZZ7counterINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEESt6vectorIS5_SaIS5_EEEDTplcldtfp_5count"
            "fp0_Ecldtfp_4sizeEERKSt3mapIT_T0_St4lessISB_ESaISt4pairIKSB_SC_EEERSG_E5calls")
+# Names whose length is in their references: a function template over a long argument (and a pack of them),
+# its parameters and a decltype repeating them.
+_LONG = "N3std6vectorI" + "300" + "w" * 300 + "EE"
+WIDE = [f"_Z1fI{_LONG}EvT_T_T_T_T_", f"_Z1fIJ{_LONG}{_LONG}EEvDpT_", f"_Z1fI{_LONG}EDTplfp_fp_ET_T_T_",
+        f"_ZN1AI{_LONG}E1gIiEEvT_T_T_"]
 LIBRARIES = ("libLLVM-15.so.1", "libQt5Core.so.5", "libprotobuf.so.32", "libboost_regex.so.1.74.0",
              "libboost_serialization.so.1.74.0", "libboost_program_options.so.1.74.0")
 
@@ -63,6 +68,8 @@ def compare(names: list[str]) -> dict[str, list]:
 
 
 def runtime_libraries() -> list[Path]:
+    """The C++ runtime the demangler comes from (loaded by asking for the demangler)."""
+    symbols._cxa_demangle()
     maps = Path("/proc/self/maps").read_text().split()
     return sorted({Path(w) for w in maps if "libstdc++" in w})
 
@@ -90,11 +97,11 @@ def test_decltype_static_is_demangled_and_selected(unique_build: Path, tmp_path:
 
 def test_demangler_agrees_with_cxxfilt_on_the_runtime_and_fixtures(unique_build: Path) -> None:
     """Guarantee: the demangled names globs match are c++filt's. Every C++ name of libstdc++ and of the
-    fixtures, in one batch: each agrees with `c++filt -i` or is reported as not demangled (never silently),
-    and the length bound is never below the real length."""
+    fixtures (and a few whose length is in their references), in one batch: each agrees with `c++filt -i` or
+    is reported as not demangled (never silently), and the length bound is never below the real length."""
     needs_tools()
     libs = [*runtime_libraries(), *sorted(unique_build.glob("*.so")), unique_build / "holder_v1.o"]
-    names = mangled_names(*libs)
+    names = mangled_names(*libs) + WIDE
     result = compare(names)
     assert len(names) > 1000, f"only {len(names)} names from {libs}"
     assert result["differ"] == [] and result["silent"] == [] and result["unsound"] == [], \
@@ -142,3 +149,37 @@ def test_a_name_not_demangled_makes_a_glob_warn(tmp_path: Path) -> None:
             assert blind and "matched against its mangled name only" in blind[0], (args, warnings)
         else:
             assert blind == [], (args, warnings)
+
+
+@pytest.mark.slow
+def test_the_bound_holds_on_mutated_names() -> None:
+    """Guarantee: the length bound is an upper bound, also on names no compiler wrote. The C++ names of
+    libstdc++ with their back-references replaced at random (substitutions, template and function
+    parameters, decltype and expression arguments, packs): wherever the bound lets the demangler run, the
+    demangled name is no longer than the bound."""
+    import random
+    import re
+
+    needs_tools()
+    refs = re.compile(r"S[0-9A-Z]*_|T[0-9]*_")
+    pool = [n for n in mangled_names(*runtime_libraries()) if refs.search(n)]
+    pieces = ["S_", "S0_", "S1_", "S3_", "T_", "T0_", "T1_", "fp_", "DTplS_S0_E", "DTcl3fooT_EE", "DpT_",
+              "JS_S0_E", "IS_S_E", "IXadL_Z1fvEEE", "Xsr1A1xE"]
+    pool += WIDE
+    rng = random.Random(23)
+    checked = 0
+    for _ in range(4000):
+        name = rng.choice(pool)
+        for _ in range(rng.randint(1, 3)):
+            spots = list(refs.finditer(name))
+            if spots:
+                m = rng.choice(spots)
+                name = name[: m.start()] + rng.choice(pieces) + name[m.end():]
+        bound = mangled.demangled_bound(name)
+        if bound > 1 << 22:
+            continue
+        real = symbols._demangle_unbounded(name)
+        if real is not None:
+            checked += 1
+            assert bound >= len(real), (name, bound, len(real))
+    assert checked > 500, f"only {checked} mutated names demangled"
