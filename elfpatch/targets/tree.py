@@ -645,9 +645,10 @@ def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
 def _init_worker() -> None:
     """A pool process says a lock wait at once through the handlers it inherited (its other warnings travel
     back with its reports, which would be too late for this one)."""
-    from elfpatch.source import WAIT_LOG
+    from elfpatch.source import wait_log
 
-    WAIT_LOG.handlers, WAIT_LOG.propagate = list(LOG.handlers), False
+    waits = wait_log()
+    waits.handlers, waits.propagate = list(LOG.handlers), False
 
 
 def workers() -> int:
