@@ -33,9 +33,10 @@ from elfpatch.elfconst import (
 )
 from elfpatch.elffile import ElfFile, SymbolTable
 from elfpatch.errors import ElfPatchError
+from elfpatch.initscan.extents import eh_frame_extents
 from elfpatch.relocs import Relocator
 
-MAX_FUNCTION = 1 << 20  # a size-less function is swept at most this far (up to the next symbol first)
+MAX_FUNCTION = 1 << 16  # a function with no size and no FDE is swept at most this far (up to the next start first)
 # Data that no initializer constructs and that a read of says nothing about order: the ABI's own objects.
 _NOT_DATA_PREFIXES = ("_ZTV", "_ZTI", "_ZTS", "_ZTT", "_ZGV", "__dso_handle", "__TMC_END__", "_GLOBAL_OFFSET",
                       "_DYNAMIC", "__init_array", "__fini_array", "__bss_start", "_edata", "_end")
@@ -95,6 +96,8 @@ class Image:
         self._object_at: dict[int, tuple[int, str] | None] = {}
         self._name_cache: dict[int, str] = {}
         self._load_symbols()
+        self.extents = eh_frame_extents(elf)
+        self._disagree: set[int] = set()  # sized function symbols whose FDE says another end
 
     # -- symbols -------------------------------------------------------------------------------------
 
@@ -182,20 +185,43 @@ class Image:
         return addr in self._funcs
 
     def function_end(self, addr: int) -> int:
+        """Where the function at ``addr`` ends: its symbol's size, else the FDE covering it (.eh_frame), else a
+        guess (see extent_known): the next function or FDE start, the code section's end, MAX_FUNCTION."""
         i = self._funcs.get(addr)
         size = self._sizes[i] if i is not None else 0
+        fde = self.extents.end_of(addr)
         if size:
+            if fde is not None and fde != addr + size and self.extents.is_start(addr):
+                self._disagree.add(addr)
             return addr + size
+        if fde is not None:
+            return fde
         i = bisect_right(self._func_starts, addr)
         end = self._func_starts[i] if i < len(self._func_starts) else addr + MAX_FUNCTION
+        end = min(end, self.extents.next_start(addr) or end)
         for lo, hi in self.code:
             if lo <= addr < hi:
                 end = min(end, hi)
         return min(end, addr + MAX_FUNCTION)
 
+    def extent_known(self, addr: int) -> bool:
+        """Whether function_end(addr) is known (a symbol's size or an FDE), not guessed: past a guessed end the
+        decoder keeps only the code reachable from ``addr``."""
+        i = self._funcs.get(addr)
+        return bool(i is not None and self._sizes[i]) or self.extents.end_of(addr) is not None
+
+    def notes(self) -> list[str]:
+        """What the image's own facts leave open (bad .eh_frame data, sizes the FDEs contradict)."""
+        out = list(self.extents.notes)
+        if self._disagree:
+            out.append(f"{len(self._disagree)} function symbol(s) whose size and .eh_frame extent disagree (the "
+                       "size is used): " + ", ".join(self.function_name(a) or f"{a:#x}" for a in
+                                                    sorted(self._disagree)[:5]))
+        return out
+
     def is_call_target(self, addr: int) -> bool:
-        """A function start or a PLT stub: what a real call instruction goes to."""
-        return addr in self._funcs or self._plt_lo <= addr < self._plt_hi
+        """A function start (a symbol or an FDE) or a PLT stub: what a real call instruction goes to."""
+        return addr in self._funcs or self._plt_lo <= addr < self._plt_hi or self.extents.is_start(addr)
 
     def in_plt(self, addr: int) -> bool:
         return any(lo <= addr < hi for lo, hi in self.plt)
