@@ -82,6 +82,7 @@ class Image:
                      if s.sh_flags & SHF_EXECINSTR and s.sh_addr and s.sh_type != SHT_NOBITS]
         if not self.code:  # no section headers: the executable segments
             self.code = [(p.p_vaddr, p.p_vaddr + p.p_filesz) for p in elf.segments if p.p_type == 1 and p.p_flags & 1]
+        self._alloc = [s for s in elf.sections if s.sh_flags & SHF_ALLOC and s.sh_addr and s.sh_size]
         self.plt = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name.startswith(".plt")]
         got = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name in (".got", ".got.plt")]
         self.got_ranges = got
@@ -281,6 +282,13 @@ class Image:
                                  if 0 < (o := names[j] & 0xFFFFFFFF) < size and data[base + o: base + o + 4] == b"_ZGV"}
         guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
         return guard in self._guard_names
+
+    def section_name(self, addr: int) -> str | None:
+        """The allocated section ``addr`` lies in (None: none, or no section headers)."""
+        for sec in self._alloc:
+            if sec.sh_addr <= addr < sec.sh_addr + sec.sh_size:
+                return sec.name
+        return None
 
     def is_guard(self, addr: int) -> bool:
         name = self.symbol_at(addr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from elfpatch.initscan.budget import ARG_TUPLES
 from elfpatch.initscan.bytescan import Skim, patterns, skim
 from elfpatch.initscan.disasm import EM_X86_64, Access, Call, Disassembler, Value
 from elfpatch.initscan.image import Image
@@ -35,6 +36,7 @@ class Registration(NamedTuple):
     dtor: Value | None
     obj: Value | None
     guard: int | None  # the guard variable the registration runs under, if any
+    site: int | None = None  # the function whose call registers: one site, one entry (see analysis)
 
 
 # A read found by skimming bytes: its via path ends here and the last function must be decoded to confirm it.
@@ -85,6 +87,7 @@ class Walker:
         self._skims: dict[int, tuple[Skim, list | None]] = {}
         self._helper: dict[str, bool] = {}
         self._plain: dict[int, list] = {}  # function -> its events with no argument known (touches)
+        self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         lo = min((a for a, _ in image.code), default=0)
         hi = max((b for _, b in image.code), default=0)
         self._patterns = patterns(lo, hi, *image.data_span)
@@ -244,7 +247,7 @@ class Walker:
                 continue
             where, name = self.named(target)
             if name in SINKS:
-                unresolved += self._register(SINKS[name], ev.args, guard, regs_out, constructs)
+                unresolved += self._register(SINKS[name], ev.args, guard, regs_out, constructs, addr)
                 continue
             if name == GUARD_ACQUIRE:
                 guard = ev.args[0] if isinstance(ev.args[0], int) else guard
@@ -286,10 +289,11 @@ class Walker:
             return None
         return target
 
-    def _register(self, kind: str, args: tuple, guard: int | None, regs_out: list, constructs: dict) -> int:
+    def _register(self, kind: str, args: tuple, guard: int | None, regs_out: list, constructs: dict,
+                  site: int) -> int:
         """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
         dtor, obj = args[0], (args[1] if kind != "atexit_c" else None)
-        regs_out.append(Registration(kind, dtor, obj, guard))
+        regs_out.append(Registration(kind, dtor, obj, guard, site))
         if isinstance(obj, int):
             o = self.image.object_at(obj)
             if o is not None:
@@ -318,8 +322,18 @@ class Walker:
             return None
         # The unit's own helpers get the arguments (GCC -O0 passes the priority); others are summarized
         # once, whatever their caller passes.
-        return self.walk(where, tuple(args) if helper else (), depth if helper else depth - 1, stack,
-                         exact=helper)
+        return self.walk(where, self._capped(where, tuple(args)) if helper else (), depth if helper else depth - 1,
+                         stack, exact=helper)
+
+    def _capped(self, where: int, args: tuple) -> tuple:
+        """``args``, unless ``where`` was already walked with ARG_TUPLES others: then no argument is known (a
+        superset of what each tuple runs), so a chain passing ``2a`` and ``2a+1`` costs linear work."""
+        seen = self._tuples.setdefault(where, set())
+        if args in seen or len(seen) < ARG_TUPLES:
+            seen.add(args)
+            return args
+        self.dis.budget.widened.add(where)
+        return ()
 
     def _events(self, addr: int) -> list:
         """The decoded function's events with no argument known, one sweep per function."""
