@@ -125,19 +125,27 @@ def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool) -
     return notes
 
 
+def _registration_key(r: Registration) -> tuple:
+    """What makes two registrations one. A destructor registered on an object of this file runs once per
+    object (a second registration would destroy it twice): one entry, however many initializers reach it (a
+    guarded variable's initialization inlined into each unit that uses it, its guard unnamed in a stripped
+    file). Any other registration is one per site: a site reached again (a shared helper) is the same call."""
+    if r.guard is not None or (isinstance(r.obj, int) and r.obj and r.dtor is not None):
+        return (r.kind, r.dtor, r.obj)
+    return (r.site, r.kind, r.dtor, r.obj)
+
+
 def _registrations(image: Image | None, entries: list[dict], summaries: list) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if image is None:
         return out
-    # One registration site is one entry: guarded registrations run once, however many initializers reach
-    # them, and a site reached again (a shared helper, a tail-called part) is the same call.
     once: set[tuple] = set()
     for e, s in zip(entries, summaries):
         if s is None:
             continue
         for r in s.registrations:
             assert isinstance(r, Registration)
-            key = (r.kind, r.dtor, r.obj) if r.guard is not None else (r.site, r.kind, r.dtor, r.obj)
+            key = _registration_key(r)
             if key in once:
                 continue
             once.add(key)
