@@ -1,0 +1,121 @@
+"""`inits --dtors --siof` stays bounded on crafted code (elfpatch/initscan/budget.py): each input is generated
+assembly built here, small, and analysed in a child under an address-space cap (RLIMIT_AS) and a CPU-time cap
+(RLIMIT_CPU). The guarantee checked is termination within the caps with a normal exit, and the note that says
+which limit cut the analysis short; never how long it took."""
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+
+MEMORY_CAP = 1 << 30  # the issue's bound for crafted code under 1 MB
+CPU_CAP_S = 300  # far above what the bounded analysis needs; the old exponential walk ran for hours
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux" or not sys.maxsize > 2 ** 32,
+                                reason="x86-64 Linux assembly")
+
+
+def _build(tmp: Path, body: str, name: str = "crafted") -> Path:
+    """A shared library whose one DT_INIT_ARRAY entry is ``init`` (defined by ``body``)."""
+    require_tool("gcc", packages="gcc")
+    src = tmp / f"{name}.s"
+    src.write_text(".intel_syntax noprefix\n.text\n" + body +
+                   '\n.section .init_array,"aw"\n.balign 8\n.quad init\n.section .note.GNU-stack,"",@progbits\n')
+    out = tmp / f"lib{name}.so"
+    subprocess.run(["gcc", "-shared", "-nostdlib", "-o", str(out), str(src)], check=True, capture_output=True)
+    return out
+
+
+def _limits() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_CAP_S, CPU_CAP_S))
+
+
+def _analyse(lib: Path) -> dict:
+    """`inits --dtors --siof --json` in a capped child: it must exit normally (0, or 1 for a finding)."""
+    proc = subprocess.run([sys.executable, "-m", "elfpatch", "inits", "--dtors", "--siof", "--json", str(lib)],
+                          capture_output=True, text=True, preexec_fn=_limits)
+    assert proc.returncode in (0, 1), f"rc {proc.returncode} (negative: killed by a cap): {proc.stderr[-500:]}"
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout)["files"][0]
+
+
+def _function(name: str, body: str) -> str:
+    return f".globl {name}\n.type {name}, @function\n{name}:\n{body}\n.size {name}, .-{name}\n"
+
+
+def test_blocks_times_slots_is_not_quadratic(tmp_path: Path) -> None:
+    """Many stack slots held across many blocks: a state keeps at most STATE_SLOTS slots, so the walk's memory
+    does not grow with blocks x slots (the old walk kept every block's copy of every slot: over 1 GB)."""
+    slots = "\n".join(f"mov qword ptr [rbp - {8 * (i + 1)}], {i + 1}" for i in range(1500))
+    blocks = "\n".join(f"test eax, eax\nje .Lb{i}\nnop\n.Lb{i}:" for i in range(12000))
+    lib = _build(tmp_path, _function("init", f"push rbp\nmov rbp, rsp\n{slots}\n{blocks}\npop rbp\nret"))
+    assert lib.stat().st_size < 1 << 20
+    f = _analyse(lib)
+    assert f["init"][-1]["analysis"] is not None
+
+
+def test_three_megabyte_function_is_cut_with_a_note(tmp_path: Path) -> None:
+    """A sized 3 MB function is decoded only up to FUNCTION_BYTES, and the entry says it is incomplete."""
+    body = ".rept 1000000\nadd eax, 1\n.endr\nret"
+    f = _analyse(_build(tmp_path, _function("init", body)))
+    entry = [e for e in f["init"] if e["analysis"]][0]
+    assert entry["analysis"]["complete"] is False and f["analysis_complete"] is False
+    assert any("not seen whole" in n and "bytes" in n for n in f["analysis_notes"]), f["analysis_notes"]
+
+
+def test_argument_tuples_are_capped(tmp_path: Path) -> None:
+    """A chain of the unit's own helpers (walked with their arguments), each calling the next with ``a`` and
+    ``a + 2^k``: 2^30 argument tuples uncapped; capped at ARG_TUPLES per function, the walk is linear and the
+    file says so."""
+    depth = 30
+    funcs = [_function(f"__cxx_global_var_init.{k}",
+                       f"push rbx\nmov rbx, rdi\ncall __cxx_global_var_init.{k - 1}\n"
+                       f"lea rdi, [rbx + {1 << k}]\ncall __cxx_global_var_init.{k - 1}\npop rbx\nret")
+             for k in range(1, depth + 1)]
+    funcs.append(_function("__cxx_global_var_init.0", "ret"))
+    funcs.append(_function("init", f"mov edi, 1\njmp __cxx_global_var_init.{depth}"))
+    f = _analyse(_build(tmp_path, "\n".join(funcs)))
+    assert any("argument tuples" in n for n in f["analysis_notes"]), f["analysis_notes"]
+
+
+def test_instruction_budget_cuts_the_file_with_a_note() -> None:
+    """Past the file's instruction budget no function is decoded; the ones asked for are named as cut."""
+    from elfpatch.initscan.budget import Budget
+    from elfpatch.initscan.disasm import EM_X86_64, Disassembler
+
+    code = b"\x90" * 64 + b"\xc3"
+    budget = Budget(instructions=10)
+    dis = Disassembler(EM_X86_64, lambda a, n: code[a - 0x1000: a - 0x1000 + n], lambda _a: None, budget=budget)
+    dis.sweep(0x1000, 0x1000 + len(code), {})  # decoded whole: the budget is checked before a function starts
+    assert budget.exhausted() and not budget.cut
+    assert dis.sweep(0x1010, 0x1000 + len(code), {}) == []
+    assert 0x1010 in budget.cut and "budget" in budget.cut[0x1010]
+
+
+def test_capstone_error_is_one_function_unseen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """capstone failing on one function (CS_ERR_MEM) leaves that function unseen, named in the budget's cuts;
+    the next function decodes."""
+    import capstone
+
+    from elfpatch.initscan.budget import Budget
+    from elfpatch.initscan.disasm import EM_X86_64, Disassembler
+
+    code = b"\x90\xc3" * 8
+    budget = Budget()
+    dis = Disassembler(EM_X86_64, lambda a, n: code[a - 0x1000: a - 0x1000 + n], lambda _a: None, budget=budget)
+    real = dis.md.disasm_lite
+
+    def failing(data: bytes, addr: int):
+        if addr == 0x1000:
+            raise capstone.CsError(capstone.CS_ERR_MEM)
+        return real(data, addr)
+
+    monkeypatch.setattr(dis.md, "disasm_lite", failing)
+    assert dis.sweep(0x1000, 0x1002, {}) == [] and "disassembler failed" in budget.cut[0x1000]
+    assert dis.decode(0x1002, 0x1004).insns
