@@ -1,0 +1,148 @@
+"""Stripped files (no .symtab): function extents come from .eh_frame FDEs (elfpatch/initscan/extents.py), so
+decoding stops at each function's end and every registration the library makes at run time (the LD_PRELOAD
+shim's log) is listed once; objects without a symbol are reported by address and section."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import require_tool, run_cli
+
+from elfpatch.elfconst import STT_FUNC
+from elfpatch.elffile import ElfFile
+from elfpatch.initscan.extents import eh_frame_extents
+
+# Translation units with nothing exported: their initializers sit side by side in .text.startup with no
+# dynamic symbol between them (what a stripped Debian library looks like).
+_UNIT = """
+#include <string>
+namespace {{
+struct Noisy {{ int v; Noisy() : v({n}) {{}} ~Noisy() {{ v = 0; }} }};
+std::string name_{n}(40 + {n}, 'a');
+Noisy noisy_{n};
+std::string other_{n}(50, 'b');
+}}
+"""
+UNITS = 5
+
+
+@pytest.fixture(scope="module")
+def stripped(siof_build: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(unstripped library, the same stripped of .symtab, the same with no section headers either)."""
+    require_tool("g++", "strip", packages="g++, binutils")
+    d = tmp_path_factory.mktemp("stripped")
+    srcs = []
+    for n in range(UNITS):
+        src = d / f"unit{n}.cpp"
+        src.write_text(_UNIT.format(n=n))
+        srcs.append(str(src))
+    full = d / "libunits.so"
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(full), *srcs], check=True, capture_output=True)
+    lib = d / "libstripped.so"
+    subprocess.run(["strip", "--strip-all", "-o", str(lib), str(full)], check=True, capture_output=True)
+    bare = d / "libbare.so"
+    bare.write_bytes(_without_section_headers(lib.read_bytes()))
+    return full, lib, bare
+
+
+def _without_section_headers(data: bytes) -> bytes:
+    """e_shoff, e_shnum and e_shstrndx zeroed (ELF64): only the loader's view is left."""
+    out = bytearray(data)
+    out[0x28:0x30] = bytes(8)
+    out[0x3C:0x40] = bytes(4)
+    return bytes(out)
+
+
+def _shim_log(siof_build: Path, lib: Path) -> list[tuple[str, ...]]:
+    build = siof_build / "gcc-O2"
+    if not (build / "shim.so").exists():
+        pytest.skip("the shim is not built (gcc-O2 fixtures)")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "log"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_PRELOAD": str(build / "shim.so"),
+               "SHIM_LOG": str(log), "SHIM_TARGET": lib.name}
+        subprocess.run([str(build / "dlopen_driver"), str(lib)], env=env, check=True, timeout=120,
+                       capture_output=True)
+        lines = log.read_text().splitlines() if log.exists() else []
+    return sorted(tuple("ext" if x.startswith("ext") else x for x in line.split()) for line in lines)
+
+
+def _listed(lib: Path) -> tuple[dict, list[tuple[str, ...]]]:
+    proc = run_cli("inits", "--dtors", "--siof", "--json", str(lib))
+    assert proc.returncode in (0, 1), proc.stderr
+    f = json.loads(proc.stdout)["files"][0]
+
+    def show(o: dict | None) -> str:
+        return "0" if o is None else ("ext" if o["address"] is None else hex(o["address"]))
+
+    return f, sorted((d["kind"], show(d["dtor"]), show(d["object"])) for d in f["exit_time_destructors"])
+
+
+def test_fde_extents_match_symbol_sizes(stripped: tuple[Path, Path, Path]) -> None:
+    """Every sized function symbol of .symtab that starts an FDE ends where the FDE ends."""
+    full, _, _ = stripped
+    elf = ElfFile(full.read_bytes(), str(full))
+    ext = eh_frame_extents(elf)
+    assert ext.starts and not ext.notes
+    symtab = next(t for t in elf.symbol_tables() if t.name == ".symtab")
+    checked = 0
+    for sym in symtab:
+        if sym.type == STT_FUNC and sym.st_size and ext.is_start(sym.st_value):
+            assert ext.end_of(sym.st_value) == sym.st_value + sym.st_size, sym.name
+            checked += 1
+    assert checked >= UNITS  # at least the units' initializers
+
+
+def test_extents_without_section_headers(stripped: tuple[Path, Path, Path]) -> None:
+    """No section headers: .eh_frame is found through PT_GNU_EH_FRAME (eh_frame_ptr), with the same FDEs."""
+    _, lib, bare = stripped
+    with_sections = eh_frame_extents(ElfFile(lib.read_bytes(), str(lib)))
+    loader_view = eh_frame_extents(ElfFile(bare.read_bytes(), str(bare)))
+    assert not loader_view.notes and loader_view.starts == with_sections.starts
+    assert loader_view.ends == with_sections.ends
+
+
+def test_stripped_library_lists_each_registration_once(siof_build: Path,
+                                                       stripped: tuple[Path, Path, Path]) -> None:
+    """Against the shim: the registrations `--dtors` lists for the stripped library are exactly those a dlopen
+    makes, each once (decoding past an initializer's end listed the next ones' again)."""
+    _, lib, _ = stripped
+    truth = _shim_log(siof_build, lib)
+    assert len(truth) >= 3 * UNITS
+    f, ours = _listed(lib)
+    assert ours == truth
+    objects = [d["object"] for d in f["exit_time_destructors"] if d["object"] and d["object"]["address"]]
+    assert objects and all(o["symbol"] is None and o["section"] == ".bss" for o in objects)
+
+
+def test_bad_eh_frame_is_a_note(stripped: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """A record length past the data ends the parse with a note: no traceback, a normal exit."""
+    _, lib, _ = stripped
+    elf = ElfFile(lib.read_bytes(), str(lib))
+    sec = elf.section_by_name(".eh_frame")
+    data = bytearray(lib.read_bytes())
+    first = sec.sh_offset + int.from_bytes(data[sec.sh_offset: sec.sh_offset + 4], "little") + 4
+    data[first: first + 4] = (0x7FFFFFF0).to_bytes(4, "little")  # the first FDE's length
+    bad = tmp_path / "libbad.so"
+    bad.write_bytes(bytes(data))
+    proc = run_cli("inits", "--dtors", "--json", str(bad))
+    assert proc.returncode in (0, 1), proc.stderr
+    notes = json.loads(proc.stdout)["files"][0]["analysis_notes"]
+    assert any(".eh_frame" in n and "runs past" in n for n in notes), notes
+
+
+def test_eh_frame_ptr_outside_the_file_is_a_note(stripped: tuple[Path, Path, Path]) -> None:
+    """The loader's view with .eh_frame_hdr's eh_frame_ptr pointing outside every segment: a note, no extents,
+    no exception."""
+    _, _, bare = stripped
+    data = bytearray(bare.read_bytes())
+    elf = ElfFile(bytes(data), str(bare))
+    hdr = next(p for p in elf.segments if p.p_type == 0x6474E550)
+    data[hdr.p_offset + 4: hdr.p_offset + 8] = (0x7FFFFFF0).to_bytes(4, "little")
+    ext = eh_frame_extents(ElfFile(bytes(data), "bad"))
+    assert ext.notes and not ext.starts
+
