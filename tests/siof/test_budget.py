@@ -20,14 +20,15 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux" or not sys.maxsize > 2 *
                                 reason="x86-64 Linux assembly")
 
 
-def _build(tmp: Path, body: str, name: str = "crafted") -> Path:
+def _build(tmp: Path, body: str, name: str = "crafted", gcc: str = "gcc") -> Path:
     """A shared library whose one DT_INIT_ARRAY entry is ``init`` (defined by ``body``)."""
-    require_tool("gcc", packages="gcc")
+    require_tool(gcc, packages="gcc, gcc-aarch64-linux-gnu")
     src = tmp / f"{name}.s"
-    src.write_text(".intel_syntax noprefix\n.text\n" + body +
-                   '\n.section .init_array,"aw"\n.balign 8\n.quad init\n.section .note.GNU-stack,"",@progbits\n')
+    head = ".intel_syntax noprefix\n" if gcc == "gcc" else ""
+    src.write_text(head + ".text\n" + body + '\n.section .init_array,"aw"\n.balign 8\n.quad init\n'
+                   '.section .note.GNU-stack,"",@progbits\n')
     out = tmp / f"lib{name}.so"
-    subprocess.run(["gcc", "-shared", "-nostdlib", "-o", str(out), str(src)], check=True, capture_output=True)
+    subprocess.run([gcc, "-shared", "-nostdlib", "-o", str(out), str(src)], check=True, capture_output=True)
     return out
 
 
@@ -58,6 +59,18 @@ def test_blocks_times_slots_is_not_quadratic(tmp_path: Path) -> None:
     assert lib.stat().st_size < 1 << 20
     f = _analyse(lib)
     assert f["init"][-1]["analysis"] is not None
+
+
+@pytest.mark.cross
+def test_blocks_times_slots_aarch64(tmp_path: Path) -> None:
+    """The same on AArch64: -O0 style ``str`` to many frame slots, then many blocks."""
+    slots = "\n".join(f"mov x1, #{i + 1}\nstr x1, [x29, #{8 * (i + 2)}]" for i in range(1500))
+    blocks = "\n".join(f"cbz w0, .Lb{i}\nnop\n.Lb{i}:" for i in range(12000))
+    lib = _build(tmp_path, _function("init", f"stp x29, x30, [sp, #-16]!\nmov x29, sp\n{slots}\n{blocks}\n"
+                                     "ldp x29, x30, [sp], #16\nret").replace("@function", "%function"),
+                 gcc="aarch64-linux-gnu-gcc")
+    assert lib.stat().st_size < 1 << 20
+    assert _analyse(lib)["init"][-1]["analysis"] is not None
 
 
 def test_three_megabyte_function_is_cut_with_a_note(tmp_path: Path) -> None:
@@ -119,3 +132,20 @@ def test_capstone_error_is_one_function_unseen(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(dis.md, "disasm_lite", failing)
     assert dis.sweep(0x1000, 0x1002, {}) == [] and "disassembler failed" in budget.cut[0x1000]
     assert dis.decode(0x1002, 0x1004).insns
+
+
+def test_unsized_function_ends_at_its_reachable_code(tmp_path: Path) -> None:
+    """No symbol size and no FDE (hand-written code, stripped): the decoder keeps only the code reachable from
+    the function's start, so the next function's registration is not listed as the initializer's."""
+    require_tool("strip", packages="binutils")
+    register = "lea rdi, [rip + {d}]\nlea rsi, [rip + {o}]\nlea rdx, [rip + {o}]\ncall __cxa_atexit@PLT\n"
+    body = ("init:\n" + register.format(d="dtor", o="obj1") + "ret\n"
+            "other:\n" + register.format(d="dtor", o="obj2") + "ret\n"
+            "dtor:\nret\n.bss\nobj1: .zero 16\nobj2: .zero 16\n.text\n")
+    lib = _build(tmp_path, body, name="unsized")
+    nm = subprocess.run(["nm", str(lib)], capture_output=True, text=True, check=True).stdout.split("\n")
+    syms = {f[2]: int(f[0], 16) for f in (line.split() for line in nm) if len(f) == 3}
+    subprocess.run(["strip", "--strip-all", str(lib)], check=True)
+    f = _analyse(lib)
+    objects = [d["object"]["address"] for d in f["exit_time_destructors"]]
+    assert objects == [syms["obj1"]]
