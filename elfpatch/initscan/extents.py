@@ -11,8 +11,9 @@ and the extents read up to there still count.
 from __future__ import annotations
 
 import struct
+from array import array
 from bisect import bisect_right
-from typing import NamedTuple
+from typing import Callable
 
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError
@@ -31,29 +32,34 @@ class EhFrameError(ElfPatchError):
     """Bad .eh_frame data (reported as a note: the extents parsed so far still count)."""
 
 
-class Extents(NamedTuple):
-    starts: list  # sorted pc_begin of every FDE
-    ends: list  # pc_begin + pc_range, same order
-    notes: list  # what went wrong while parsing (empty: nothing)
+class Extents:
+    """The FDEs' extents: ``starts`` sorted, relative to ``base``; ``end_at(i)`` is the i-th FDE's end (None:
+    unreadable), computed when asked (the .eh_frame_hdr table gives the starts at C speed: libtorch_cpu.so
+    has 335k FDEs)."""
+
+    def __init__(self, starts: array, base: int, end_at: Callable[[int], int | None], notes: list[str]) -> None:
+        self.starts, self.base, self._end_at, self.notes = starts, base, end_at, notes
 
     def end_of(self, addr: int) -> int | None:
         """The end of the FDE covering ``addr`` (None: no FDE covers it)."""
-        i = bisect_right(self.starts, addr) - 1
-        if i >= 0 and addr < self.ends[i]:
-            return self.ends[i]
-        return None
+        i = bisect_right(self.starts, addr - self.base) - 1
+        if i < 0:
+            return None
+        end = self._end_at(i)
+        return end if end is not None and addr < end else None
 
     def next_start(self, addr: int) -> int | None:
         """The first FDE start after ``addr``: no function runs past it."""
-        i = bisect_right(self.starts, addr)
-        return self.starts[i] if i < len(self.starts) else None
+        i = bisect_right(self.starts, addr - self.base)
+        return self.base + self.starts[i] if i < len(self.starts) else None
 
     def is_start(self, addr: int) -> bool:
-        i = bisect_right(self.starts, addr) - 1
-        return i >= 0 and self.starts[i] == addr
+        i = bisect_right(self.starts, addr - self.base) - 1
+        return i >= 0 and self.starts[i] == addr - self.base
 
-
-NONE = Extents([], [], [])
+    def spans(self) -> list[tuple[int, int | None]]:
+        """Every (start, end): for checks and tests (the analysis asks one address at a time)."""
+        return [(self.base + s, self._end_at(i)) for i, s in enumerate(self.starts)]
 
 
 class _Reader:
@@ -161,8 +167,8 @@ def _cie_encoding(r: _Reader, off: int, end: int, vaddr_of, datarel: int | None)
     return DW_EH_PE_absptr
 
 
-def _records(r: _Reader, off: int, end: int, vaddr_of, datarel: int | None, out: list) -> None:
-    """Appends (start, end) of every FDE from ``off`` to ``end`` (or a zero terminator) to ``out``."""
+def _records(r: _Reader, off: int, end: int, vaddr_of, datarel: int | None, starts: array, ends: array) -> None:
+    """Appends the start and end of every FDE from ``off`` to ``end`` (or a zero terminator)."""
     cies: dict[int, int] = {}
     for _ in range(MAX_RECORDS):
         if off + 4 > end:
@@ -180,30 +186,91 @@ def _records(r: _Reader, off: int, end: int, vaddr_of, datarel: int | None, out:
         if cie_ptr == 0:
             cies[off] = _cie_encoding(r, body + 4, nxt, vaddr_of, datarel)
         else:
-            cie = body - cie_ptr  # the CIE pointer counts back from itself to the CIE's length field
-            enc = cies.get(cie)
+            enc = cies.get(body - cie_ptr)  # the CIE pointer counts back from itself to the CIE's length field
             if enc is None:
                 raise EhFrameError(f".eh_frame: FDE at offset {off:#x} names no CIE before it")
             if enc != DW_EH_PE_omit:
                 start, p = r.encoded(enc, body + 4, vaddr_of, datarel)
                 size, _ = r.encoded(enc & 0x0F, p, vaddr_of, datarel)
-                if start and size:
-                    out.append((start, start + size))
+                if start and size > 0:
+                    starts.append(start)
+                    ends.append(start + size)
         off = nxt
     raise EhFrameError(f".eh_frame: more than {MAX_RECORDS} records")
 
 
+def _full_parse(elf: ElfFile, where: tuple, notes: list[str]) -> Extents:
+    """Every record of .eh_frame, read in one pass."""
+    starts, ends = array("Q"), array("Q")  # 16 bytes an FDE
+    off, end, addr, hdr = where
+    try:
+        _records(_Reader(elf, off, end), off, end, lambda o: addr + o - off, hdr, starts, ends)
+    except ElfPatchError as exc:
+        notes.append(f"{exc.message}; function extents read up to there")
+    if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):  # the linker writes them in address order
+        pairs = sorted(zip(starts, ends))
+        starts, ends = array("Q", (s for s, _ in pairs)), array("Q", (e for _, e in pairs))
+    return Extents(starts, 0, ends.__getitem__, notes)
+
+
+def _table(elf: ElfFile, where: tuple, notes: list[str]) -> Extents | None:
+    """The extents from .eh_frame_hdr's search table when it has the usual encodings (fde_count udata4, table
+    datarel sdata4), each FDE's end read when asked; None: no usable table."""
+    hdr = next((p for p in elf.segments if p.p_type == PT_GNU_EH_FRAME), None)
+    if hdr is None or elf.endian != "<" or hdr.p_filesz < 12 or not 0 <= hdr.p_offset <= elf.size - hdr.p_filesz:
+        return None
+    head = bytes(elf.data[hdr.p_offset: hdr.p_offset + 4])
+    if head[0] != 1 or head[2] != DW_EH_PE_udata4 or head[3] != DW_EH_PE_datarel | DW_EH_PE_sdata4:
+        return None
+    ptr_size = {DW_EH_PE_sdata4: 4, DW_EH_PE_udata4: 4, DW_EH_PE_pcrel | DW_EH_PE_sdata4: 4}.get(head[1])
+    if ptr_size is None:
+        return None
+    at = hdr.p_offset + 4 + ptr_size
+    count = int.from_bytes(elf.data[at: at + 4], "little")
+    if count > (hdr.p_filesz - (at + 4 - hdr.p_offset)) // 8:
+        raise EhFrameError(".eh_frame_hdr: its table runs past the segment")
+    table = array("i", bytes(elf.data[at + 4: at + 4 + 8 * count]))
+    off, end, addr, _ = where
+    reader, cies, cache = _Reader(elf, off, end), {}, {}
+    fdes, base = table[1::2], hdr.p_vaddr
+
+    def end_at(i: int) -> int | None:
+        if i not in cache:
+            cache[i] = _one_fde(reader, off + base + fdes[i] - addr, addr - off, base, base + table[2 * i], cies,
+                                notes)
+        return cache[i]
+
+    return Extents(table[0::2], base, end_at, notes)
+
+
+def _one_fde(r: _Reader, off: int, delta: int, datarel: int, start: int, cies: dict, notes: list[str]) -> int | None:
+    """The end of the FDE at file offset ``off`` when it starts at ``start`` as the table says (else None)."""
+    try:
+        length, cie_ptr = r.fixed("I", off), r.fixed("I", off + 4)
+        if length in (0, 0xFFFFFFFF) or cie_ptr == 0 or off + 4 + length > r.hi:
+            raise EhFrameError(f".eh_frame: no FDE at offset {off:#x}, where .eh_frame_hdr says one is")
+        cie = off + 4 - cie_ptr
+        enc = cies.get(cie)
+        if enc is None:
+            if not r.lo <= cie < off or r.fixed("I", cie + 4) != 0:
+                raise EhFrameError(f".eh_frame: FDE at offset {off:#x} names no CIE")
+            enc = cies[cie] = _cie_encoding(r, cie + 8, cie + 4 + r.fixed("I", cie), lambda o: o + delta, datarel)
+        begin, p = r.encoded(enc, off + 8, lambda o: o + delta, datarel)
+        size, _ = r.encoded(enc & 0x0F, p, lambda o: o + delta, datarel)
+    except ElfPatchError as exc:
+        if len(notes) < 5:
+            notes.append(exc.message)
+        return None
+    return begin + size if begin == start and size > 0 else None
+
+
 def eh_frame_extents(elf: ElfFile) -> Extents:
-    """The FDEs' extents, sorted by start. Never raises: bad data ends the parse with a note."""
-    spans: list[tuple[int, int]] = []
+    """The FDEs' extents, sorted by start. Never raises: bad data is a note (the extents read still count)."""
     notes: list[str] = []
     try:
         where = _locate(elf)
         if where is not None:
-            off, end, addr, hdr = where
-            r = _Reader(elf, off, end)
-            _records(r, off, end, lambda o: addr + o - off, hdr, spans)
+            return _table(elf, where, notes) or _full_parse(elf, where, notes)
     except ElfPatchError as exc:  # EhFrameError, or a header the file does not hold
-        notes.append(f"{exc.message}; function extents read up to there")
-    spans.sort()
-    return Extents([s for s, _ in spans], [e for _, e in spans], notes)
+        notes.append(f"{exc.message}; no function extents")
+    return Extents(array("Q"), 0, lambda _i: None, notes)
