@@ -785,6 +785,9 @@ class Disassembler:
                        for p in heads}
             if all(p not in back_in or _states_equal(settled[p], used.get(p)) for p in heads):
                 return _with_first_iteration(out, first)
+            if self.budget.walked >= self.budget.steps:  # the first pass's events stand, the function is cut
+                self.budget.cut_short(start, "the file's budget of instructions walked was spent")
+                return first
             heads = settled
         self.unsettled.append(start)  # the analysis says it is incomplete
         out = self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # assume nothing at loop heads

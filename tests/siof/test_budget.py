@@ -149,3 +149,16 @@ def test_unsized_function_ends_at_its_reachable_code(tmp_path: Path) -> None:
     f = _analyse(lib)
     objects = [d["object"]["address"] for d in f["exit_time_destructors"]]
     assert objects == [syms["obj1"]]
+
+
+def test_walk_budget_cuts_a_fixpoint_short() -> None:
+    """Past the file's budget of instructions walked, a loop's fixpoint stops after its current pass and the
+    function is named as cut (its first pass's events stand)."""
+    from elfpatch.initscan.budget import Budget
+    from elfpatch.initscan.disasm import EM_X86_64, Disassembler
+
+    code = b"\xb8\x01\x00\x00\x00\x83\xc0\x01\xeb\xfb"  # mov eax, 1; L: add eax, 1; jmp L (rax changes each pass)
+    budget = Budget(steps=1)
+    dis = Disassembler(EM_X86_64, lambda a, n: code[a - 0x1000: a - 0x1000 + n], lambda _a: None, budget=budget)
+    assert dis.sweep(0x1000, 0x1000 + len(code), {}) == []
+    assert "walked" in budget.cut[0x1000] and not dis.unsettled
