@@ -70,6 +70,27 @@ class _GotRelocator(Relocator):
             self._read_table(DT_JMPREL, DT_PLTRELSZ, DT_RELAENT if rela else DT_RELENT, rela=rela)
 
 
+DT_PLTGOT, PT_DYNAMIC, PT_GNU_RELRO = 3, 2, 0x6474E552
+MAX_GOT = 1 << 24
+
+
+def _loader_got(elf: ElfFile) -> list[tuple[int, int]]:
+    """Where the GOT is in a file without section headers, as GNU ld lays it out: ``.got`` from the end of the
+    dynamic section (PT_DYNAMIC) to ``.got.plt`` (DT_PLTGOT: three reserved words, then one slot per PLT
+    relocation), or to the end of PT_GNU_RELRO. Nothing when the tags do not say (the GOT is then not read)."""
+    pltgot = elf.dynamic_value(DT_PLTGOT)
+    dyn = next((p for p in elf.segments if p.p_type == PT_DYNAMIC), None)
+    relro = next((p for p in elf.segments if p.p_type == PT_GNU_RELRO), None)
+    word = elf.elfclass // 8
+    relent = elf.dynamic_value(DT_RELAENT if elf.dynamic_value(DT_PLTREL) == DT_RELA else DT_RELENT) or 3 * word
+    lo = dyn.p_vaddr + dyn.p_memsz if dyn is not None else pltgot
+    hi = max(pltgot + word * (3 + (elf.dynamic_value(DT_PLTRELSZ) or 0) // relent) if pltgot else 0,
+             relro.p_vaddr + relro.p_memsz if relro is not None else 0)
+    if lo is None or not 0 < hi - lo <= MAX_GOT:
+        return []
+    return [(lo, hi)]
+
+
 class Image:
     def __init__(self, elf: ElfFile) -> None:
         self.elf = elf
@@ -85,6 +106,8 @@ class Image:
         self._alloc = [s for s in elf.sections if s.sh_flags & SHF_ALLOC and s.sh_addr and s.sh_size]
         self.plt = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name.startswith(".plt")]
         got = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name in (".got", ".got.plt")]
+        if not elf.sections:
+            got = _loader_got(elf)
         self.got_ranges = got
         self._reloc = _GotRelocator(elf, got) if got else None
         self._plt_lo = min((lo for lo, _ in self.plt), default=0)
