@@ -51,8 +51,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         notes.append(f"machine {elf.e_machine} is not disassembled (x86-64 and AArch64 are): nothing seen")
     image = Image(elf) if supported else None
     if image is not None and image.stripped:
-        notes.append("no .symtab (stripped): functions are known only by their exported names, data objects "
-                     "mostly not at all")
+        notes.append("no .symtab (stripped): functions are known by their exported names and .eh_frame extents, "
+                     "data objects mostly not at all")
     budget = Budget()
     walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got, image.object_start, budget,
                                         image.extent_known)) if image is not None else None

@@ -20,6 +20,7 @@ from elfpatch.elfconst import (
     DT_RELA,
     DT_RELAENT,
     DT_RELENT,
+    EM_X86_64,
     SHF_ALLOC,
     SHF_EXECINSTR,
     SHF_WRITE,
@@ -99,6 +100,9 @@ class Image:
         self.table = tables.get(".symtab") or tables.get(".dynsym")
         self.writable = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
                          if s.sh_flags & SHF_ALLOC and s.sh_flags & SHF_WRITE and s.sh_addr]
+        if not elf.sections:  # no section headers: the writable segments (PF_W)
+            self.writable = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments
+                             if p.p_type == 1 and p.p_flags & 2]
         self.code = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
                      if s.sh_flags & SHF_EXECINSTR and s.sh_addr and s.sh_type != SHT_NOBITS]
         if not self.code:  # no section headers: the executable segments
@@ -121,6 +125,10 @@ class Image:
         self._name_cache: dict[int, str] = {}
         self._load_symbols()
         self.extents = eh_frame_extents(elf)
+        if not elf.sections and elf.e_machine == EM_X86_64:
+            self.plt = self._loader_plt()
+            self._plt_lo = min((lo for lo, _ in self.plt), default=0)
+            self._plt_hi = max((hi for _, hi in self.plt), default=0)
         self._disagree: set[int] = set()  # sized function symbols whose FDE says another end
 
     # -- symbols -------------------------------------------------------------------------------------
@@ -316,6 +324,39 @@ class Image:
     def is_guard(self, addr: int) -> bool:
         name = self.symbol_at(addr)
         return bool(name and name.startswith("_ZGV"))
+
+    def _loader_plt(self) -> list[tuple[int, int]]:
+        """The PLT of an x86-64 file without section headers: the FDE that starts with PLT0 (``push
+        [rip + GOT+8]``, the first of an executable segment's first FDEs to do so), and the FDEs right after it
+        that start with a stub (``[endbr64] [bnd] jmp [rip + slot]``: .plt.got, .plt.sec)."""
+        pltgot = self.elf.dynamic_value(DT_PLTGOT)
+        starts = [self.extents.next_start(lo - 1) for lo, _ in self.code]
+        for start in (a for a in starts[:4] if a is not None):
+            for _ in range(4):
+                head = self._head(start)
+                if pltgot is not None and head[:2] == b"\xff\x35" and \
+                        start + 6 + int.from_bytes(head[2:6], "little", signed=True) == pltgot + 8:
+                    return self._stubs_from(start)
+                start = self.extents.next_start(start)
+                if start is None:
+                    break
+        return []
+
+    def _stubs_from(self, start: int) -> list[tuple[int, int]]:
+        spans = []
+        end = self.extents.end_of(start)
+        while end is not None:
+            spans.append((start, end))
+            start, end = end, self.extents.end_of(end)
+            if end is None or not any(self._head(start)[k:k + 2] == b"\xff\x25" for k in (0, 1, 4, 5)):
+                break
+        return spans
+
+    def _head(self, addr: int) -> bytes:
+        try:
+            return self.read_code(addr, 8)
+        except ElfPatchError:
+            return b""
 
     # -- code and the GOT ----------------------------------------------------------------------------
 

@@ -20,12 +20,25 @@ from elfpatch.initscan.extents import eh_frame_extents
 # dynamic symbol between them (what a stripped Debian library looks like).
 _UNIT = """
 #include <string>
+extern "C" void api_a();
+extern "C" int units_version();
 namespace {{
 struct Noisy {{ int v; Noisy() : v({n}) {{}} ~Noisy() {{ v = 0; }} }};
 std::string name_{n}(40 + {n}, 'a');
 Noisy noisy_{n};
 std::string other_{n}(50, 'b');
+struct Caller {{ int seen; Caller() : seen({n} ? units_version() : 0) {{ if (!{n}) api_a(); }} }} caller_{n};
 }}
+"""
+# The exports: called through the PLT (-fPIC keeps them interposable), api_a skimmed, api_b found only through
+# api_a's call to its PLT stub, g_state an exported global that an initializer stores into and others read.
+_API = """
+extern "C" {
+int g_state[4];
+void api_b() { g_state[1] = 7; }
+void api_a() { api_b(); }
+int units_version() { return g_state[1]; }
+}
 """
 UNITS = 5
 
@@ -40,8 +53,8 @@ def stripped(siof_build: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
         src = d / f"unit{n}.cpp"
         src.write_text(_UNIT.format(n=n))
         srcs.append(str(src))
-    api = d / "api.cpp"  # one export, as any library has (DT_GNU_HASH then counts the dynamic symbols)
-    api.write_text('extern "C" int units_version() { return 1; }\n')
+    api = d / "api.cpp"  # exports, as any library has (DT_GNU_HASH then counts the dynamic symbols)
+    api.write_text(_API)
     srcs.append(str(api))
     full = d / "libunits.so"
     subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(full), *srcs], check=True, capture_output=True)
@@ -170,3 +183,20 @@ def test_eh_frame_ptr_outside_the_file_is_a_note(stripped: tuple[Path, Path, Pat
     ext = eh_frame_extents(ElfFile(bytes(data), "bad"))
     assert ext.notes and not ext.spans()
 
+
+
+def test_no_section_headers_same_analysis(stripped: tuple[Path, Path, Path]) -> None:
+    """Without section headers the analysis sees what it sees with them (the PLT found from PLT0's FDE, the
+    GOT and the writable data from the loader's view): the same registrations, constructions and reads."""
+    _, lib, bare = stripped
+
+    def seen(path: Path) -> tuple:
+        f, listed = _listed(path)
+        entries = [(e["address"], sorted(o["address"] for o in e["analysis"]["constructs"]),
+                    sorted(r["object"]["address"] for r in e["analysis"]["reads"]))
+                   for e in f["init"] if e.get("analysis") and e["address"] != f["init"][0]["address"]]
+        return listed, entries, len(f["findings"])
+
+    with_sections, loader_view = seen(lib), seen(bare)
+    assert with_sections == loader_view
+    assert any(constructs for _, constructs, _ in with_sections[1])  # g_state, built through two PLT calls
