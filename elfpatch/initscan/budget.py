@@ -14,6 +14,8 @@ on any input, crafted or huge. Past a limit the analysis does not fail: the func
 """
 from __future__ import annotations
 
+from typing import Callable
+
 INSTRUCTIONS = 2_000_000  # libtorch_cpu.so (the largest file measured) decodes 222k
 STEPS = 4_000_000  # and walks 303k
 FUNCTION_BYTES = 1 << 18
@@ -39,7 +41,7 @@ class Budget:
     def cut_short(self, addr: int, why: str) -> None:
         self.cut.setdefault(addr, why)
 
-    def notes(self, name) -> list[str]:
+    def notes(self, name: Callable[[int], str]) -> list[str]:
         """The file's notes: one per kind of limit reached, naming a few functions (``name``: address -> str)."""
         by_why: dict[str, list[int]] = {}
         for addr, why in self.cut.items():

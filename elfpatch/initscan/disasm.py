@@ -664,7 +664,7 @@ def _with_first_iteration(out: list, first: list) -> list:
 
 def _bound(st: dict) -> None:
     """Forgets the oldest stack slots past STATE_SLOTS (see budget.py): a state's size stays constant."""
-    if len(st) > STATE_SLOTS + 48:  # 48: more than the registers and their GOT slots a state can name
+    if len(st) > STATE_SLOTS + 64:  # checked by size alone (cheap per block); registers are never dropped
         slots = [k for k in st if k.startswith("m:")]
         for k in slots[: len(slots) - STATE_SLOTS]:
             del st[k]

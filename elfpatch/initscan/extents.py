@@ -2,11 +2,13 @@
 starts and how long it is. A stripped library keeps them (the unwinder needs them), so they bound decoding
 where there is no ``.symtab``, and check sizes where there is.
 
-``.eh_frame`` is found as the loader's unwinder finds it: through PT_GNU_EH_FRAME's ``.eh_frame_hdr``
-(its ``eh_frame_ptr``) when the file has no section headers, else the section. Records are CIEs and FDEs
+``.eh_frame`` is found as the unwinder finds it: through PT_GNU_EH_FRAME's ``.eh_frame_hdr`` (its
+``eh_frame_ptr``) when the file has no section headers, else the section. The header's binary search table
+(initial location, FDE address; sorted) gives every FDE's start at C speed, and an FDE is read only when a
+function's end is asked; without a usable table every record is read in one pass. Records are CIEs and FDEs
 (LSB "Exception Frames"); an FDE's ``pc_begin`` uses its CIE's pointer encoding (the ``R`` augmentation,
-DW_EH_PE_*). Every length and offset is checked against the file: bad data stops the parse with a note,
-and the extents read up to there still count.
+DW_EH_PE_*). Every length and offset is checked against the file: bad data is a note (the extents read so far
+still count), never an exception.
 """
 from __future__ import annotations
 

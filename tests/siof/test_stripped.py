@@ -200,3 +200,25 @@ def test_no_section_headers_same_analysis(stripped: tuple[Path, Path, Path]) -> 
     with_sections, loader_view = seen(lib), seen(bare)
     assert with_sections == loader_view
     assert any(constructs for _, constructs, _ in with_sections[1])  # g_state, built through two PLT calls
+
+
+def test_mutated_eh_frame_never_raises(stripped: tuple[Path, Path, Path]) -> None:
+    """Random bytes in .eh_frame and .eh_frame_hdr (seeded), with and without section headers: the extents
+    parse and answer lookups or carry notes; no exception escapes (bad data is never fatal to the analysis)."""
+    import random
+
+    _, lib, _ = stripped
+    base = lib.read_bytes()
+    elf = ElfFile(base, str(lib))
+    secs = [elf.section_by_name(".eh_frame"), elf.section_by_name(".eh_frame_hdr")]
+    rng = random.Random(22)
+    for n in range(300):
+        data = bytearray(base if n % 2 else _without_section_headers(base))
+        for _ in range(rng.randint(1, 8)):
+            sec = rng.choice(secs)
+            data[sec.sh_offset + rng.randrange(sec.sh_size)] = rng.randrange(256)
+        ext = eh_frame_extents(ElfFile(bytes(data), "mutated"))
+        ext.spans()
+        for addr in range(0, 0x3000, 0x40):
+            ext.end_of(addr)
+            ext.next_start(addr)
