@@ -322,8 +322,16 @@ class Walker:
             return None
         # The unit's own helpers get the arguments (GCC -O0 passes the priority); others are summarized
         # once, whatever their caller passes.
-        return self.walk(where, self._capped(where, tuple(args)) if helper else (), depth if helper else depth - 1,
-                         stack, exact=helper)
+        specialized = helper or self._unnamed_callee(where, name, stack)
+        return self.walk(where, self._capped(where, tuple(args)) if specialized else (),
+                         depth if helper else depth - 1, stack, exact=helper)
+
+    def _unnamed_callee(self, where: int, name: str | None, stack: frozenset) -> bool:
+        """In a stripped file a unit's helpers have no name: a function that is not exported and that the
+        initializer itself calls gets the arguments too (GCC -O0's ``__static_initialization_and_destruction_0(1,
+        priority)`` then runs only its priority's branch; libc_nonshared's local ``atexit(fn)`` stub passes
+        ``fn`` on to ``__cxa_atexit``). It still costs depth, and is decoded only when it registers."""
+        return self.image.stripped and not name and len(stack) == 1 and not self.image.is_function(where)
 
     def _capped(self, where: int, args: tuple) -> tuple:
         """``args``, unless ``where`` was already walked with ARG_TUPLES others: then no argument is known (a

@@ -85,6 +85,11 @@ def _without_eh_frame_hdr(data: bytes) -> bytes:
 
 
 def _shim_log(siof_build: Path, lib: Path) -> list[tuple[str, ...]]:
+    return sorted(_shim_log_ordered(siof_build, lib))
+
+
+def _shim_log_ordered(siof_build: Path, lib: Path) -> list[tuple[str, ...]]:
+    """(kind, dtor, object) of each registration the library makes while dlopen'ed, in the run's order."""
     build = siof_build / "gcc-O2"
     if not (build / "shim.so").exists():
         pytest.skip("the shim is not built (gcc-O2 fixtures)")
@@ -95,7 +100,7 @@ def _shim_log(siof_build: Path, lib: Path) -> list[tuple[str, ...]]:
         subprocess.run([str(build / "dlopen_driver"), str(lib)], env=env, check=True, timeout=120,
                        capture_output=True)
         lines = log.read_text().splitlines() if log.exists() else []
-    return sorted(tuple("ext" if x.startswith("ext") else x for x in line.split()) for line in lines)
+    return [tuple("ext" if x.startswith("ext") else x for x in line.split()) for line in lines]
 
 
 def _listed(lib: Path) -> tuple[dict, list[tuple[str, ...]]]:
@@ -222,3 +227,29 @@ def test_mutated_eh_frame_never_raises(stripped: tuple[Path, Path, Path]) -> Non
         for addr in range(0, 0x3000, 0x40):
             ext.end_of(addr)
             ext.next_start(addr)
+
+
+def _subsequence(part: list, whole: list) -> bool:
+    it = iter(whole)
+    return all(any(x == y for y in it) for x in part)
+
+
+@pytest.mark.parametrize("variant", ["gcc-O0", "gcc-O2", "clang-O0", "clang-O2"])
+def test_stripped_fixture_registrations_in_run_order(siof_build: Path, tmp_path: Path, variant: str) -> None:
+    """The dtors fixture library (native_tests/siof), stripped: what `--dtors` lists is a subsequence of what the
+    shim logs at dlopen (nothing listed that the run does not make, in the run's order). At -O0 this needs the
+    unnamed unit helper to get its arguments (GCC's priority dispatch) and the local `atexit` stub its function."""
+    build = siof_build / variant / "libdtors.so"
+    if not build.exists():
+        pytest.skip(f"{variant} fixtures not built (compiler absent)")
+    require_tool("strip", packages="binutils")
+    lib = tmp_path / "libdtors.so"
+    subprocess.run(["strip", "--strip-all", "-o", str(lib), str(build)], check=True)
+    truth = _shim_log_ordered(siof_build, lib)
+    f, _ = _listed(lib)
+    ours = [(d["kind"].replace("atexit_c", "atexit"), hex(d["dtor"]["address"]) if d["dtor"]["address"] else "ext",
+             "tls" if d["kind"] == "thread_atexit" else
+             ("0" if d["object"] is None else hex(d["object"]["address"]) if d["object"]["address"] else "ext"))
+            for d in f["exit_time_destructors"]]
+    assert ours and _subsequence(ours, truth), (ours, truth)
+    assert len(ours) >= len(truth) - 1  # at most the thread_local's, behind --depth at -O0
