@@ -257,8 +257,11 @@ def _one_fde(r: _Reader, off: int, delta: int, datarel: int, start: int, cies: d
             if not r.lo <= cie < off or r.fixed("I", cie + 4) != 0:
                 raise EhFrameError(f".eh_frame: FDE at offset {off:#x} names no CIE")
             enc = cies[cie] = _cie_encoding(r, cie + 8, cie + 4 + r.fixed("I", cie), lambda o: o + delta, datarel)
-        begin, p = r.encoded(enc, off + 8, lambda o: o + delta, datarel)
-        size, _ = r.encoded(enc & 0x0F, p, lambda o: o + delta, datarel)
+        if enc == DW_EH_PE_pcrel | DW_EH_PE_sdata4:  # what GCC and clang emit: two words, no general decoding
+            begin, size = r.fixed("i", off + 8) + off + 8 + delta, r.fixed("i", off + 12)
+        else:
+            begin, p = r.encoded(enc, off + 8, lambda o: o + delta, datarel)
+            size, _ = r.encoded(enc & 0x0F, p, lambda o: o + delta, datarel)
     except ElfPatchError as exc:
         if len(notes) < 5:
             notes.append(exc.message)

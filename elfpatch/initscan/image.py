@@ -71,7 +71,7 @@ class _GotRelocator(Relocator):
             self._read_table(DT_JMPREL, DT_PLTRELSZ, DT_RELAENT if rela else DT_RELENT, rela=rela)
 
 
-DT_PLTGOT, PT_DYNAMIC, PT_GNU_RELRO = 3, 2, 0x6474E552
+DT_PLTGOT, PT_DYNAMIC, PT_GNU_RELRO, SHF_TLS = 3, 2, 0x6474E552, 0x400
 MAX_GOT = 1 << 24
 
 
@@ -107,7 +107,10 @@ class Image:
                      if s.sh_flags & SHF_EXECINSTR and s.sh_addr and s.sh_type != SHT_NOBITS]
         if not self.code:  # no section headers: the executable segments
             self.code = [(p.p_vaddr, p.p_vaddr + p.p_filesz) for p in elf.segments if p.p_type == 1 and p.p_flags & 1]
-        self._alloc = [s for s in elf.sections if s.sh_flags & SHF_ALLOC and s.sh_addr and s.sh_size]
+        # The sections an address can lie in (not .tdata/.tbss: a TLS template overlaps the sections after it).
+        self._alloc = sorted((s for s in elf.sections if s.sh_flags & SHF_ALLOC and not s.sh_flags & SHF_TLS
+                              and s.sh_addr and s.sh_size), key=lambda s: s.sh_addr)
+        self._alloc_starts = [s.sh_addr for s in self._alloc]
         self.plt = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name.startswith(".plt")]
         got = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name in (".got", ".got.plt")]
         if not elf.sections:
@@ -316,9 +319,9 @@ class Image:
 
     def section_name(self, addr: int) -> str | None:
         """The allocated section ``addr`` lies in (None: none, or no section headers)."""
-        for sec in self._alloc:
-            if sec.sh_addr <= addr < sec.sh_addr + sec.sh_size:
-                return sec.name
+        i = bisect_right(self._alloc_starts, addr) - 1
+        if i >= 0 and addr < self._alloc[i].sh_addr + self._alloc[i].sh_size:
+            return self._alloc[i].name
         return None
 
     def is_guard(self, addr: int) -> bool:
