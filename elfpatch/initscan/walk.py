@@ -162,8 +162,8 @@ class Walker:
         if hit is not None:
             return hit
         image = self.image
-        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span,
-                  self._patterns)
+        size = self.dis.budget.skim(addr, end - addr)
+        sk = skim(image.read_code(addr, size), addr, image.is_call_target, *image.data_span, self._patterns)
         # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
         # initializer so, after testing the weak symbol).
         loaded = [(a, t, False, True) for a, t in sk.loads

@@ -162,3 +162,15 @@ def test_walk_budget_cuts_a_fixpoint_short() -> None:
     dis = Disassembler(EM_X86_64, lambda a, n: code[a - 0x1000: a - 0x1000 + n], lambda _a: None, budget=budget)
     assert dis.sweep(0x1000, 0x1000 + len(code), {}) == []
     assert "walked" in budget.cut[0x1000] and not dis.unsettled
+
+
+def test_overlapping_functions_skim_within_budget(tmp_path: Path) -> None:
+    """400 sized functions that all run to the end of one 256 KB stretch of code (symbols may overlap): each is
+    skimmed whole, 100 MB in all uncapped; the per-file skim budget stops that with a note."""
+    count = 400
+    body = "".join(f".type f{k}, @function\nf{k}:\n.fill 16, 1, 0x90\n" for k in range(count))
+    body += f".fill {(1 << 18) - 16 * count}, 1, 0x90\nret\n.Lend:\n"
+    body += "".join(f".size f{k}, .Lend - f{k}\n" for k in range(count))
+    calls = "\n".join(f"call f{k}" for k in range(count))
+    f = _analyse(_build(tmp_path, _function("init", calls + "\nret") + body))
+    assert any("bytes skimmed" in n for n in f["analysis_notes"]), f["analysis_notes"]
