@@ -217,8 +217,12 @@ class Walker:
     @staticmethod
     def _merge(sub: Summary, where: int, guard: int | None, regs_out: list, constructs: dict, reads: dict,
                maybe_stores: dict) -> None:
+        listed = set(regs_out) if sub.registrations else ()  # one site once: a call tree reaching it 2^k ways
         for r in sub.registrations:
-            regs_out.append(r if r.guard is not None or guard is None else r._replace(guard=guard))
+            r = r if r.guard is not None or guard is None else r._replace(guard=guard)
+            if r not in listed:
+                regs_out.append(r)
+                listed.add(r)
         for o, strong in sub.constructs.items():
             constructs[o] = strong or constructs.get(o, False)
         for o, via in sub.reads.items():

@@ -174,3 +174,18 @@ def test_overlapping_functions_skim_within_budget(tmp_path: Path) -> None:
     calls = "\n".join(f"call f{k}" for k in range(count))
     f = _analyse(_build(tmp_path, _function("init", calls + "\nret") + body))
     assert any("bytes skimmed" in n for n in f["analysis_notes"]), f["analysis_notes"]
+
+
+def test_one_site_reached_two_to_the_k_ways_is_listed_once(tmp_path: Path) -> None:
+    """A chain of the unit's helpers, each calling the next twice, down to one ``__cxa_atexit``: 2^26 paths to
+    one site. A summary lists a site once (it held every path's copy: out of memory), so the file lists it
+    once."""
+    depth = 26
+    funcs = [_function(f"__cxx_global_var_init.{k}", f"push rbx\ncall __cxx_global_var_init.{k - 1}\n"
+                       f"call __cxx_global_var_init.{k - 1}\npop rbx\nret") for k in range(1, depth + 1)]
+    funcs.append(_function("__cxx_global_var_init.0", "lea rdi, [rip + dtor]\nlea rsi, [rip + obj]\n"
+                           "lea rdx, [rip + obj]\njmp __cxa_atexit@PLT"))
+    funcs.append(_function("init", f"jmp __cxx_global_var_init.{depth}"))
+    body = "\n".join(funcs) + "\ndtor:\nret\n.bss\nobj: .zero 8\n.text\n"  # local: no PLT, no interposition
+    f = _analyse(_build(tmp_path, body, name="paths"))
+    assert [d["kind"] for d in f["exit_time_destructors"]] == ["atexit"]
