@@ -28,7 +28,9 @@ _SYMBOL_VERSION = re.compile(r"@.*$")
 _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction_0", b"__cxx_global_var_init",
                  b"_GLOBAL__", b"__tls_init")
 # Helpers cost no depth: a file could chain thousands of them. Past this many nested calls, stop (and say so).
-MAX_CHAIN = 128
+# Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
+# the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
+MAX_CHAIN = 16
 
 
 class Registration(NamedTuple):

@@ -176,16 +176,34 @@ def test_overlapping_functions_skim_within_budget(tmp_path: Path) -> None:
     assert any("bytes skimmed" in n for n in f["analysis_notes"]), f["analysis_notes"]
 
 
-def test_one_site_reached_two_to_the_k_ways_is_listed_once(tmp_path: Path) -> None:
-    """A chain of the unit's helpers, each calling the next twice, down to one ``__cxa_atexit``: 2^26 paths to
+def test_one_site_reached_8_to_the_k_ways_is_listed_once(tmp_path: Path) -> None:
+    """A chain of the unit's helpers, each calling the next 8 times, down to one ``__cxa_atexit``: 8^12 paths to
     one site. A summary lists a site once (it held every path's copy: out of memory), so the file lists it
     once."""
-    depth = 26
-    funcs = [_function(f"__cxx_global_var_init.{k}", f"push rbx\ncall __cxx_global_var_init.{k - 1}\n"
-                       f"call __cxx_global_var_init.{k - 1}\npop rbx\nret") for k in range(1, depth + 1)]
+    depth = 12
+    calls = "call __cxx_global_var_init.{k}\n" * 8
+    funcs = [_function(f"__cxx_global_var_init.{k}", "push rbx\n" + calls.format(k=k - 1) + "pop rbx\nret")
+             for k in range(1, depth + 1)]
     funcs.append(_function("__cxx_global_var_init.0", "lea rdi, [rip + dtor]\nlea rsi, [rip + obj]\n"
                            "lea rdx, [rip + obj]\njmp __cxa_atexit@PLT"))
     funcs.append(_function("init", f"jmp __cxx_global_var_init.{depth}"))
     body = "\n".join(funcs) + "\ndtor:\nret\n.bss\nobj: .zero 8\n.text\n"  # local: no PLT, no interposition
     f = _analyse(_build(tmp_path, body, name="paths"))
     assert [d["kind"] for d in f["exit_time_destructors"]] == ["atexit"]
+
+
+def test_long_helper_chain_over_many_reads_stays_small(tmp_path: Path) -> None:
+    """120 helpers chained, the last reading 16,000 globals: every level's summary holds its subtree's reads
+    with their call paths (over 1 GB at 120 levels); the chain stops at MAX_CHAIN nested calls, and the entry
+    says what it did not follow."""
+    depth, objects = 120, 16000
+    funcs = [_function(f"__cxx_global_var_init.{k}", f"jmp __cxx_global_var_init.{k - 1}")
+             for k in range(1, depth + 1)]
+    funcs.append(_function("__cxx_global_var_init.0",
+                           "\n".join(f"mov eax, dword ptr [rip + g{i}]" for i in range(objects)) + "\nret"))
+    funcs.append(_function("init", f"jmp __cxx_global_var_init.{depth}"))
+    data = "".join(f".type g{i}, @object\n.size g{i}, 4\ng{i}: .long {i}\n" for i in range(objects))
+    lib = _build(tmp_path, "\n".join(funcs) + "\n.data\n" + data + ".text\n", name="chain")
+    assert lib.stat().st_size < 1 << 20
+    f = _analyse(lib)
+    assert f["analysis_complete"] is False and any("not followed" in n for n in f["analysis_notes"])
