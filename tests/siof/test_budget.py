@@ -207,3 +207,13 @@ def test_long_helper_chain_over_many_reads_stays_small(tmp_path: Path) -> None:
     assert lib.stat().st_size < 1 << 20
     f = _analyse(lib)
     assert f["analysis_complete"] is False and any("not followed" in n for n in f["analysis_notes"])
+
+
+def test_symbol_size_checked_against_its_fde(tmp_path: Path) -> None:
+    """.eh_frame checks .symtab: a function whose symbol size runs past its FDE's end is named in a note (the
+    size is what is used)."""
+    body = (".globl init\n.type init, @function\ninit:\n.cfi_startproc\nret\n.cfi_endproc\n"
+            ".fill 64, 1, 0x90\n.size init, .-init\n")
+    f = _analyse(_build(tmp_path, body, name="sized"))
+    assert any("size and .eh_frame extent disagree" in n and "init" in n for n in f["analysis_notes"]), \
+        f["analysis_notes"]
