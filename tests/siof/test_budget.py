@@ -83,13 +83,13 @@ def test_three_megabyte_function_is_cut_with_a_note(tmp_path: Path) -> None:
 
 
 def test_argument_tuples_are_capped(tmp_path: Path) -> None:
-    """A chain of the unit's own helpers (walked with their arguments), each calling the next with ``a`` and
-    ``a + 2^k``: 2^30 argument tuples uncapped; capped at ARG_TUPLES per function, the walk is linear and the
-    file says so."""
+    """A chain of the unit's own helpers (walked with their arguments), each calling the next with ``2a`` and
+    ``2a+1``: 2^30 argument tuples uncapped; capped at ARG_TUPLES per function, the walk is linear and the file
+    says so."""
     depth = 30
     funcs = [_function(f"__cxx_global_var_init.{k}",
-                       f"push rbx\nmov rbx, rdi\ncall __cxx_global_var_init.{k - 1}\n"
-                       f"lea rdi, [rbx + {1 << k}]\ncall __cxx_global_var_init.{k - 1}\npop rbx\nret")
+                       f"push rbx\nmov rbx, rdi\nlea rdi, [rbx + rbx]\ncall __cxx_global_var_init.{k - 1}\n"
+                       f"lea rdi, [rbx + rbx + 1]\ncall __cxx_global_var_init.{k - 1}\npop rbx\nret")
              for k in range(1, depth + 1)]
     funcs.append(_function("__cxx_global_var_init.0", "ret"))
     funcs.append(_function("init", f"mov edi, 1\njmp __cxx_global_var_init.{depth}"))
