@@ -35,6 +35,7 @@ test-fast: venv fixtures lint
 	$(PY) -m pytest -m "not slow and not cross and not root" $(PYTEST_ARGS)
 
 bench: venv fixtures
+	$(PY) bench/stripped.py
 	$(PY) bench/bench.py
 
 # The hypothesis campaigns, then the truth machine's (tests/truth/campaign.py): TRUTH_SEEDS programs, 6 builds each.

@@ -15,6 +15,7 @@ from typing import Any
 
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ParseError
+from elfpatch.initscan.budget import Budget
 from elfpatch.initscan.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.initscan.image import Image
 from elfpatch.initscan.walk import UNCONFIRMED, Registration, Summary, Walker
@@ -28,12 +29,15 @@ _LTO_MERGED = re.compile(r"^_sub_I_\d{5}_\d+\.\d+|\.lto_priv")
 
 
 def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
+    """An address as JSON: its symbol where there is one, and always the section it lies in (what a stripped
+    file's objects are known by)."""
     if value is None or value == 0:
         return None
     if isinstance(value, str):
-        return {"address": None, "symbol": value, "demangled": demangle(value)}
+        return {"address": None, "symbol": value, "demangled": demangle(value), "section": None}
     name = image.symbol_at(value)
-    return {"address": value, "symbol": name, "demangled": demangle(name) if name else None}
+    return {"address": value, "symbol": name, "demangled": demangle(name) if name else None,
+            "section": image.section_name(value)}
 
 
 def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
@@ -47,11 +51,12 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         notes.append(f"machine {elf.e_machine} is not disassembled (x86-64 and AArch64 are): nothing seen")
     image = Image(elf) if supported else None
     if image is not None and image.stripped:
-        notes.append("no .symtab (stripped): functions are known only by their exported names, data objects "
-                     "mostly not at all")
-    walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got, image.object_start)) \
-        if image is not None else None
-    summaries = _walk_all(walker, entries, depth)
+        notes.append("no .symtab (stripped): functions are known by their exported names and .eh_frame extents, "
+                     "data objects mostly not at all")
+    budget = Budget()
+    walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got, image.object_start, budget,
+                                        image.extent_known)) if image is not None else None
+    summaries, cut_from = _walk_all(walker, entries, depth)
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
@@ -59,7 +64,10 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     if dtors:
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
     if siof:
+        cut_before = len(budget.cut)
         _siof(image, walker, entries, summaries, listing, lto)
+        cut_from = 0 if len(budget.cut) > cut_before else cut_from  # a confirming decode was cut: any entry
+    notes += _limits(image, budget, entries[cut_from:])
     unsettled = walker.dis.unsettled if walker is not None else []
     if unsettled:  # never expected (see Disassembler.sweep); if it happens, the result must not claim complete
         notes.append(f"{len(unsettled)} function(s) whose loops were cut short, what they store may be missed: "
@@ -67,7 +75,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         for e in entries:
             if e.get("analysis"):
                 e["analysis"]["complete"] = False
-    complete = supported and not (image and image.stripped) and not lto and not unsettled and all(
+    complete = supported and not (image and image.stripped) and not lto and not (unsettled or budget.cut) and all(
         s is not None and s.indirect == 0 and s.depth_limited == 0 and s.unresolved == 0 for s in summaries)
     for e, s in zip(entries, summaries):
         notes += _unseen(e, s, depth, supported)
@@ -75,11 +83,30 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     listing["analysis_notes"] = notes
 
 
-def _walk_all(walker: Walker | None, entries: list[dict], depth: int) -> list[Summary | None]:
-    """Each entry's summary; None where nothing is disassembled or its address is not in the file."""
+def _limits(image: Image | None, budget: Budget, cut: list[dict]) -> list[str]:
+    """The notes on what the image's facts and the budget left unseen; the entries in ``cut`` (walked after a
+    function was cut short: they may reuse what it left unseen) are marked incomplete."""
+    if image is None:
+        return []
+    for e in cut:
+        if e.get("analysis"):
+            e["analysis"]["complete"] = False
+    return image.notes() + budget.notes(lambda a: image.function_name(a) or f"{a:#x}")
+
+
+def _walk_all(walker: Walker | None, entries: list[dict], depth: int) -> tuple[list[Summary | None], int]:
+    """Each entry's summary (None where nothing is disassembled or its address is not in the file), and the
+    position of the first entry whose walk met a function the budget cut (len(entries): none did)."""
     if walker is None:
-        return [None] * len(entries)
-    return [walker.walk(e["address"], (), depth) if e["address"] is not None else None for e in entries]
+        return [None] * len(entries), len(entries)
+    out: list[Summary | None] = []
+    cut_from = len(entries)
+    for pos, e in enumerate(entries):
+        before = len(walker.dis.budget.cut)
+        out.append(walker.walk(e["address"], (), depth) if e["address"] is not None else None)
+        if len(walker.dis.budget.cut) > before:
+            cut_from = min(cut_from, pos)
+    return out, cut_from
 
 
 def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool) -> list[str]:
@@ -98,27 +125,36 @@ def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool) -
     return notes
 
 
+def _registration_key(r: Registration) -> tuple:
+    """What makes two registrations one. A destructor registered on an object of this file runs once per
+    object (a second registration would destroy it twice): one entry, however many initializers reach it (a
+    guarded variable's initialization inlined into each unit that uses it, its guard unnamed in a stripped
+    file). Any other registration is one per site: a site reached again (a shared helper) is the same call."""
+    if r.guard is not None or (isinstance(r.obj, int) and r.obj and r.dtor is not None):
+        return (r.kind, r.dtor, r.obj)
+    return (r.site, r.kind, r.dtor, r.obj)
+
+
 def _registrations(image: Image | None, entries: list[dict], summaries: list) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if image is None:
         return out
-    once: set[tuple] = set()  # guarded registrations run once, however many initializers reach them
+    once: set[tuple] = set()
     for e, s in zip(entries, summaries):
         if s is None:
             continue
         for r in s.registrations:
             assert isinstance(r, Registration)
-            if r.guard is not None:
-                key = (r.kind, r.dtor, r.obj)
-                if key in once:
-                    continue
-                once.add(key)
+            key = _registration_key(r)
+            if key in once:
+                continue
+            once.add(key)
             obj = _obj(image, r.obj)
             guard_name = image.symbol_at(r.guard) if r.guard is not None else None
             local = bool((obj and (obj["symbol"] or "").startswith("_ZZ"))
                          or (guard_name and guard_name.startswith("_ZGVZ")))
             out.append({"kind": r.kind, "dtor": _obj(image, r.dtor) or
-                        {"address": None, "symbol": None, "demangled": None},
+                        {"address": None, "symbol": None, "demangled": None, "section": None},
                         "object": obj, "initializer": e["index"], "function_local_static": local})
     return out
 

@@ -22,7 +22,10 @@ from __future__ import annotations
 import re
 from typing import Callable, NamedTuple, Union
 
+from capstone import CsError
+
 from elfpatch.elfconst import EM_AARCH64, EM_X86_64
+from elfpatch.initscan.budget import CHUNK, FUNCTION_BYTES, STATE_SLOTS, Budget
 
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
@@ -72,6 +75,10 @@ class Decoded(NamedTuple):
     succs: dict  # block position -> [(successor position, taken: bool | None)]
     back: frozenset  # block positions some later block jumps back to (loop heads)
     has_pred: frozenset  # block positions some edge leads to
+
+
+_NOTHING = Decoded([], [], {}, frozenset(), frozenset())  # a function not seen (see budget.py)
+CACHE_INSTRUCTIONS = 400_000  # decoded instructions kept for reuse (about 100 MB); older ones are decoded again
 
 
 def _disassembler(machine: int):
@@ -655,6 +662,14 @@ def _with_first_iteration(out: list, first: list) -> list:
     return out + [ev for ev in first if isinstance(ev, Access) and ev not in seen]
 
 
+def _bound(st: dict) -> None:
+    """Forgets the oldest stack slots past STATE_SLOTS (see budget.py): a state's size stays constant."""
+    if len(st) > STATE_SLOTS + 64:  # checked by size alone (cheap per block); registers are never dropped
+        slots = [k for k in st if k.startswith("m:")]
+        for k in slots[: len(slots) - STATE_SLOTS]:
+            del st[k]
+
+
 def _states_equal(a: dict | None, b: dict | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -662,19 +677,26 @@ def _states_equal(a: dict | None, b: dict | None) -> bool:
 
 
 class Disassembler:
-    """Decodes functions of one file (each once) and walks them with given argument registers."""
+    """Decodes functions of one file (each once, while its cache holds) and walks them with given argument
+    registers, within the file's Budget (see budget.py)."""
 
     def __init__(self, machine: int, read_code: Callable[[int, int], bytes],
                  got: Callable[[int], Value | None],
-                 object_of: Callable[[int], int | None] = lambda _a: None) -> None:
+                 object_of: Callable[[int], int | None] = lambda _a: None,
+                 budget: Budget | None = None,
+                 extent_known: Callable[[int], bool] = lambda _a: True) -> None:
         """``got``: the value a GOT slot holds once relocated (None: not a slot); ``object_of``: the start of the
-        global object covering an address (None: none), for joins and unknown indexes."""
+        global object covering an address (None: none), for joins and unknown indexes; ``extent_known``:
+        whether a function's end is known (else only the code reachable from its start is kept)."""
         self.machine = machine
         self.md = _disassembler(machine)
         self.read_code = read_code
         self.object_of = object_of
         self.arch = _X86(got, object_of) if machine == EM_X86_64 else _A64(got, object_of)
+        self.budget = budget if budget is not None else Budget()
+        self.extent_known = extent_known
         self._decoded: dict[tuple[int, int], Decoded] = {}
+        self._held = 0  # instructions the cache holds
         self.unsettled: list[int] = []  # functions whose loops were cut short (loop heads assumed nothing)
 
     @property
@@ -686,22 +708,71 @@ class Disassembler:
         dec = self._decoded.get(key)
         if dec is None:
             dec = self._decoded[key] = self._decode(start, end)
+            self._held += len(dec.insns)
+            while self._held > CACHE_INSTRUCTIONS and len(self._decoded) > 1:  # oldest first: decoded again
+                self._held -= len(self._decoded.pop(next(iter(self._decoded))).insns)
         return dec
 
     def _decode(self, start: int, end: int) -> Decoded:
-        insns = list(self.md.disasm_lite(self.read_code(start, end - start), start))
+        budget = self.budget
+        if budget.exhausted():
+            budget.cut_short(start, "the file's budget of instructions was spent")
+            return _NOTHING
+        if end - start > FUNCTION_BYTES:
+            budget.cut_short(start, f"longer than {FUNCTION_BYTES} bytes: decoded that far")
+            end = start + FUNCTION_BYTES
+        try:
+            insns = self._instructions(start, end)
+        except CsError as exc:  # CS_ERR_MEM and the like: this function is not seen, the file goes on
+            budget.cut_short(start, f"the disassembler failed: {exc}")
+            return _NOTHING
+        budget.decoded += len(insns)
         flow = self.arch.flow
-        spans, succ = _blocks([flow(i[2], i[3]) for i in insns], {i[0]: n for n, i in enumerate(insns)})
+        kinds = [flow(i[2], i[3]) for i in insns]
+        spans, succ = _blocks(kinds, {i[0]: n for n, i in enumerate(insns)})
         order, back = _reverse_post_order(spans, succ)
+        if not self.extent_known(start):  # a guessed end: what follows the reachable code is another function
+            order = self._reachable(start, order, spans, succ, kinds)
         pos = {b: p for p, b in enumerate(order)}
         blocks = [spans[b] for b in order]
-        succs = {pos[b]: [(pos[s], t) for s, t in succ[b]] for b in succ}
+        succs = {pos[b]: [(pos[s], t) for s, t in succ[b] if s in pos] for b in order}
         has_pred = frozenset(s for edges in succs.values() for s, _ in edges)
-        return Decoded(insns, blocks, succs, frozenset(pos[b] for b in back), has_pred)
+        return Decoded(insns, blocks, succs, frozenset(pos[b] for b in back if b in pos), has_pred)
+
+    def _instructions(self, start: int, end: int) -> list:
+        """capstone's (address, size, mnemonic, op_str) tuples for [start, end), CHUNK bytes at a time (its
+        instruction array for a whole 3 MB function is what ran out of memory). An instruction cut by a
+        chunk's end is decoded again from its start with the next chunk."""
+        insns: list = []
+        pos = start
+        while pos < end:
+            stop = min(end, pos + CHUNK)
+            got = list(self.md.disasm_lite(self.read_code(pos, stop - pos), pos))
+            if stop < end:  # the last 16 bytes may hold a truncated instruction (skipdata would eat it)
+                got = [i for i in got if i[0] + 16 <= stop] or got[:1]
+            if not got:
+                break
+            insns += got
+            pos = got[-1][0] + got[-1][1]
+        return insns
+
+    def _reachable(self, start: int, order: list, spans: list, succ: dict, kinds: list) -> list:
+        """The blocks reachable from the entry (the RPO's head). A jump table or an indirect jump among them
+        leaves the reachable end unknown: the function is reported cut."""
+        reach = {0}
+        for b in order:
+            if b in reach:
+                reach.update(s for s, _ in succ.get(b, ()))
+        if any(kinds[spans[b][1]][0] in ("table", "out") and kinds[spans[b][1]][1] is None for b in reach):
+            self.budget.cut_short(start, "no size, no FDE and a jump through a register")
+        return [b for b in order if b in reach]
 
     def sweep(self, start: int, end: int, entry: dict) -> list:
         """Events of the function at [start, end) in run order, given its known argument registers."""
         dec = self.decode(start, end)
+        if dec.insns and self.budget.walked >= self.budget.steps:
+            self.budget.cut_short(start, "the file's budget of instructions walked was spent")
+            return []
         if not dec.back:
             return self._pass(dec, start, end, entry, {})[0]
         heads: dict[int, dict | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
@@ -714,6 +785,9 @@ class Disassembler:
                        for p in heads}
             if all(p not in back_in or _states_equal(settled[p], used.get(p)) for p in heads):
                 return _with_first_iteration(out, first)
+            if self.budget.walked >= self.budget.steps:  # the first pass's events stand, the function is cut
+                self.budget.cut_short(start, "the file's budget of instructions walked was spent")
+                return first
             heads = settled
         self.unsettled.append(start)  # the analysis says it is incomplete
         out = self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # assume nothing at loop heads
@@ -732,6 +806,7 @@ class Disassembler:
         back_in: dict[int, dict] = {}
         used: dict[int, dict] = {}
         live: set[int] = {0}
+        walked = 0
         for p, (first, last) in enumerate(dec.blocks):
             if p in dec.back:  # a loop head (the entry block too, when the function starts with a loop)
                 st = _head_state(entry if p == 0 else incoming.get(p), heads.get(p), object_of)
@@ -741,7 +816,9 @@ class Disassembler:
             elif p not in live and p in dec.has_pred:
                 continue  # every edge into it was decided against: dead for these arguments
             else:
-                st = dict(incoming.get(p) or {})
+                st = dict(incoming.pop(p, None) or {})
+            _bound(st)
+            walked += last - first + 1
             for n in range(first, last):
                 step(insns[n], st, out, start, end)
             cmp = st.get("cmp")
@@ -755,6 +832,7 @@ class Disassembler:
                     continue
                 live.add(s)
                 incoming[s] = _meet(incoming.get(s), st, object_of)
+        self.budget.walked += walked
         return out, back_in, used
 
     def stub_slot(self, start: int, end: int) -> int | None:

@@ -20,6 +20,7 @@ from elfpatch.elfconst import (
     DT_RELA,
     DT_RELAENT,
     DT_RELENT,
+    EM_X86_64,
     SHF_ALLOC,
     SHF_EXECINSTR,
     SHF_WRITE,
@@ -33,9 +34,10 @@ from elfpatch.elfconst import (
 )
 from elfpatch.elffile import ElfFile, SymbolTable
 from elfpatch.errors import ElfPatchError
+from elfpatch.initscan.extents import eh_frame_extents
 from elfpatch.relocs import Relocator
 
-MAX_FUNCTION = 1 << 20  # a size-less function is swept at most this far (up to the next symbol first)
+MAX_FUNCTION = 1 << 16  # a function with no size and no FDE is swept at most this far (up to the next start first)
 # Data that no initializer constructs and that a read of says nothing about order: the ABI's own objects.
 _NOT_DATA_PREFIXES = ("_ZTV", "_ZTI", "_ZTS", "_ZTT", "_ZGV", "__dso_handle", "__TMC_END__", "_GLOBAL_OFFSET",
                       "_DYNAMIC", "__init_array", "__fini_array", "__bss_start", "_edata", "_end")
@@ -69,6 +71,27 @@ class _GotRelocator(Relocator):
             self._read_table(DT_JMPREL, DT_PLTRELSZ, DT_RELAENT if rela else DT_RELENT, rela=rela)
 
 
+DT_PLTGOT, PT_DYNAMIC, PT_GNU_RELRO, SHF_TLS = 3, 2, 0x6474E552, 0x400
+MAX_GOT = 1 << 24
+
+
+def _loader_got(elf: ElfFile) -> list[tuple[int, int]]:
+    """Where the GOT is in a file without section headers, as GNU ld lays it out: ``.got`` from the end of the
+    dynamic section (PT_DYNAMIC) to ``.got.plt`` (DT_PLTGOT: three reserved words, then one slot per PLT
+    relocation), or to the end of PT_GNU_RELRO. Nothing when the tags do not say (the GOT is then not read)."""
+    pltgot = elf.dynamic_value(DT_PLTGOT)
+    dyn = next((p for p in elf.segments if p.p_type == PT_DYNAMIC), None)
+    relro = next((p for p in elf.segments if p.p_type == PT_GNU_RELRO), None)
+    word = elf.elfclass // 8
+    relent = elf.dynamic_value(DT_RELAENT if elf.dynamic_value(DT_PLTREL) == DT_RELA else DT_RELENT) or 3 * word
+    lo = dyn.p_vaddr + dyn.p_memsz if dyn is not None else pltgot
+    hi = max(pltgot + word * (3 + (elf.dynamic_value(DT_PLTRELSZ) or 0) // relent) if pltgot else 0,
+             relro.p_vaddr + relro.p_memsz if relro is not None else 0)
+    if lo is None or not 0 < hi - lo <= MAX_GOT:
+        return []
+    return [(lo, hi)]
+
+
 class Image:
     def __init__(self, elf: ElfFile) -> None:
         self.elf = elf
@@ -77,12 +100,21 @@ class Image:
         self.table = tables.get(".symtab") or tables.get(".dynsym")
         self.writable = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
                          if s.sh_flags & SHF_ALLOC and s.sh_flags & SHF_WRITE and s.sh_addr]
+        if not elf.sections:  # no section headers: the writable segments (PF_W)
+            self.writable = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments
+                             if p.p_type == 1 and p.p_flags & 2]
         self.code = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
                      if s.sh_flags & SHF_EXECINSTR and s.sh_addr and s.sh_type != SHT_NOBITS]
         if not self.code:  # no section headers: the executable segments
             self.code = [(p.p_vaddr, p.p_vaddr + p.p_filesz) for p in elf.segments if p.p_type == 1 and p.p_flags & 1]
+        # The sections an address can lie in (not .tdata/.tbss: a TLS template overlaps the sections after it).
+        self._alloc = sorted((s for s in elf.sections if s.sh_flags & SHF_ALLOC and not s.sh_flags & SHF_TLS
+                              and s.sh_addr and s.sh_size), key=lambda s: s.sh_addr)
+        self._alloc_starts = [s.sh_addr for s in self._alloc]
         self.plt = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name.startswith(".plt")]
         got = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name in (".got", ".got.plt")]
+        if not elf.sections:
+            got = _loader_got(elf)
         self.got_ranges = got
         self._reloc = _GotRelocator(elf, got) if got else None
         self._plt_lo = min((lo for lo, _ in self.plt), default=0)
@@ -95,6 +127,12 @@ class Image:
         self._object_at: dict[int, tuple[int, str] | None] = {}
         self._name_cache: dict[int, str] = {}
         self._load_symbols()
+        self.extents = eh_frame_extents(elf)
+        if not elf.sections and elf.e_machine == EM_X86_64:
+            self.plt = self._loader_plt()
+            self._plt_lo = min((lo for lo, _ in self.plt), default=0)
+            self._plt_hi = max((hi for _, hi in self.plt), default=0)
+        self._disagree: set[int] = set()  # sized function symbols whose FDE says another end
 
     # -- symbols -------------------------------------------------------------------------------------
 
@@ -182,20 +220,43 @@ class Image:
         return addr in self._funcs
 
     def function_end(self, addr: int) -> int:
+        """Where the function at ``addr`` ends: its symbol's size, else the FDE covering it (.eh_frame), else a
+        guess (see extent_known): the next function or FDE start, the code section's end, MAX_FUNCTION."""
         i = self._funcs.get(addr)
         size = self._sizes[i] if i is not None else 0
+        fde = self.extents.end_of(addr)
         if size:
+            if fde is not None and fde != addr + size and self.extents.is_start(addr):
+                self._disagree.add(addr)
             return addr + size
+        if fde is not None:
+            return fde
         i = bisect_right(self._func_starts, addr)
         end = self._func_starts[i] if i < len(self._func_starts) else addr + MAX_FUNCTION
+        end = min(end, self.extents.next_start(addr) or end)
         for lo, hi in self.code:
             if lo <= addr < hi:
                 end = min(end, hi)
         return min(end, addr + MAX_FUNCTION)
 
+    def extent_known(self, addr: int) -> bool:
+        """Whether function_end(addr) is known (a symbol's size or an FDE), not guessed: past a guessed end the
+        decoder keeps only the code reachable from ``addr``."""
+        i = self._funcs.get(addr)
+        return bool(i is not None and self._sizes[i]) or self.extents.end_of(addr) is not None
+
+    def notes(self) -> list[str]:
+        """What the image's own facts leave open (bad .eh_frame data, sizes the FDEs contradict)."""
+        out = list(self.extents.notes)
+        if self._disagree:
+            out.append(f"{len(self._disagree)} function symbol(s) whose size and .eh_frame extent disagree (the "
+                       "size is used): " + ", ".join(self.function_name(a) or f"{a:#x}" for a in
+                                                    sorted(self._disagree)[:5]))
+        return out
+
     def is_call_target(self, addr: int) -> bool:
-        """A function start or a PLT stub: what a real call instruction goes to."""
-        return addr in self._funcs or self._plt_lo <= addr < self._plt_hi
+        """A function start (a symbol or an FDE) or a PLT stub: what a real call instruction goes to."""
+        return addr in self._funcs or self._plt_lo <= addr < self._plt_hi or self.extents.is_start(addr)
 
     def in_plt(self, addr: int) -> bool:
         return any(lo <= addr < hi for lo, hi in self.plt)
@@ -256,9 +317,49 @@ class Image:
         guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
         return guard in self._guard_names
 
+    def section_name(self, addr: int) -> str | None:
+        """The allocated section ``addr`` lies in (None: none, or no section headers)."""
+        i = bisect_right(self._alloc_starts, addr) - 1
+        if i >= 0 and addr < self._alloc[i].sh_addr + self._alloc[i].sh_size:
+            return self._alloc[i].name
+        return None
+
     def is_guard(self, addr: int) -> bool:
         name = self.symbol_at(addr)
         return bool(name and name.startswith("_ZGV"))
+
+    def _loader_plt(self) -> list[tuple[int, int]]:
+        """The PLT of an x86-64 file without section headers: the FDE that starts with PLT0 (``push
+        [rip + GOT+8]``, the first of an executable segment's first FDEs to do so), and the FDEs right after it
+        that start with a stub (``[endbr64] [bnd] jmp [rip + slot]``: .plt.got, .plt.sec)."""
+        pltgot = self.elf.dynamic_value(DT_PLTGOT)
+        starts = [self.extents.next_start(lo - 1) for lo, _ in self.code]
+        for start in (a for a in starts[:4] if a is not None):
+            for _ in range(4):
+                head = self._head(start)
+                if pltgot is not None and head[:2] == b"\xff\x35" and \
+                        start + 6 + int.from_bytes(head[2:6], "little", signed=True) == pltgot + 8:
+                    return self._stubs_from(start)
+                start = self.extents.next_start(start)
+                if start is None:
+                    break
+        return []
+
+    def _stubs_from(self, start: int) -> list[tuple[int, int]]:
+        spans = []
+        end = self.extents.end_of(start)
+        while end is not None:
+            spans.append((start, end))
+            start, end = end, self.extents.end_of(end)
+            if end is None or not any(self._head(start)[k:k + 2] == b"\xff\x25" for k in (0, 1, 4, 5)):
+                break
+        return spans
+
+    def _head(self, addr: int) -> bytes:
+        try:
+            return self.read_code(addr, 8)
+        except ElfPatchError:
+            return b""
 
     # -- code and the GOT ----------------------------------------------------------------------------
 

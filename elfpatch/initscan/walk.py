@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from elfpatch.initscan.budget import ARG_TUPLES
 from elfpatch.initscan.bytescan import Skim, patterns, skim
 from elfpatch.initscan.disasm import EM_X86_64, Access, Call, Disassembler, Value
 from elfpatch.initscan.image import Image
@@ -27,7 +28,9 @@ _SYMBOL_VERSION = re.compile(r"@.*$")
 _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction_0", b"__cxx_global_var_init",
                  b"_GLOBAL__", b"__tls_init")
 # Helpers cost no depth: a file could chain thousands of them. Past this many nested calls, stop (and say so).
-MAX_CHAIN = 128
+# Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
+# the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
+MAX_CHAIN = 16
 
 
 class Registration(NamedTuple):
@@ -35,6 +38,7 @@ class Registration(NamedTuple):
     dtor: Value | None
     obj: Value | None
     guard: int | None  # the guard variable the registration runs under, if any
+    site: int | None = None  # the function whose call registers: one site, one entry (see analysis)
 
 
 # A read found by skimming bytes: its via path ends here and the last function must be decoded to confirm it.
@@ -85,6 +89,7 @@ class Walker:
         self._skims: dict[int, tuple[Skim, list | None]] = {}
         self._helper: dict[str, bool] = {}
         self._plain: dict[int, list] = {}  # function -> its events with no argument known (touches)
+        self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         lo = min((a for a, _ in image.code), default=0)
         hi = max((b for _, b in image.code), default=0)
         self._patterns = patterns(lo, hi, *image.data_span)
@@ -159,8 +164,8 @@ class Walker:
         if hit is not None:
             return hit
         image = self.image
-        sk = skim(image.read_code(addr, end - addr), addr, image.is_call_target, *image.data_span,
-                  self._patterns)
+        size = self.dis.budget.skim(addr, end - addr)
+        sk = skim(image.read_code(addr, size), addr, image.is_call_target, *image.data_span, self._patterns)
         # A function pointer loaded from the GOT is as good as a call site (clang calls a thread_local's
         # initializer so, after testing the weak symbol).
         loaded = [(a, t, False, True) for a, t in sk.loads
@@ -214,8 +219,12 @@ class Walker:
     @staticmethod
     def _merge(sub: Summary, where: int, guard: int | None, regs_out: list, constructs: dict, reads: dict,
                maybe_stores: dict) -> None:
+        listed = set(regs_out) if sub.registrations else ()  # one site once: a call tree reaching it 2^k ways
         for r in sub.registrations:
-            regs_out.append(r if r.guard is not None or guard is None else r._replace(guard=guard))
+            r = r if r.guard is not None or guard is None else r._replace(guard=guard)
+            if r not in listed:
+                regs_out.append(r)
+                listed.add(r)
         for o, strong in sub.constructs.items():
             constructs[o] = strong or constructs.get(o, False)
         for o, via in sub.reads.items():
@@ -244,7 +253,7 @@ class Walker:
                 continue
             where, name = self.named(target)
             if name in SINKS:
-                unresolved += self._register(SINKS[name], ev.args, guard, regs_out, constructs)
+                unresolved += self._register(SINKS[name], ev.args, guard, regs_out, constructs, addr)
                 continue
             if name == GUARD_ACQUIRE:
                 guard = ev.args[0] if isinstance(ev.args[0], int) else guard
@@ -286,10 +295,11 @@ class Walker:
             return None
         return target
 
-    def _register(self, kind: str, args: tuple, guard: int | None, regs_out: list, constructs: dict) -> int:
+    def _register(self, kind: str, args: tuple, guard: int | None, regs_out: list, constructs: dict,
+                  site: int) -> int:
         """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
         dtor, obj = args[0], (args[1] if kind != "atexit_c" else None)
-        regs_out.append(Registration(kind, dtor, obj, guard))
+        regs_out.append(Registration(kind, dtor, obj, guard, site))
         if isinstance(obj, int):
             o = self.image.object_at(obj)
             if o is not None:
@@ -318,8 +328,26 @@ class Walker:
             return None
         # The unit's own helpers get the arguments (GCC -O0 passes the priority); others are summarized
         # once, whatever their caller passes.
-        return self.walk(where, tuple(args) if helper else (), depth if helper else depth - 1, stack,
-                         exact=helper)
+        specialized = helper or self._unnamed_callee(where, name, stack)
+        return self.walk(where, self._capped(where, tuple(args)) if specialized else (),
+                         depth if helper else depth - 1, stack, exact=helper)
+
+    def _unnamed_callee(self, where: int, name: str | None, stack: frozenset) -> bool:
+        """In a stripped file a unit's helpers have no name: a function that is not exported and that the
+        initializer itself calls gets the arguments too (GCC -O0's ``__static_initialization_and_destruction_0(1,
+        priority)`` then runs only its priority's branch; libc_nonshared's local ``atexit(fn)`` stub passes
+        ``fn`` on to ``__cxa_atexit``). It still costs depth, and is decoded only when it registers."""
+        return self.image.stripped and not name and len(stack) == 1 and not self.image.is_function(where)
+
+    def _capped(self, where: int, args: tuple) -> tuple:
+        """``args``, unless ``where`` was already walked with ARG_TUPLES others: then no argument is known (a
+        superset of what each tuple runs), so a chain passing ``2a`` and ``2a+1`` costs linear work."""
+        seen = self._tuples.setdefault(where, set())
+        if args in seen or len(seen) < ARG_TUPLES:
+            seen.add(args)
+            return args
+        self.dis.budget.widened.add(where)
+        return ()
 
     def _events(self, addr: int) -> list:
         """The decoded function's events with no argument known, one sweep per function."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import require_tool, run_cli
 
-OBJ_KEYS = {"address", "symbol", "demangled"}
+OBJ_KEYS = {"address", "symbol", "demangled", "section"}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,68 @@
+"""The per-file work budget of ``inits --dtors/--siof``: what keeps time and memory linear in the bytes decoded
+on any input, crafted or huge. Past a limit the analysis does not fail: the function concerned is not seen
+(or seen only up to the limit), every entry that may depend on it is reported incomplete, and the file's
+``analysis_notes`` say which limit was reached.
+
+- INSTRUCTIONS: instructions decoded per file, and STEPS instructions walked (a function is walked once per
+  argument tuple and per fixpoint pass); past either, no further function is decoded. SKIM_BYTES: bytes the
+  x86-64 skim searches; past it, no further function is skimmed.
+- FUNCTION_BYTES: one function is decoded (or skimmed) at most this far (a larger one is cut there).
+- ARG_TUPLES: distinct argument tuples one function is walked with; further calls walk it with no argument
+  known (a superset of what each tuple would run), so a helper chain passing ``2a``/``2a+1`` stays linear.
+- STATE_SLOTS: stack slots one abstract state remembers; past that the oldest are forgotten, so no state
+  grows with blocks x slots.
+- A function capstone refuses (CsError, e.g. CS_ERR_MEM) is not seen.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+INSTRUCTIONS = 2_000_000  # libtorch_cpu.so (the largest file measured) decodes 222k
+STEPS = 4_000_000  # and walks 303k
+SKIM_BYTES = 1 << 26  # bytes searched by the x86-64 skim (bytescan.py); libtorch_cpu.so: 7.5 MB
+FUNCTION_BYTES = 1 << 18
+ARG_TUPLES = 8
+STATE_SLOTS = 64
+CHUNK = 1 << 16  # bytes handed to capstone at once: its instruction array stays small
+
+
+class Budget:
+    """What one file's analysis has spent, and the functions a limit cut short (address -> why)."""
+
+    def __init__(self, instructions: int = INSTRUCTIONS, steps: int = STEPS) -> None:
+        self.instructions = instructions
+        self.steps = steps
+        self.decoded = 0
+        self.walked = 0
+        self.skimmed = 0
+        self.cut: dict[int, str] = {}
+        self.widened: set[int] = set()  # functions walked with arguments dropped (ARG_TUPLES)
+
+    def exhausted(self) -> bool:
+        return self.decoded >= self.instructions or self.walked >= self.steps
+
+    def skim(self, addr: int, size: int) -> int:
+        """How many bytes of the function at ``addr`` to skim (0: none, the budget is spent); spends them."""
+        if self.skimmed >= SKIM_BYTES:
+            self.cut_short(addr, "the file's budget of bytes skimmed was spent")
+            return 0
+        if size > FUNCTION_BYTES:
+            self.cut_short(addr, f"longer than {FUNCTION_BYTES} bytes: skimmed that far")
+            size = FUNCTION_BYTES
+        self.skimmed += size
+        return size
+
+    def cut_short(self, addr: int, why: str) -> None:
+        self.cut.setdefault(addr, why)
+
+    def notes(self, name: Callable[[int], str]) -> list[str]:
+        """The file's notes: one per kind of limit reached, naming a few functions (``name``: address -> str)."""
+        by_why: dict[str, list[int]] = {}
+        for addr, why in self.cut.items():
+            by_why.setdefault(why, []).append(addr)
+        out = [f"{len(addrs)} function(s) not seen whole ({why}): " + ", ".join(name(a) for a in addrs[:5])
+               for why, addrs in by_why.items()]
+        if self.widened:
+            out.append(f"{len(self.widened)} function(s) called with more than {ARG_TUPLES} argument tuples: "
+                       "walked with no argument known past that")
+        return out
