@@ -17,10 +17,10 @@ from array import array
 from bisect import bisect_right
 from typing import Callable
 
+from elfpatch.elfconst import PT_GNU_EH_FRAME, PT_LOAD
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError
 
-PT_LOAD, PT_GNU_EH_FRAME = 1, 0x6474E550
 # DW_EH_PE_* (LSB 10.6.2): the low nibble is the value's format, the next three bits what it is relative to.
 DW_EH_PE_absptr, DW_EH_PE_uleb128, DW_EH_PE_udata2, DW_EH_PE_udata4, DW_EH_PE_udata8 = 0x00, 0x01, 0x02, 0x03, 0x04
 DW_EH_PE_sleb128, DW_EH_PE_sdata2, DW_EH_PE_sdata4, DW_EH_PE_sdata8 = 0x09, 0x0A, 0x0B, 0x0C

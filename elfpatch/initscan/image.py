@@ -15,14 +15,18 @@ from typing import Sequence, Union
 
 from elfpatch.elfconst import (
     DT_JMPREL,
+    DT_PLTGOT,
     DT_PLTREL,
     DT_PLTRELSZ,
     DT_RELA,
     DT_RELAENT,
     DT_RELENT,
     EM_X86_64,
+    PT_DYNAMIC,
+    PT_GNU_RELRO,
     SHF_ALLOC,
     SHF_EXECINSTR,
+    SHF_TLS,
     SHF_WRITE,
     SHT_NOBITS,
     ST_SHNDX_OFFSET,
@@ -71,7 +75,6 @@ class _GotRelocator(Relocator):
             self._read_table(DT_JMPREL, DT_PLTRELSZ, DT_RELAENT if rela else DT_RELENT, rela=rela)
 
 
-DT_PLTGOT, PT_DYNAMIC, PT_GNU_RELRO, SHF_TLS = 3, 2, 0x6474E552, 0x400
 MAX_GOT = 1 << 24
 
 
