@@ -140,16 +140,15 @@ class Audit:
             "other": self.other,
         }
 
-    def to_json(self, notes: Iterable[str] = ()) -> dict[str, Any]:
-        """The ``audit --json`` document; ``notes``: warnings about no scanned file (a package record), as
-        ``subject: message`` lines. ``errors`` and ``warnings`` repeat what ``files`` says, for compatibility."""
+    def to_json(self) -> dict[str, Any]:
+        """The ``audit --json`` document: ``errors`` and ``warnings`` repeat what ``files`` says, for
+        compatibility."""
         return envelope(
             "audit", [_entry_json(r) for r in self.reports], self.summary(),
             collisions=[_collision_json(c) for c in self.collisions],
             pinned=[dict(_file_json(r), unique=len(r.facts.defined)) for r in self.pinned],
             errors=[dict(_file_json(r), error=r.error) for r in self.errors],
-            warnings=[dict(_file_json(r), warning=w) for r in self.reports for w in r.warnings]
-            + [{"path": None, "member": None, "package": None, "warning": n} for n in notes],
+            warnings=[dict(_file_json(r), warning=w) for r in self.reports for w in r.warnings],
         )
 
 

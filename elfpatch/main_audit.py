@@ -32,15 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elfpatch.warnlog import WarningLog, attach_warnings
-
-    with WarningLog() as log:  # also on stderr; the JSON's "warnings" must not miss them
-        result = run_audit(args.paths, audit_job(args.exclude, progress=sys.stderr.isatty()))
+    result = run_audit(args.paths, audit_job(args.exclude, progress=sys.stderr.isatty()))
     for r in result.errors:
         print(error_line(r.label, r.error or "failed"), file=sys.stderr)
     text = io.StringIO()
     if args.json:
-        write_document(result.to_json(attach_warnings(result.reports, log)), text)
+        write_document(result.to_json(), text)
     else:
         write_text(result, text, verbose=args.verbose)
     sys.stdout.write(text.getvalue())

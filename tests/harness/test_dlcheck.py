@@ -26,7 +26,7 @@ def test_json_document_has_the_contract_shape(unique_build: Path) -> None:
     assert rc == 1 and err == ""
     assert set(doc) >= {"files", "cross_bindings"}
     for f in doc["files"]:
-        assert set(f) == {"path", "loaded", "error", "unloads", "blockers"}
+        assert set(f) == {"path", "status", "loaded", "error", "unloads", "blockers", "warnings"}
         for b in f["blockers"]:
             assert {"kind", "detail", "symbols"} <= set(b)
     for c in doc["cross_bindings"]:
