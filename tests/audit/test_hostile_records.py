@@ -93,6 +93,9 @@ def test_deep_conda_record_is_a_warning_not_an_internal_error(site: Path) -> Non
     assert f"{deep}: nested too deeply" in proc.stderr
     assert {Path(w["path"]).name for w in doc["warnings"] if f"{deep}: nested too deeply" in w["warning"]} == {
         "_a.so", "_b.so", "libcore.so", "_c.so"}, "each file the record could have named carries the warning"
+    assert {Path(f["path"]).name for f in doc["files"] if any(f"{deep}: nested too deeply" in w
+                                                              for w in f["warnings"])} == {
+        "_a.so", "_b.so", "libcore.so", "_c.so"}, "and in its own entry of files, as every command has it"
     proc = cli("unique", "--check", "--json", str(site))
     assert proc.returncode == 1 and len(cli_json(proc.stdout)["files"]) == 4
 
