@@ -8,6 +8,7 @@ from typing import Callable
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import check_document
 
 from elfpatch.harness.dlcheck import dlcheck, exit_status
 from elfpatch.harness.elffacts import object_facts
@@ -143,7 +144,7 @@ def test_unknown(build_lib: Callable[..., Path]) -> None:
 
 def test_preloaded() -> None:
     libc = next(p for p in Path("/proc/self/maps").read_text().split() if "/libc.so.6" in p)
-    doc = dlcheck([libc])
+    doc = check_document(dlcheck([libc]))
     assert kinds(doc["files"][0]) == ["preloaded"]
     assert exit_status(doc) == 1
 
