@@ -1,4 +1,5 @@
-"""The records `elfpatch unique` reports, their JSON document and their text rendering."""
+"""The records `elfpatch unique` reports, their JSON document and their text rendering; the JSON envelope and
+writer every command shares."""
 from __future__ import annotations
 
 from elfpatch.errors import ElfPatchError, one_line

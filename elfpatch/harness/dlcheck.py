@@ -65,8 +65,9 @@ def dlcheck(paths: Sequence[str] | str, *, timeout: float = DEFAULT_TIMEOUT, imp
 
 def _document(report: Report) -> Report:
     """``report`` in the envelope every command's JSON shares: each file's ``status`` ("unloaded",
-    "stayed", "error", or "unchecked" where the child died first) and ``warnings`` (none: the run's own,
-    about the loader's log, are the document's ``warnings``), a ``summary``, the ``schema``."""
+    "stayed", "error"; "unchecked" for a check that neither finished nor failed, which no step leaves) and
+    ``warnings`` (none: the run's own, about the loader's log, are the document's), a ``summary``, the
+    ``schema``."""
     for f in report["files"]:
         f["status"] = ("error" if f["error"] is not None else "unchecked" if f["unloads"] is None
                        else "unloaded" if f["unloads"] else "stayed")
