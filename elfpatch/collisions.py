@@ -21,7 +21,7 @@ from elfpatch.elfconst import SHN_UNDEF, ST_SHNDX_OFFSET, STT_FUNC, STT_GNU_IFUN
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ParseError
 from elfpatch.packages import Owners, annotate
-from elfpatch.report import ERROR, SKIPPED, FileReport
+from elfpatch.report import ERROR, SKIPPED, FileReport, envelope
 from elfpatch.symbols import demangle, unique_indexes
 from elfpatch.targets import CHECK, Exclude, Job
 from elfpatch.targets.dispatch import process
@@ -141,17 +141,28 @@ class Audit:
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "collisions": [_collision_json(c) for c in self.collisions],
-            "pinned": [dict(_file_json(r), unique=len(r.facts.defined)) for r in self.pinned],
-            "errors": [dict(_file_json(r), error=r.error) for r in self.errors],
-            "warnings": [dict(_file_json(r), warning=w) for r in self.reports for w in r.warnings],
-            "summary": self.summary(),
-        }
+        """The ``audit --json`` document: ``errors`` and ``warnings`` repeat what ``files`` says, for
+        compatibility."""
+        return envelope(
+            "audit", [_entry_json(r) for r in self.reports], self.summary(),
+            collisions=[_collision_json(c) for c in self.collisions],
+            pinned=[dict(_file_json(r), unique=len(r.facts.defined)) for r in self.pinned],
+            errors=[dict(_file_json(r), error=r.error) for r in self.errors],
+            warnings=[dict(_file_json(r), warning=w) for r in self.reports for w in r.warnings],
+        )
 
 
 def _file_json(r: FileReport) -> dict[str, Any]:
     return {"path": r.path, "member": r.member, "package": r.package.to_json() if r.package else None}
+
+
+def _entry_json(r: FileReport) -> dict[str, Any]:
+    """One scanned file in ``files``: a failed or skipped one too."""
+    doc = dict(_file_json(r), status=r.status, error=r.error, warnings=list(r.warnings),
+               unique=len(r.facts.defined) if r.facts is not None else 0)
+    if r.reason is not None:
+        doc["reason"] = r.reason
+    return doc
 
 
 def _collision_json(c: Collision) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import sys
 from typing import Any, TextIO
 
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
-from elfpatch.report import write_document
+from elfpatch.report import envelope, write_document
 
 HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
@@ -70,19 +70,16 @@ def run(args: argparse.Namespace) -> int:
     from elfpatch.inits import static_initializer_count
 
     files, loads, errors = _list_all(args)
-    counts = {f["path"]: static_initializer_count(f) for f in files}
+    listed = [f for f in files if "init" in f]  # a file that failed has no listing
+    counts = {f["path"]: static_initializer_count(f) for f in listed}
     over = [p for p, n in counts.items() if args.max is not None and n > args.max]
     summary = {"files": len(files), "errors": errors, "static_initializers": counts, "max": args.max,
                "over_max": over}
-    gate = _analysis_gates(files, args, summary)
+    gate = _analysis_gates(listed, args, summary)
     if args.json:
-        doc: dict[str, Any] = {"files": files}
-        if args.deps:
-            doc["loads"] = loads
-        doc["summary"] = summary
-        write_document(doc, sys.stdout)
+        write_document(envelope("inits", files, summary, **({"loads": loads} if args.deps else {})), sys.stdout)
     else:
-        _write_text(sys.stdout, files, loads, counts, args)
+        _write_text(sys.stdout, listed, loads, counts, args)
     sys.stdout.flush()
     if errors:
         return EXIT_ERROR
@@ -90,26 +87,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """(listings, loads, errors) over ``args.paths``: a file that fails is reported on stderr and left out;
-    one whose load (--deps) fails keeps its listing."""
+    """(entries, loads, errors) over ``args.paths``: one entry per PATH, status "listed" or "error" (a file
+    that fails has no listing; one whose load (--deps) fails keeps its listing); each error is on stderr too."""
+    from elfpatch.warnlog import WarningLog, warnings_of
+
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
-    errors = 0
     for path in args.paths:
-        try:
-            listing = _listing(path, args)
-        except ElfPatchError as exc:
-            print(error_line(exc.path or path, exc.message), file=sys.stderr)
-            errors += 1
-            continue
-        files.append(listing)
-        if args.deps:
+        with WarningLog() as log:  # what was logged before a failure stays in the failed file's warnings
             try:
-                loads.append(_load(path, listing))
+                entry = {"path": path, "status": "listed", "error": None, **_listing(path, args)}
             except ElfPatchError as exc:
-                print(error_line(exc.path or path, exc.message), file=sys.stderr)
-                errors += 1
-    return files, loads, errors
+                entry = _failed({"path": path, "status": "error", "error": None,
+                                 "warnings": warnings_of(log, path)}, path, exc)
+        files.append(entry)
+        if args.deps and entry["error"] is None:
+            try:
+                loads.append(_load(path, entry))
+            except ElfPatchError as exc:
+                _failed(entry, path, exc)
+    return files, loads, sum(f["status"] == "error" for f in files)
+
+
+def _failed(entry: dict[str, Any], path: str, exc: ElfPatchError) -> dict[str, Any]:
+    """``entry`` marked failed by ``exc`` (its stderr line printed): the message names another file (a
+    dependency) when the error is about that one."""
+    print(error_line(exc.path or path, exc.message), file=sys.stderr)
+    other = exc.path is not None and exc.path != path
+    entry.update(status="error", error=f"{exc.path}: {exc.message}" if other else exc.message)
+    return entry
 
 
 def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The records `elfpatch unique` reports, their JSON document and their text rendering."""
+"""The records `elfpatch unique` reports, their JSON document and their text rendering; the JSON envelope and
+writer every command shares."""
 from __future__ import annotations
 
 from elfpatch.errors import ElfPatchError, one_line
@@ -89,6 +90,20 @@ def summary(reports: Iterable[FileReport], skipped: int = 0, other: int = 0) -> 
     return doc
 
 
+# The version of each command's JSON document, as its "schema" key names it ("elfpatch/unique/1"); the JSON
+# Schema of each ships as elfpatch/schemas/<command>.json. A version changes only when a key is removed or
+# changes meaning; keys are added without one.
+SCHEMA_VERSIONS = {"unique": 1, "audit": 1, "inits": 1, "dlcheck": 1}
+
+
+def envelope(command: str, files: list[dict[str, Any]], summary: dict[str, Any], **rest: Any) -> dict[str, Any]:
+    """Every command's ``--json`` document: ``schema``, ``files`` (one entry per file, a failed one too, each
+    with ``path``, ``status``, ``error`` and its ``warnings``), ``summary`` (with ``files`` and ``errors``),
+    then the command's own keys."""
+    return {"schema": f"elfpatch/{command}/{SCHEMA_VERSIONS[command]}", "files": files, "summary": summary,
+            **rest}
+
+
 def write_document(doc: dict, out: TextIO) -> None:
     """Every command's ``--json`` document: one line, by the C encoder in one write (an indented dump is
     encoded in Python and written in small pieces: ~10x slower on a large file's document)."""
@@ -101,8 +116,8 @@ def write_json(reports: list[FileReport], out: TextIO, skipped: int = 0, other: 
                warnings: list[str] | None = None) -> None:
     """``warnings``: those about no one file (a glob that matched nothing, a journal), as ``subject: message``
     lines; each file's own are in its entry."""
-    write_document({"files": [r.to_json() for r in reports], "summary": summary(reports, skipped, other),
-                    "warnings": warnings or []}, out)
+    write_document(envelope("unique", [r.to_json() for r in reports], summary(reports, skipped, other),
+                            warnings=warnings or []), out)
 
 
 _VERBS = {PATCHED: "patched", WOULD_PATCH: "would patch", FOUND: "found", UNCHANGED: "no unique symbols"}

@@ -45,3 +45,5 @@ def test_readme_install_command_gives_a_working_entry_point(tmp_path: Path) -> N
     proc = subprocess.run([str(exe), "unique", "--check", str(UNIQUE_BUILD / "libholder_v1.so")], env=env,
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 1 and "found 4 unique symbols" in proc.stdout, proc.stdout + proc.stderr
+    shipped = {p.name for p in (target / "elfpatch" / "schemas").glob("*.json")}
+    assert shipped == {"unique.json", "audit.json", "inits.json", "dlcheck.json"}, "each command's JSON Schema"

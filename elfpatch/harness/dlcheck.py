@@ -26,6 +26,7 @@ from elfpatch.harness.session import (
     ImportFailed,
     Session,
 )
+from elfpatch.report import envelope
 
 
 def dlcheck(paths: Sequence[str] | str, *, timeout: float = DEFAULT_TIMEOUT, imports: Sequence[str] = (),
@@ -55,11 +56,31 @@ def dlcheck(paths: Sequence[str] | str, *, timeout: float = DEFAULT_TIMEOUT, imp
             steps.probe(absolute)
         except (ChildCrashed, HarnessTimeout) as exc:
             _record_crash(entries, setup, steps.step, exc.message)
-            return {"files": entries, "cross_bindings": [], "out_of_scope_bindings": [], "dependencies": [],
-                    **setup, "warnings": []}
+            return _document({"files": entries, "cross_bindings": [], "out_of_scope_bindings": [],
+                              "dependencies": [], **setup, "warnings": []})
         log = s.debug()
     report = _report(entries, given, absolute, log, set(start), before, after_load, after_close, allow=allow)
-    return {**report, **setup, "warnings": log.notes()}
+    return _document({**report, **setup, "warnings": log.notes()})
+
+
+def _document(report: Report) -> Report:
+    """``report`` in the envelope every command's JSON shares: each file's ``status`` ("unloaded",
+    "stayed", "error"; "unchecked" for a check that neither finished nor failed, which no step leaves) and
+    ``warnings`` (none: the run's own, about the loader's log, are the document's), a ``summary``, the
+    ``schema``."""
+    for f in report["files"]:
+        f["status"] = ("error" if f["error"] is not None else "unchecked" if f["unloads"] is None
+                       else "unloaded" if f["unloads"] else "stayed")
+        f["warnings"] = []
+    files = report["files"]
+    setup_errors = sum(e["error"] is not None for e in [*report["imports"], *report["preloads"]])
+    summary = {"files": len(files), "errors": sum(f["status"] == "error" for f in files),
+               "setup_errors": setup_errors, "unloaded": sum(f["status"] == "unloaded" for f in files),
+               "stayed": sum(f["status"] == "stayed" for f in files),
+               "cross_bindings": len(report["cross_bindings"]),
+               "failing_dependencies": len(failing_dependencies(report))}
+    rest = {k: v for k, v in report.items() if k != "files"}
+    return envelope("dlcheck", files, summary, **rest)
 
 
 def _items(value: Sequence[str] | str | os.PathLike[str]) -> list[str]:

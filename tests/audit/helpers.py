@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import shutil
 from pathlib import Path
 
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 # The packages of the fixture site-packages: name, version, {installed path: file in native_tests/audit/build}.
 PACKAGES = {
@@ -53,7 +53,7 @@ def site_packages(root: Path, build: Path) -> Path:
 def audit_json(*args: str) -> tuple[int, dict]:
     proc = run_cli("audit", "--json", *args)
     assert proc.returncode in (0, 1), proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+    return proc.returncode, cli_json(proc.stdout)
 
 
 def by_symbol(doc: dict) -> dict[str, dict]:

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 from audit.helpers import INSTANCES, NAME, SLOTS, audit_json, by_symbol, install
 
@@ -17,7 +18,7 @@ from audit.helpers import INSTANCES, NAME, SLOTS, audit_json, by_symbol, install
 def test_json_document(site: Path) -> None:
     status, doc = audit_json(str(site))
     assert status == 1
-    assert set(doc) == {"collisions", "pinned", "errors", "warnings", "summary"}
+    assert set(doc) == {"schema", "files", "collisions", "pinned", "errors", "warnings", "summary"}
     c = by_symbol(doc)[SLOTS]
     assert set(c) == {"symbol", "demangled", "definitions", "referenced_by", "differs", "cross_package"}
     assert c["demangled"] == "Registry<int>::slots"
@@ -135,7 +136,7 @@ def test_bad_input_is_one_line_and_exit_2(site: Path, tmp_path: Path) -> None:
     proc = run_cli("audit", "--json", str(site))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"elfpatch: error: {bad}: ")
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert [e["path"] for e in doc["errors"]] == [str(bad)] and doc["summary"]["errors"] == 1
     assert len(doc["collisions"]) == 3, "the rest of the tree is still audited"
     assert bad.read_bytes() == before

@@ -9,6 +9,8 @@ import sys
 import tracemalloc
 from pathlib import Path
 
+from jsonschema_check import cli_json
+
 import elfpatch
 from audit.helpers import install
 from elfpatch.packages import Owners, Package
@@ -37,11 +39,11 @@ def test_fifo_record_never_blocks(site: Path) -> None:
     assert proc.returncode in (0, 1), proc.stderr
     assert f"{info / 'RECORD'}: not a regular file" in proc.stderr
     assert f"{site / 'conda-meta' / 'fifo-1.0-0.json'}: not a regular file" in proc.stderr
-    owners = {Path(p["path"]).name: p["package"] for p in json.loads(proc.stdout)["pinned"]}
+    owners = {Path(p["path"]).name: p["package"] for p in cli_json(proc.stdout)["pinned"]}
     assert owners["_a.so"] is None and owners["_b.so"] == {"name": "pkgb", "version": "2.0"}
     proc = cli("unique", "--check", "--json", str(site))
     assert proc.returncode == 1, proc.stderr
-    files = {Path(f["path"]).name: f for f in json.loads(proc.stdout)["files"]}
+    files = {Path(f["path"]).name: f for f in cli_json(proc.stdout)["files"]}
     assert any("RECORD: not a regular file" in w for w in files["_a.so"]["warnings"])
     assert files["_c.so"]["package"] == {"name": "pkgc", "version": "1.0"}
 
@@ -86,13 +88,16 @@ def test_deep_conda_record_is_a_warning_not_an_internal_error(site: Path) -> Non
     assert by_name["_a.so"].package == Package("pkga", "1.0"), "the dist-info RECORD still wins"
     assert any(f"{deep}: nested too deeply" in w for w in by_name["_a.so"].warnings)
     proc = cli("audit", "--json", str(site))
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert proc.returncode == 1 and doc["summary"]["files"] == 4
     assert f"{deep}: nested too deeply" in proc.stderr
     assert {Path(w["path"]).name for w in doc["warnings"] if f"{deep}: nested too deeply" in w["warning"]} == {
         "_a.so", "_b.so", "libcore.so", "_c.so"}, "each file the record could have named carries the warning"
+    assert {Path(f["path"]).name for f in doc["files"] if any(f"{deep}: nested too deeply" in w
+                                                              for w in f["warnings"])} == {
+        "_a.so", "_b.so", "libcore.so", "_c.so"}, "and in its own entry of files, as every command has it"
     proc = cli("unique", "--check", "--json", str(site))
-    assert proc.returncode == 1 and len(json.loads(proc.stdout)["files"]) == 4
+    assert proc.returncode == 1 and len(cli_json(proc.stdout)["files"]) == 4
 
 
 def test_conda_record_keeps_only_what_it_needs(tmp_path: Path) -> None:

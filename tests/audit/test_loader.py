@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import check_document
 
 from audit.helpers import INSTANCES, NAME, PACKAGES, SLOTS, audit_json, by_symbol
 from elfpatch.harness.dlcheck import dlcheck
@@ -30,7 +31,7 @@ def cross_package_bindings(site: Path, order: list[str]) -> list[tuple[str, str,
     """(symbol, referring file, file bound to), relative to the site, for every binding from one package's
     library into another's that LD_DEBUG=bindings shows when ``order`` is loaded RTLD_LOCAL."""
     ids = _file_ids(site)
-    doc = dlcheck([str(site / m) for m in order])
+    doc = check_document(dlcheck([str(site / m) for m in order]))
     assert all(f["loaded"] for f in doc["files"]), doc["files"]
 
     def who(name: str) -> tuple[str, str] | None:

@@ -2,7 +2,6 @@
 libraries compiled on the spot for the cases no fixture covers (a crash, a self-pinning library)."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 from conftest import NATIVE, require_tool, run_cli
+from jsonschema_check import cli_json
 
 # The unique/ fixtures that `elfpatch unique` gets to patch (libuser.so has no unique symbol of its own).
 UNIQUE_LIBS = ("libholder_v1.so", "libholder_v2.so", "libplugin.so", "libnodelete.so", "libtls.so")
@@ -68,4 +68,4 @@ def dlcheck_cli(*paths: Path | str, human: bool = False, options: Sequence[str] 
         assert "Traceback" not in proc.stderr, proc.stderr
     else:
         proc = run_cli(*args)
-    return proc.returncode, (proc.stdout if human else json.loads(proc.stdout)), proc.stderr
+    return proc.returncode, (proc.stdout if human else cli_json(proc.stdout)), proc.stderr

@@ -8,6 +8,7 @@ from typing import Callable
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import check_document
 
 from elfpatch.harness.dlcheck import dlcheck, exit_status
 from elfpatch.harness.elffacts import object_facts
@@ -26,7 +27,7 @@ def test_json_document_has_the_contract_shape(unique_build: Path) -> None:
     assert rc == 1 and err == ""
     assert set(doc) >= {"files", "cross_bindings"}
     for f in doc["files"]:
-        assert set(f) == {"path", "loaded", "error", "unloads", "blockers"}
+        assert set(f) == {"path", "status", "loaded", "error", "unloads", "blockers", "warnings"}
         for b in f["blockers"]:
             assert {"kind", "detail", "symbols"} <= set(b)
     for c in doc["cross_bindings"]:
@@ -143,7 +144,7 @@ def test_unknown(build_lib: Callable[..., Path]) -> None:
 
 def test_preloaded() -> None:
     libc = next(p for p in Path("/proc/self/maps").read_text().split() if "/libc.so.6" in p)
-    doc = dlcheck([libc])
+    doc = check_document(dlcheck([libc]))
     assert kinds(doc["files"][0]) == ["preloaded"]
     assert exit_status(doc) == 1
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import check_document
 
 from harness.conftest import dlcheck_cli
 
@@ -80,6 +81,6 @@ def test_the_api_takes_one_string_as_one_item(dl_build: Path) -> None:
     """A string where a list is meant is one path or glob, never a list of its characters."""
     from elfpatch.harness.dlcheck import dlcheck, exit_status
 
-    doc = dlcheck(str(dl_build / "libext.so"), allow_resident="libbundled*")
+    doc = check_document(dlcheck(str(dl_build / "libext.so"), allow_resident="libbundled*"))
     assert [f["path"] for f in doc["files"]] == [str(dl_build / "libext.so")]
     assert bundled_entry(doc)["allowed"] == "libbundled*" and exit_status(doc) == 0

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jsonschema_check import check_document
 
 from elfpatch.harness import Session, lddebug
 from elfpatch.harness.dlcheck import dlcheck
@@ -104,6 +105,6 @@ def test_scopes_lost_to_the_budget_never_make_a_binding_out_of_scope(monkeypatch
 
 def test_dlcheck_reports_a_cut_log_as_a_warning(dl_build: Path, monkeypatch) -> None:
     monkeypatch.setattr(lddebug, "KEEP_BYTES", 4096)
-    doc = dlcheck([str(dl_build / "libmid.so")])
+    doc = check_document(dlcheck([str(dl_build / "libmid.so")]))
     assert doc["files"][0]["unloads"] is True
     assert doc["warnings"] and "too large to keep whole" in doc["warnings"][0]

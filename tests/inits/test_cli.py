@@ -1,10 +1,10 @@
 """The `elfpatch inits` command line: the JSON contract, the text table, the --max gate, errors."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 import elfpatch
 from inits.helpers import variant_dir
@@ -25,11 +25,12 @@ def test_json_contract_of_lld_legacy_kinds(init_build: Path) -> None:
 def _check_contract(counts: dict[str, int]) -> None:
     """The document for these paths, with their static initializer counts."""
     paths = list(counts)
-    doc = json.loads(run_cli("inits", "--json", *paths, check=True).stdout)
-    assert set(doc) == {"files", "summary"}
+    doc = cli_json(run_cli("inits", "--json", *paths, check=True).stdout)
+    assert set(doc) == {"schema", "files", "summary"}
     assert [f["path"] for f in doc["files"]] == paths
     for f in doc["files"]:
-        assert set(f) == {"path", "init", "fini", "warnings"}
+        assert set(f) == {"path", "status", "error", "init", "fini", "warnings"}
+        assert f["status"] == "listed" and f["error"] is None
         for e in f["init"] + f["fini"]:
             assert set(e) == ENTRY_KEYS
             assert e["kind"] in KINDS
@@ -41,8 +42,9 @@ def _check_contract(counts: dict[str, int]) -> None:
 
 def test_api_matches_cli(init_build: Path) -> None:
     path = str(init_build / "relr" / "chain_main")
-    doc = json.loads(run_cli("inits", "--json", path, check=True).stdout)
-    assert elfpatch.list_initializers(path) == doc["files"][0]
+    entry = cli_json(run_cli("inits", "--json", path, check=True).stdout)["files"][0]
+    assert (entry.pop("status"), entry.pop("error")) == ("listed", None)  # the envelope's, not the listing's
+    assert elfpatch.list_initializers(path) == entry
 
 
 def test_text_table_in_execution_order(init_build: Path) -> None:
@@ -62,7 +64,7 @@ def test_max_gate(init_build: Path) -> None:
     assert run_cli("inits", "--max", "6", prio).returncode == 0
     over = run_cli("inits", "--max", "5", prio, "--json")
     assert over.returncode == 1
-    assert json.loads(over.stdout)["summary"]["over_max"] == [prio]
+    assert cli_json(over.stdout)["summary"]["over_max"] == [prio]
     both = run_cli("inits", "--max", "2", base, prio)
     assert both.returncode == 1 and "(max 2, over)" in both.stdout
     assert run_cli("inits", "--max", "0", str(init_build / "gnu" / "siof_ab")).returncode == 1
@@ -85,8 +87,13 @@ def test_errors_one_line_each_others_still_listed(init_build: Path, tmp_path: Pa
     assert len(errors) == 4 and all(line.startswith("elfpatch: error: ") for line in errors)
     assert errors[1] == f"elfpatch: error: {text}: not an ELF file"
     assert "relocatable" in errors[3] or "object file" in errors[3]
-    doc = json.loads(proc.stdout)
-    assert [f["path"] for f in doc["files"]] == [good] and doc["summary"]["errors"] == 4
+    doc = cli_json(proc.stdout)
+    paths = [str(tmp_path / "missing"), good, str(text), str(tmp_path), str(init_build / "gnu" / "prio.o")]
+    assert [f["path"] for f in doc["files"]] == paths, "a file that fails stays in files"
+    assert [f["status"] for f in doc["files"]] == ["error", "listed", "error", "error", "error"]
+    assert doc["files"][2]["error"] == "not an ELF file" and "init" not in doc["files"][2]
+    assert doc["summary"]["files"] == 5 and doc["summary"]["errors"] == 4
+    assert list(doc["summary"]["static_initializers"]) == [good], "only a listed file is counted"
 
 
 def test_error_beats_the_gate(init_build: Path, tmp_path: Path) -> None:
@@ -111,8 +118,8 @@ def test_deps_text(init_build: Path) -> None:
 
 def test_deps_json_shape(init_build: Path) -> None:
     path = str(init_build / "gnu" / "chain_main")
-    doc = json.loads(run_cli("inits", "--deps", "--json", path, check=True).stdout)
-    assert set(doc) == {"files", "loads", "summary"}
+    doc = cli_json(run_cli("inits", "--deps", "--json", path, check=True).stdout)
+    assert set(doc) == {"schema", "files", "loads", "summary"}
     (load,) = doc["loads"]
     assert set(load) == {"path", "main_program", "initfirst", "objects", "missing", "init_order",
                          "fini_order", "init", "fini"}

@@ -4,12 +4,12 @@ powerpc64 with DT_RELR (64-bit big-endian RELR), s390x (big-endian); and a 32-bi
 that nothing here can run, checked against pyelftools."""
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import require_tool, run_cli
+from jsonschema_check import cli_json
 
 from elfpatch.inits import list_initializers
 from inits.helpers import (
@@ -46,7 +46,7 @@ def test_chain_deps(init_cross_build: Path, variant: str) -> None:
     build, prefix = cross_variant(init_cross_build, variant)
     program = build / "chain_main"
     trace = run_trace(program, prefix)
-    load = json.loads(run_cli("inits", "--deps", "--json", str(program), check=True).stdout)["loads"][0]
+    load = cli_json(run_cli("inits", "--deps", "--json", str(program), check=True).stdout)["loads"][0]
     ours = [e for e in load["init"] if Path(e["object"]).name in CHAIN]
     assert [token(e) for e in user_entries(ours, INIT_KINDS)] == trace.of("preinit", "init")
     ours_fini = [e for e in load["fini"] if Path(e["object"]).name in CHAIN]
@@ -59,7 +59,7 @@ def test_chain_deps(init_cross_build: Path, variant: str) -> None:
 def test_dlopen(init_cross_build: Path, variant: str) -> None:
     build, prefix = cross_variant(init_cross_build, variant)
     trace = run_trace(build / "chain_dlopen", prefix)
-    load = json.loads(run_cli("inits", "--deps", "--json", str(build / "libchain_mid.so"), check=True).stdout)
+    load = cli_json(run_cli("inits", "--deps", "--json", str(build / "libchain_mid.so"), check=True).stdout)
     ours = [e for e in load["loads"][0]["init"] if Path(e["object"]).name in CHAIN]
     assert [token(e) for e in user_entries(ours, INIT_KINDS)] == \
         trace.of("init", events=trace.between("dlopen-begin", "dlopen-end"))

@@ -1,11 +1,11 @@
 """`inits --json`: every warning printed about a file is in that file's `warnings` list as well."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 from conftest import run_cli
+from jsonschema_check import cli_json
 from unique.lies import shdrs_past_eof
 
 
@@ -17,7 +17,7 @@ def test_inits_warnings_are_in_the_json(init_build: Path, tmp_path: Path) -> Non
     path.write_bytes(shdrs_past_eof(path.read_bytes()))
     proc = run_cli("inits", "--json", str(path), str(init_build / "gnu" / "prio"))
     assert proc.returncode == 0, proc.stderr
-    lied, honest = json.loads(proc.stdout)["files"]
+    lied, honest = cli_json(proc.stdout)["files"]
     printed = [line.split(f"{path}: ", 1)[1] for line in proc.stderr.splitlines()]
     assert lied["warnings"] and lied["warnings"] == printed, (lied["warnings"], proc.stderr)
     assert honest["warnings"] == []

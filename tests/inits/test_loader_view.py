@@ -3,12 +3,12 @@ do not stop it while PT_DYNAMIC is complete. The lied programs run, and their tr
 the relocated slots) must equal the listing."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import cli_json
 from unique.lies import (
     dynamic_offset,
     dynamic_offset_with_sections,
@@ -43,7 +43,7 @@ def test_listing_matches_what_the_loader_runs(init_build: Path, tmp_path: Path, 
             assert [token(e) for e in user_entries(listing["fini"], FINI_KINDS)] == trace.of("fini")
     proc = run_cli("inits", "--json", str(path))
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["files"][0]["init"]
+    assert cli_json(proc.stdout)["files"][0]["init"]
     assert proc.stderr.startswith(f"elfpatch: warning: {path}: "), "what could not be read is said"
 
 

@@ -2,7 +2,6 @@
 bad input, and capstone loaded only by these flags."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_tool, run_cli
+from jsonschema_check import cli_json
 
 OBJ_KEYS = {"address", "symbol", "demangled", "section"}
 
@@ -23,7 +23,7 @@ def gcc_build(siof_build: Path) -> Path:
 def _file(*args: str) -> dict:
     proc = run_cli("inits", "--json", *args)
     assert proc.returncode in (0, 1), proc.stderr
-    return json.loads(proc.stdout)
+    return cli_json(proc.stdout)
 
 
 def test_json_contract(gcc_build: Path) -> None:
@@ -103,7 +103,7 @@ def test_max_dtors(gcc_build: Path) -> None:
     n = len(_file("--dtors", exe)["files"][0]["exit_time_destructors"])
     assert run_cli("inits", "--max-dtors", str(n), exe).returncode == 0
     proc = run_cli("inits", "--max-dtors", str(n - 1), "--json", exe)
-    assert proc.returncode == 1 and json.loads(proc.stdout)["summary"]["over_max_dtors"] == [exe]
+    assert proc.returncode == 1 and cli_json(proc.stdout)["summary"]["over_max_dtors"] == [exe]
 
 
 def test_bad_input_is_one_line_and_status_2(tmp_path: Path) -> None:

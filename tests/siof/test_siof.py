@@ -2,7 +2,6 @@
 checker on the same sources linked in the same order (native_tests/siof/siof.mk)."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_tool, run_cli
+from jsonschema_check import cli_json
 
 # program -> (before-construction objects, order-dependent objects), by symbol, from the sources.
 EXPECTED = {
@@ -47,7 +47,7 @@ ASAN_BLIND = {"overwrite", "ctorn", "loop_store", "loop_callee", "placement"}
 
 
 def _analysis(path: Path) -> dict:
-    doc = json.loads(run_cli("inits", "--siof", "--json", str(path), check=True).stdout)
+    doc = cli_json(run_cli("inits", "--siof", "--json", str(path), check=True).stdout)
     return doc["files"][0]
 
 

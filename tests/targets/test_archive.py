@@ -2,7 +2,6 @@
 and the loader."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import cli_json
 from unique.helpers import run_driver
 
 from targets.helpers import (
@@ -58,7 +58,7 @@ def test_gnu_archive_is_patched_within_its_bytes(tmp_path: Path, objs: dict[str,
     assert b"//              " in before and len(nm_unique(lib)) == 2, "a long-name table and 2 unique symbols"
     assert run_cli("unique", "--check", str(lib)).returncode == 1
 
-    doc = json.loads(run_cli("unique", "--json", str(lib), check=True).stdout)
+    doc = cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)
     rows = {f["member"]: f for f in doc["files"]}
     assert set(rows) == {LONG, "plain.o"}, "the text member and the index are not ELF members"
     assert all(f["path"] == str(lib) for f in doc["files"])
@@ -72,7 +72,7 @@ def test_gnu_archive_is_patched_within_its_bytes(tmp_path: Path, objs: dict[str,
     assert ar_members(lib) == members and ar_index(lib) == index
     assert nm_unique(lib) == []
     assert run_cli("unique", "--check", str(lib)).returncode == 0
-    assert json.loads(run_cli("unique", "--json", str(lib), check=True).stdout)["summary"]["patched"] == 0
+    assert cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)["summary"]["patched"] == 0
 
 
 def test_library_linked_from_patched_archives_unloads(tmp_path: Path, objs: dict[str, Path],
@@ -116,7 +116,7 @@ def test_llvm_bsd_archive(tmp_path: Path, objs: dict[str, Path], llvm_ar: str) -
     subprocess.run([llvm_ar, "--format=bsd", "rcs", str(lib), str(member), str(tmp_path / "p.o")], check=True)
     assert lib.read_bytes()[8:11] == b"#1/"
     index = subprocess.run([llvm_ar, "t", str(lib)], capture_output=True, text=True, check=True).stdout
-    doc = json.loads(run_cli("unique", "--json", str(lib), check=True).stdout)
+    doc = cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)
     assert [f["member"] for f in doc["files"]] == [member.name, "p.o"]
     assert doc["summary"]["patched"] == 2 and nm_unique(lib) == []
     assert subprocess.run([llvm_ar, "t", str(lib)], capture_output=True, text=True).stdout == index
@@ -130,7 +130,7 @@ def test_hand_built_bsd_archive(tmp_path: Path, objs: dict[str, Path]) -> None:
     lib = bsd_archive(tmp_path / "libbsd.a", [("a_rather_long_bsd_name.o", objs["v1"].read_bytes()),
                                               ("short.o", objs["plain"].read_bytes())])
     before = lib.read_bytes()
-    doc = json.loads(run_cli("unique", "--json", str(lib), check=True).stdout)
+    doc = cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)
     assert [f["member"] for f in doc["files"]] == ["a_rather_long_bsd_name.o", "short.o"]
     assert doc["summary"]["patched"] == 2 and nm_unique(lib) == []
     after = lib.read_bytes()
@@ -150,7 +150,7 @@ def test_thin_archive_patches_the_files_it_names(tmp_path: Path, objs: dict[str,
     assert lib.read_bytes().startswith(b"!<thin>\n") and len(ar_members(lib)) == 3
     before = lib.read_bytes()
     assert run_cli("unique", "--check", str(lib)).returncode == 1
-    doc = json.loads(run_cli("unique", "--json", str(lib), check=True).stdout)
+    doc = cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)
     assert [(f["member"], f["status"]) for f in doc["files"]] == [(f"objs/{LONG}", "patched"),
                                                                   ("objs/plain.o", "unchanged")]
     assert lib.read_bytes() == before and nm_unique(Path(obj)) == [] and Path(plain).read_bytes() == \
@@ -201,6 +201,6 @@ def test_archive_of_an_object_with_symbol_filter(tmp_path: Path) -> None:
     obj = compile_holder(tmp_path / "holder.o", 1)
     lib = tmp_path / "libf.a"
     subprocess.run(["ar", "rcs", str(lib), str(obj)], check=True)
-    doc = json.loads(run_cli("unique", "--json", "--symbol", "Holder<*>::*", str(lib), check=True).stdout)
+    doc = cli_json(run_cli("unique", "--json", "--symbol", "Holder<*>::*", str(lib), check=True).stdout)
     assert doc["files"][0]["kept"] == 1 and doc["summary"]["patched"] == 1
     assert [line.split()[-1] for line in nm_unique(lib)] == ["_ZZ7countervE1c"]

@@ -2,12 +2,12 @@
 matches nothing, -o into a directory that does not exist, and warnings a JSON reader must see. Nothing silent."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 from targets.helpers import build_wheel, readelf_unique, tree_state, wheel_files
 
@@ -47,7 +47,7 @@ def test_an_exclude_glob_that_matches_nothing_is_warned(unique_build: Path, tmp_
     _lib(unique_build, torch / "test", "test_holder.so")
     _lib(unique_build, torch / "lib", "libholder.so")
     proc = run_cli("unique", "--check", "--json", "--exclude", "*/test/*", str(torch))
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert len(doc["files"]) == 2, "excluded nothing"
     warning = "--exclude: '*/test/*' matched nothing"
     assert f"elfpatch: warning: {warning}" in proc.stderr
@@ -55,7 +55,7 @@ def test_an_exclude_glob_that_matches_nothing_is_warned(unique_build: Path, tmp_
     assert "'test/*'" in proc.stderr, "the glob that would match is suggested"
     for glob, root in (("test/*", torch), ("*/test/*", site)):  # the recipe's globs, each on its root
         proc = run_cli("unique", "--check", "--json", "--exclude", glob, str(root))
-        doc = json.loads(proc.stdout)
+        doc = cli_json(proc.stdout)
         assert [os.path.basename(f["path"]) for f in doc["files"]] == ["libholder.so"], glob
         assert "warning" not in proc.stderr and doc["warnings"] == [], proc.stderr
 
@@ -92,13 +92,13 @@ def test_every_warning_is_in_the_json(unique_build: Path, tmp_path: Path) -> Non
     os.link(lib, tmp_path / "other-name.so")
     proc = run_cli("unique", "--json", str(lib))
     assert proc.returncode == 0, proc.stderr
-    (entry,) = json.loads(proc.stdout)["files"]
+    (entry,) = cli_json(proc.stdout)["files"]
     assert entry["status"] == "patched"
     assert len(entry["warnings"]) == 1 and "hard link" in entry["warnings"][0], entry
     assert f"elfpatch: warning: {lib}: {entry['warnings'][0]}" in proc.stderr.splitlines()
     tree = tmp_path / "tree"
     inner = _lib(unique_build, tree)
     os.link(inner, tmp_path / "outside.so")
-    doc = json.loads(run_cli("unique", "--json", str(tree)).stdout)
+    doc = cli_json(run_cli("unique", "--json", str(tree)).stdout)
     (entry,) = doc["files"]
     assert [w for w in entry["warnings"] if "hard link" in w], entry

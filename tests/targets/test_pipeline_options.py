@@ -2,7 +2,6 @@
 -o of a wheel with nothing to patch, and `package` in the JSON entries."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 from elfpatch.harness.dlcheck import dlcheck
 from targets.helpers import WHEEL_NAME, build_wheel, readelf_unique, tree_state, wheel_files
@@ -45,7 +45,7 @@ def test_output_dir_writes_each_input_under_its_own_name(inputs: dict[str, Path]
     (tmp_path / "member.so").write_bytes(patched)
     assert readelf_unique(tmp_path / "member.so") == 0
     assert (out / "libuser.so").read_bytes() == inputs["plain"].read_bytes(), "nothing to patch: a copy"
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert doc["summary"]["patched"] == 10  # 4 in the library, 2 in the archive's object, 4 in the wheel
     assert {f["path"] for f in doc["files"]} == {str(p) for p in inputs.values()}
 
@@ -94,7 +94,7 @@ def test_exclude_in_trees_wheels_and_archives(inputs: dict[str, Path], unique_bu
     before = tree_state(root)
     proc = run_cli("unique", "--json", "--exclude", "tests/*", "--exclude", "libholder.a", str(root))
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert sorted(os.path.relpath(f["path"], root) for f in doc["files"]) == [WHEEL_NAME, "libholder_v1.so",
                                                                               "libuser.so"]
     assert doc["summary"]["skipped"] == 2
@@ -102,12 +102,12 @@ def test_exclude_in_trees_wheels_and_archives(inputs: dict[str, Path], unique_bu
     for name in ("tests/test_holder.so", "libholder.a"):
         assert after[str(root / name)] == before[str(root / name)], name
     # A glob without / matches a file's own name anywhere; member names are matched too.
-    doc = json.loads(run_cli("unique", "--json", "--check", "--exclude", "test_*.so", "--exclude", "*.o",
+    doc = cli_json(run_cli("unique", "--json", "--check", "--exclude", "test_*.so", "--exclude", "*.o",
                              "--exclude", "holderpkg/lib*", str(root)).stdout)
     names = sorted(f"{os.path.relpath(f['path'], root)}[{f.get('member')}]" for f in doc["files"])
     assert names == [f"{WHEEL_NAME}[None]", "libholder.a[None]", "libholder_v1.so[None]", "libuser.so[None]"]
     # A PATH named on the command line is matched as given.
-    doc = json.loads(run_cli("unique", "--json", "--check", "--exclude", "*.so", str(inputs["lib"]),
+    doc = cli_json(run_cli("unique", "--json", "--check", "--exclude", "*.so", str(inputs["lib"]),
                              str(inputs["archive"])).stdout)
     assert [f["path"] for f in doc["files"]] == [str(inputs["archive"])] and doc["summary"]["skipped"] == 1
 
@@ -116,7 +116,7 @@ def test_keep_is_the_complement_of_symbol(inputs: dict[str, Path]) -> None:
     lib = str(inputs["lib"])
 
     def rows(*args: str) -> tuple[set[tuple[str, int]], int]:
-        (entry,) = json.loads(run_cli("unique", "-n", "--json", *args, lib).stdout)["files"]
+        (entry,) = cli_json(run_cli("unique", "-n", "--json", *args, lib).stdout)["files"]
         return {(s["table"], s["index"]) for s in entry["symbols"]}, entry["kept"]
 
     everything, _ = rows()
@@ -152,7 +152,7 @@ def test_tree_text_lists_findings_only_unless_verbose(inputs: dict[str, Path]) -
     assert quiet.stdout.endswith(", 1 other\n")
     # A file named on the command line is always listed; JSON always lists everything.
     assert "no unique symbols" in run_cli("unique", "--check", str(inputs["plain"])).stdout
-    doc = json.loads(run_cli("unique", "--check", "--json", "-q", str(root)).stdout)
+    doc = cli_json(run_cli("unique", "--check", "--json", "-q", str(root)).stdout)
     assert str(inputs["plain"]) in {f["path"] for f in doc["files"]}
     assert doc["summary"]["other"] == 1
 
@@ -166,7 +166,7 @@ def test_json_entries_carry_their_package(inputs: dict[str, Path], unique_build:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: holder-pkg\nVersion: 1.0\n")
     (info / "RECORD").write_text("holderpkg/libholder.so,,\nholder_pkg-1.0.dist-info/RECORD,,\n")
     shutil.copy(unique_build / "libholder_v2.so", site / "stray.so")  # no package owns it
-    doc = json.loads(run_cli("unique", "-n", "--json", str(site), str(inputs["wheel"])).stdout)
+    doc = cli_json(run_cli("unique", "-n", "--json", str(site), str(inputs["wheel"])).stdout)
     packages = {(os.path.basename(f["path"]), f.get("member")): f["package"] for f in doc["files"]}
     assert packages == {("libholder.so", None): {"name": "holder-pkg", "version": "1.0"},
                         ("stray.so", None): None,

@@ -2,7 +2,6 @@
 the process pool, the progress bar, and the loader's verdict on the patched libraries."""
 from __future__ import annotations
 
-import json
 import os
 import pty
 import shutil
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import cli_json
 from unique.helpers import run_driver
 
 from targets.helpers import build_wheel, nm_unique, readelf_unique, tree_state, wheel_files
@@ -64,7 +64,7 @@ def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_pa
 
     check = run_cli("unique", "--check", "--json", str(stage))
     assert check.returncode == 1 and check.stderr == ""
-    doc = json.loads(check.stdout)
+    doc = cli_json(check.stdout)
     paths = [f["path"] for f in doc["files"]]
     assert paths == sorted(paths), "sorted order"
     assert sorted({os.path.relpath(p, stage) for p in paths}) == TARGETS
@@ -75,7 +75,7 @@ def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_pa
     assert tree_state(stage) == state, "--check writes nothing"
 
     proc = run_cli("unique", "--json", str(stage), check=True)
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert {os.path.relpath(f["path"], stage) for f in doc["files"] if f["status"] == "patched"} == \
         set(TARGETS) - {"obj/plain.o"}
     assert run_cli("unique", "--check", str(stage)).returncode == 0
@@ -138,7 +138,7 @@ def test_hard_links_survive(unique_build: Path, tmp_path: Path) -> None:
     original = first.read_bytes()
 
     proc = run_cli("unique", "--json", str(root), check=True)
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert [f["path"] for f in doc["files"]] == [str(first)], "one inode, processed once, under its first name"
     assert "1 other name(s) keep the unpatched file" in proc.stderr, "the name outside the tree is warned about"
     names = [first, root / "b" / "alias.so", root / "z_alias.so"]
@@ -178,7 +178,7 @@ def test_large_tree_uses_the_pool_keeps_order_and_reports_errors(unique_build: P
     assert proc.returncode == 2
     assert [line.split(":")[0] for line in proc.stderr.splitlines()] == ["elfpatch"]
     assert f"elfpatch: error: {broken}: " in proc.stderr
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     paths = [f["path"] for f in doc["files"]]
     assert len(paths) == 41 and paths == sorted(paths)
     assert doc["summary"]["patched"] == 160 and doc["summary"]["errors"] == 1
@@ -194,7 +194,7 @@ def test_thin_archive_in_a_tree(objs: dict[str, Path], tmp_path: Path) -> None:
     shutil.copy(objs["v2"], tmp_path / "out.o")
     subprocess.run(["ar", "rcsT", "tree/libthin.a", "tree/obj/in.o", "out.o"], check=True, cwd=tmp_path)
     out_before = (tmp_path / "out.o").read_bytes()
-    doc = json.loads(run_cli("unique", "--json", str(root), check=True).stdout)
+    doc = cli_json(run_cli("unique", "--json", str(root), check=True).stdout)
     rows = [(os.path.basename(f["path"]), f.get("member"), f["status"]) for f in doc["files"]]
     assert rows == [("libthin.a", "../out.o", "skipped"), ("in.o", None, "patched")]
     assert "outside the tree" in doc["files"][0]["reason"]

@@ -2,7 +2,6 @@
 by zipfile, `wheel unpack`, pip and the loader."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import cli_json
 from unique.helpers import run_driver
 
 import elfpatch
@@ -50,7 +50,7 @@ def test_wheel_patch(unique_build: Path, tmp_path: Path) -> None:
 
     proc = run_cli("unique", "--json", str(whl), check=True)
     assert f"removed {DIST}/RECORD.jws: the signature no longer matches" in proc.stderr
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert [(f["path"], f["member"], f["status"]) for f in doc["files"]] == [(str(whl), SO, "patched")]
     assert doc["summary"]["patched"] == 4
 
@@ -209,7 +209,7 @@ def test_wheel_output_dry_run_check_and_inplace(unique_build: Path, tmp_path: Pa
     before = whl.read_bytes()
     proc = run_cli("unique", "-n", "--json", str(whl))
     assert proc.returncode == 0 and whl.read_bytes() == before
-    assert json.loads(proc.stdout)["files"][0]["status"] == "would-patch"
+    assert cli_json(proc.stdout)["files"][0]["status"] == "would-patch"
     out = tmp_path / "out" / whl.name
     out.parent.mkdir()
     run_cli("unique", "-o", str(out), str(whl), check=True)
@@ -225,7 +225,7 @@ def test_wheel_output_dry_run_check_and_inplace(unique_build: Path, tmp_path: Pa
 def test_wheel_without_elf_or_record(tmp_path: Path, unique_build: Path) -> None:
     pure = build_wheel(tmp_path, {"pkg/__init__.py": b"", f"{DIST}/METADATA": b"Name: x\n"})
     before = pure.read_bytes()
-    doc = json.loads(run_cli("unique", "--json", str(pure), check=True).stdout)
+    doc = cli_json(run_cli("unique", "--json", str(pure), check=True).stdout)
     assert [f["status"] for f in doc["files"]] == ["unchanged"] and pure.read_bytes() == before
     d = tmp_path / "norecord"
     d.mkdir()

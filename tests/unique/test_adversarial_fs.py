@@ -4,7 +4,6 @@ nobody (the package copied where nobody can reach it, tests/unique/adversary.py)
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import struct
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from jsonschema_check import cli_json
 from targets.helpers import DIST, build_wheel, wheel_files
 
 from unique.adversary import NOBODY, USERS, arena, give, need_user, one_error_line, run, start, temps_in
@@ -194,7 +194,7 @@ def test_failed_relink_is_reported_as_it_is(user: str, box: Path, original: byte
         (box / "ro").chmod(0o755)
     proc = run(user, "unique", "--json", str(box))
     assert proc.returncode == 2, proc.stderr
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     status = {Path(f["path"]).relative_to(box).as_posix(): f["status"] for f in doc["files"]}
     assert status == {"a/lib.so": "patched", "ro/lib.so": "error"}, doc
     assert doc["summary"]["patched"] > 0
@@ -233,7 +233,7 @@ def test_relink_through_a_bind_mount_is_reported_as_it_is(user: str, where: str,
             pytest.skip("cannot bind-mount here")
         try:
             proc = run(user, "unique", "--json", str(box))
-            doc = json.loads(proc.stdout)
+            doc = cli_json(proc.stdout)
             status = {Path(f["path"]).relative_to(box).as_posix(): f["status"] for f in doc["files"]}
             assert status["a/lib.so"] == "patched" and doc["summary"]["patched"] > 0, doc
             if where == "outside":
@@ -299,17 +299,17 @@ def test_wheel_record_that_is_elf_is_not_reported_patched(user: str, member: str
     before = whl.read_bytes()
     proc = run(user, "unique", "--check", "--json", str(whl))
     assert proc.returncode == 1, proc.stderr
-    by_member = {f["member"]: f for f in json.loads(proc.stdout)["files"]}
+    by_member = {f["member"]: f for f in cli_json(proc.stdout)["files"]}
     assert by_member[f"{DIST}/{member}"]["status"] == "skipped" and "RECORD" in by_member[f"{DIST}/{member}"]["reason"]
     assert by_member["holderpkg/libholder.so"]["status"] == "found"
     proc = run(user, "unique", "--json", str(whl))
     if member == "RECORD":
         one_error_line(proc, whl, "RECORD is not UTF-8")
-        assert "patched" not in {f["status"] for f in json.loads(proc.stdout)["files"]}
+        assert "patched" not in {f["status"] for f in cli_json(proc.stdout)["files"]}
         assert whl.read_bytes() == before
     else:
         assert proc.returncode == 0, proc.stderr
-        by_member = {f["member"]: f for f in json.loads(proc.stdout)["files"]}
+        by_member = {f["member"]: f for f in cli_json(proc.stdout)["files"]}
         assert by_member[f"{DIST}/{member}"]["status"] == "skipped"
         assert by_member["holderpkg/libholder.so"]["status"] == "patched"
         assert run(user, "unique", "--check", str(whl)).returncode == 0

@@ -4,13 +4,13 @@ and as nobody."""
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import stat
 from pathlib import Path
 
 import pytest
+from jsonschema_check import cli_json
 
 from elfpatch.write import TEMP_MARK, TEMP_MARK_VALUE
 from unique.adversary import NOBODY, USERS, arena, give, need_user, one_error_line, run, start, temps_in
@@ -180,7 +180,7 @@ def test_second_run_never_takes_a_live_temp_as_input(user: str, original: bytes,
         assert len(temp) == 1 and temp[0].endswith(".tmp"), temp
         proc = run(user, "unique", "--check", "--json", str(tree))
         assert proc.returncode == 1, proc.stderr
-        doc = json.loads(proc.stdout)
+        doc = cli_json(proc.stdout)
         assert [Path(f["path"]).name for f in doc["files"]] == ["lib.so"], doc
         proc = run(user, "unique", "--lock-timeout", "0.1", str(tree))
         one_error_line(proc, lib, f"held by pid {a.target_pid()}", "lock-timeout")

@@ -7,6 +7,7 @@ from typing import Callable
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 from elfpatch.elfconst import DT_GNU_HASH, DT_HASH, DT_SYMTAB, PT_DYNAMIC
 from elfpatch.elffile import ElfFile
@@ -143,12 +144,11 @@ def test_broken_file_is_rejected(unique_build: Path, tmp_path: Path, name: str) 
 
 @pytest.mark.parametrize("name", sorted(SECTION_VIEW_BROKEN))
 def test_broken_section_view_falls_back_to_the_loaders(unique_build: Path, tmp_path: Path, name: str) -> None:
-    import json
 
     path = broken(unique_build / "libholder_v1.so", tmp_path, name, SECTION_VIEW_BROKEN[name])
     before = path.read_bytes()
     proc = run_cli("unique", "--check", "--json", str(path))
-    entry = json.loads(proc.stdout)["files"][0]
+    entry = cli_json(proc.stdout)["files"][0]
     assert proc.returncode == 1 and proc.stderr == "" and path.read_bytes() == before
     assert entry["warnings"], "what could not be read is reported"
     assert {s["name"] for s in entry["symbols"] if s["table"] == ".dynsym"} == {"_ZN6HolderIiE5valueE",

@@ -1,12 +1,12 @@
 """The `elfpatch unique` command-line contract: modes, JSON document, exit statuses, what changes on disk."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 from elfpatch.elffile import ElfFile
 from unique.helpers import changed_offsets
@@ -23,7 +23,7 @@ def info_offsets(path: Path) -> set[int]:
 def test_json_document(lib: Path) -> None:
     proc = run_cli("unique", "--json", str(lib))
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     (entry,) = doc["files"]
     assert entry["path"] == str(lib) and entry["status"] == "patched"
     assert entry["error"] is None and entry["kept"] == 0
@@ -39,7 +39,7 @@ def test_json_document(lib: Path) -> None:
 
 def test_only_st_info_bytes_change_and_second_run_is_a_no_op(lib: Path) -> None:
     before = lib.read_bytes()
-    doc = json.loads(run_cli("unique", "--json", "--to", "weak", str(lib)).stdout)
+    doc = cli_json(run_cli("unique", "--json", "--to", "weak", str(lib)).stdout)
     after = lib.read_bytes()
     changed = changed_offsets(before, after)
     assert len(changed) == 4 and set(changed) <= info_offsets(lib)
@@ -47,7 +47,7 @@ def test_only_st_info_bytes_change_and_second_run_is_a_no_op(lib: Path) -> None:
         assert after[off] >> 4 == 2 and before[off] >> 4 == 10
         assert after[off] & 0xF == before[off] & 0xF, "the symbol type nibble is kept"
     assert {s["to"] for s in doc["files"][0]["symbols"]} == {"WEAK"}
-    again = json.loads(run_cli("unique", "--json", str(lib)).stdout)
+    again = cli_json(run_cli("unique", "--json", str(lib)).stdout)
     assert again["files"][0]["status"] == "unchanged" and again["summary"]["patched"] == 0
     assert lib.read_bytes() == after
 
@@ -57,12 +57,12 @@ def test_check_and_dry_run_change_nothing(lib: Path) -> None:
     mtime = lib.stat().st_mtime_ns
     check = run_cli("unique", "--check", "--json", str(lib))
     assert check.returncode == 1
-    doc = json.loads(check.stdout)
+    doc = cli_json(check.stdout)
     assert doc["files"][0]["status"] == "found" and doc["summary"] == {
         "files": 1, "unique": 4, "patched": 0, "errors": 0, "skipped": 0, "other": 0}
     dry = run_cli("unique", "-n", "--json", str(lib))
     assert dry.returncode == 0
-    assert json.loads(dry.stdout)["files"][0]["status"] == "would-patch"
+    assert cli_json(dry.stdout)["files"][0]["status"] == "would-patch"
     assert lib.read_bytes() == before and lib.stat().st_mtime_ns == mtime
     run_cli("unique", str(lib), check=True)
     assert run_cli("unique", "--check", str(lib)).returncode == 0
@@ -70,7 +70,7 @@ def test_check_and_dry_run_change_nothing(lib: Path) -> None:
 
 def test_check_with_symbol_filter_counts_only_selected(lib: Path) -> None:
     proc = run_cli("unique", "--check", "--json", "--symbol", "Holder<*>::*", str(lib))
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert proc.returncode == 1
     assert {s["name"] for s in doc["files"][0]["symbols"]} == {"_ZN6HolderIiE5valueE"}
     assert doc["files"][0]["kept"] == 2 and doc["summary"]["unique"] == 2
@@ -129,7 +129,7 @@ def test_errors_are_one_line_and_other_paths_still_run(lib: Path, tmp_path: Path
     lines = proc.stderr.splitlines()
     assert lines == [f"elfpatch: error: {junk}: not an ELF file",
                      f"elfpatch: error: {tmp_path / 'missing.so'}: cannot open: No such file or directory"]
-    doc = json.loads(proc.stdout)
+    doc = cli_json(proc.stdout)
     assert [f["status"] for f in doc["files"]] == ["error", "error", "patched"]
     assert doc["files"][0]["error"] == "not an ELF file"
     assert doc["summary"]["errors"] == 2 and doc["summary"]["patched"] == 4
@@ -163,7 +163,7 @@ def test_names_with_line_breaks_print_as_one_line(lib: Path, tmp_path: Path) -> 
     assert out[0] == "{}: would patch 4 unique symbols".format(str(odd).replace("\n", "\\n"))
     assert sum("_ZN6Hol\\nder\\rIiE\\x1blueE  UNIQUE -> GLOBAL" in line for line in out) == 2
     assert len(out) == 1 + 4 + 1
-    doc = json.loads(run_cli("unique", "-n", "--json", str(odd), check=True).stdout)
+    doc = cli_json(run_cli("unique", "-n", "--json", str(odd), check=True).stdout)
     assert doc["files"][0]["path"] == str(odd)
     assert "_ZN6Hol\nder\rIiE\x1blueE" in {s["name"] for s in doc["files"][0]["symbols"]}
     odd.write_bytes(b"\x7fELF")

@@ -6,13 +6,13 @@ demangled, and a glob that could have matched it warns. The reference is `c++fil
 expansion of std::string and the like: what `nm -C` prints and __cxa_demangle prints)."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 from elfpatch import mangled, symbols
 from elfpatch.symbols import NameFilter
@@ -85,12 +85,12 @@ def test_decltype_static_is_demangled_and_selected(unique_build: Path, tmp_path:
     assert symbols.demangle(COUNTER) == theirs and theirs.startswith("counter<std::")
     proc = run_cli("unique", "--check", "--json", "--symbol", "counter<*", str(lib))
     assert proc.returncode == 1, proc.stderr
-    (row,) = {(s["name"], s["demangled"]) for s in json.loads(proc.stdout)["files"][0]["symbols"]}
+    (row,) = {(s["name"], s["demangled"]) for s in cli_json(proc.stdout)["files"][0]["symbols"]}
     assert row == (COUNTER, theirs)
     before = lib.read_bytes()
     proc = run_cli("unique", "--json", "--keep", "counter<*", str(lib))
     assert proc.returncode == 0, proc.stderr
-    (entry,) = json.loads(proc.stdout)["files"]
+    (entry,) = cli_json(proc.stdout)["files"]
     assert entry["symbols"] == [] and entry["kept"] >= 1 and entry["warnings"] == []
     assert lib.read_bytes() == before
 
@@ -143,7 +143,7 @@ def test_a_name_not_demangled_makes_a_glob_warn(tmp_path: Path) -> None:
     for args, status in ((["--symbol", "f(X<*"], 0), (["--keep", "f(X<*"], 1), ([], 1), (["--symbol", "_Z1f*"], 1)):
         proc = run_cli("unique", "--check", "--json", *args, str(lib))
         assert proc.returncode == status, (args, proc.stderr)
-        warnings = json.loads(proc.stdout)["files"][0]["warnings"]
+        warnings = cli_json(proc.stdout)["files"][0]["warnings"]
         blind = [w for w in warnings if "not demangled" in w]
         if args and args[1] == "f(X<*":
             assert blind and "matched against its mangled name only" in blind[0], (args, warnings)

@@ -4,7 +4,6 @@ limit far above what a linear run needs and far below what the old quadratic or 
 bound is a resource limit, never a wall-clock comparison."""
 from __future__ import annotations
 
-import json
 import os
 import resource
 import subprocess
@@ -15,6 +14,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from jsonschema_check import cli_json
 
 import elfpatch
 from elfpatch import mangled, symbols, zipfmt, zsplice
@@ -306,5 +306,5 @@ def test_check_on_a_library_with_an_exploding_unique_name(tmp_path: Path) -> Non
     assert r.returncode == 1, r.stderr
     assert 0 < rss < 100 << 20, f"peak RSS {rss >> 20} MB"
     assert len(r.stdout) < 16 << 10
-    rows = json.loads(r.stdout)["files"][0]["symbols"]
+    rows = cli_json(r.stdout)["files"][0]["symbols"]
     assert {(row["name"], row["demangled"]) for row in rows} == {(bomb, None)}

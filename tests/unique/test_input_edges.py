@@ -2,12 +2,12 @@
 and `-o OUT` on a file reported `skipped` (OUT must still hold the result)."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
 
 from conftest import run_cli
+from jsonschema_check import cli_json
 
 COFF_OBJ = b"\x64\x86\x01\x00" + bytes(60)  # an IMAGE_FILE_MACHINE_AMD64 COFF header: not ELF
 
@@ -41,7 +41,7 @@ def test_ms_lib_without_elf_members_is_unchanged(tmp_path: Path) -> None:
     for mode in (["--check"], [], ["-n"]):
         proc = run_cli("unique", "--json", *mode, str(lib))
         assert proc.returncode == 0, proc.stderr
-        assert [f["status"] for f in json.loads(proc.stdout)["files"]] == ["unchanged"]
+        assert [f["status"] for f in cli_json(proc.stdout)["files"]] == ["unchanged"]
     assert lib.read_bytes() == before
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -55,7 +55,7 @@ def test_ms_lib_long_names_name_elf_members(unique_build: Path, tmp_path: Path) 
     lib.write_bytes(ms_lib({b"coff_object_with_a_long_name.obj": COFF_OBJ,
                             b"holder_member_with_a_long_name.o": (unique_build / "holder_v1.o").read_bytes()}))
     proc = run_cli("unique", "--json", str(lib), check=True)
-    files = json.loads(proc.stdout)["files"]
+    files = cli_json(proc.stdout)["files"]
     assert [(f["member"], f["status"]) for f in files] == [("holder_member_with_a_long_name.o", "patched")]
     assert " UNIQUE " not in subprocess.run(["readelf", "-sW", str(lib)], capture_output=True, text=True).stdout
 
@@ -71,7 +71,7 @@ def test_output_of_a_skipped_file_holds_the_input(unique_build: Path, tmp_path: 
     out.write_bytes(b"stale output of an earlier run")
     proc = run_cli("unique", "--json", "-o", str(out), str(src))
     assert proc.returncode == 0, proc.stderr
-    assert [f["status"] for f in json.loads(proc.stdout)["files"]] == ["skipped"]
+    assert [f["status"] for f in cli_json(proc.stdout)["files"]] == ["skipped"]
     assert out.read_bytes() == bytes(data) == src.read_bytes()
     assert out.stat().st_mode == src.stat().st_mode
 
@@ -86,7 +86,7 @@ def test_wheel_member_with_lying_headers(unique_build: Path, tmp_path: Path) -> 
     lib.write_bytes(shdrs_past_eof((unique_build / "libholder_v1.so").read_bytes()))
     whl = build_wheel(tmp_path, wheel_files(lib))
     proc = run_cli("unique", "--json", str(whl), check=True)
-    (entry,) = json.loads(proc.stdout)["files"]
+    (entry,) = cli_json(proc.stdout)["files"]
     assert entry["member"] == "holderpkg/libholder.so" and entry["status"] == "patched"
     assert {s["table"] for s in entry["symbols"]} == {".dynsym"} and entry["warnings"]
     assert run_cli("unique", "--check", str(whl)).returncode == 0
@@ -122,7 +122,7 @@ def test_static_executable_with_unusable_section_headers(tmp_path: Path) -> None
     for args in (["--check"], ["--check", "--json"], []):
         proc = run_cli("unique", *args, str(exe))
         assert proc.returncode == 0, proc.stderr
-    doc = json.loads(run_cli("unique", "--check", "--json", str(exe)).stdout)
+    doc = cli_json(run_cli("unique", "--check", "--json", str(exe)).stdout)
     (entry,) = doc["files"]
     assert entry["status"] == "unchanged" and entry["symbols"] == []
     assert any("section headers unusable" in w and "no PT_DYNAMIC" in w for w in entry["warnings"])

@@ -5,7 +5,6 @@ give each its own statics. readelf -D --syms and LIEF judge the reading across E
 orders."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CROSS_ARCHES, require_tool, run_cli
+from jsonschema_check import cli_json
 
 from elfpatch.elfconst import ELFOSABI_GNU, STB_GNU_UNIQUE
 from elfpatch.elffile import ElfFile
@@ -53,7 +53,7 @@ def run_loader(driver: Path, a: Path, b: Path, prefix: tuple[str, ...] = ()) -> 
 
 def check_json(path: Path) -> tuple[int, dict]:
     proc = run_cli("unique", "--check", "--json", str(path))
-    return proc.returncode, json.loads(proc.stdout)["files"][0]
+    return proc.returncode, cli_json(proc.stdout)["files"][0]
 
 
 def judge(build: Path, a: Path, b: Path, prefix: tuple[str, ...] = ()) -> None:
@@ -111,7 +111,7 @@ def test_both_views_are_patched_where_they_part(unique_build: Path, tmp_path: Pa
     a, _ = lied_pair(unique_build, tmp_path, "copied-dynsym", stripped=True)
     before = a.read_bytes()
     proc = run_cli("unique", "--json", str(a), check=True)
-    entry = json.loads(proc.stdout)["files"][0]
+    entry = cli_json(proc.stdout)["files"][0]
     tables = {s["table"] for s in entry["symbols"]}
     assert ".dynsym" in tables and len(tables) == 2, tables
     (section_label,) = tables - {".dynsym"}

@@ -4,7 +4,6 @@ waiting for another process's lock says so. Each test names the guarantee it att
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from jsonschema_check import cli_json
 
 from unique.adversary import arena, command, give, need_user, run, temps_in
 
@@ -125,7 +125,7 @@ def test_a_library_named_like_a_temp_is_reported_and_kept(box: Path, original: b
     put(original, tree / "other.so")
     proc = run("root", "unique", "--check", "--json", str(tree))
     assert proc.returncode == 1, proc.stderr
-    assert {str(p) for p in hidden} <= {f["path"] for f in json.loads(proc.stdout)["files"]}, proc.stdout
+    assert {str(p) for p in hidden} <= {f["path"] for f in cli_json(proc.stdout)["files"]}, proc.stdout
     proc = run("root", "audit", "--json", str(tree))
     assert proc.returncode in (0, 1), proc.stderr
     assert all(str(p) in proc.stdout for p in hidden), proc.stdout
