@@ -18,6 +18,7 @@ import importlib
 import json
 import os
 import sys
+from typing import Any
 
 from cffi import FFI
 
@@ -191,7 +192,7 @@ class ImportError_(Exception):
     """A module given to the import request raised."""
 
 
-def convert_arg(ctype: object, value: object) -> object:
+def convert_arg(ctype: Any, value: object) -> object:
     if isinstance(value, dict) and "bytes" in value:  # bytes travel as {"bytes": HEX}
         value = bytes.fromhex(value["bytes"])
     if ctype.kind == "pointer":
@@ -206,7 +207,7 @@ def convert_arg(ctype: object, value: object) -> object:
     return value
 
 
-def convert_result(ctype: object, value: object) -> object:
+def convert_result(ctype: Any, value: Any) -> object:
     if ctype.kind == "void":
         return None
     if ctype.kind == "pointer":
