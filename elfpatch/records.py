@@ -12,9 +12,11 @@ from __future__ import annotations
 import sys
 from collections import namedtuple
 
-# mypy reads any name TYPE_CHECKING as true (and typing's own is typing imported): to the checker a record is a
-# typing.NamedTuple, so its fields, constructor and tuple methods are checked; at run time it is the class below.
+# mypy takes any name TYPE_CHECKING as true (typing's own would cost importing typing): to the checker a record
+# is a typing.NamedTuple, so its fields, constructor and tuple methods are checked; at run time it is the class
+# below.
 TYPE_CHECKING = False
+__all__ = ["Record"]  # also under the checker, where Record is an import
 
 
 class _RecordType(type):
