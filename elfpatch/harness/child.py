@@ -18,9 +18,12 @@ import importlib
 import json
 import os
 import sys
-from typing import Any
 
 from cffi import FFI
+
+TYPE_CHECKING = False  # the child starts once per session: typing is not imported
+if TYPE_CHECKING:
+    from typing import Any
 
 CDEF = """
 void *dlopen(const char *filename, int flags);
