@@ -6,7 +6,7 @@ from elfpatch.records import Record
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, TextIO
+    from typing import Any, Callable, Iterable, NoReturn, TextIO
 
 # File statuses, as the JSON contract spells them.
 PATCHED, UNCHANGED, WOULD_PATCH, FOUND, SKIPPED, ERROR = (
@@ -22,6 +22,10 @@ class SymbolRow(Record):
     symndx: int
     from_: str
     to: str
+
+    @property
+    def index(self) -> NoReturn:  # the field's old name: say the new one, loudly
+        raise AttributeError('SymbolRow.index is now SymbolRow.symndx (the JSON key is still "index")')
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "demangled": self.demangled, "table": self.table, "index": self.symndx,
