@@ -8,7 +8,7 @@ from __future__ import annotations
 from elfpatch.errors import ParseError
 from elfpatch.records import Record
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # for the checker only: nothing more is imported at run time
 if TYPE_CHECKING:
     import mmap
 

@@ -8,7 +8,7 @@ the demangler prints for it (an operator's spelling and parentheses: at most OPE
 """
 from __future__ import annotations
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # for the checker only: nothing more is imported at run time
 
 OPERATOR = 48  # "reinterpret_cast<", "(", ")", " ", "...": the text around one expression node
 
