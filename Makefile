@@ -26,6 +26,7 @@ demo: venv fixtures
 
 lint: venv
 	$(VENV)/bin/ruff check elfpatch tests bench fuzz
+	$(VENV)/bin/mypy elfpatch
 
 test: venv fixtures lint
 	$(PY) -m pytest $(PYTEST_ARGS)

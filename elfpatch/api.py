@@ -18,7 +18,7 @@ Globs = Union[str, Iterable[str]]
 
 
 def _paths(paths: Paths) -> list[str]:
-    if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
+    if isinstance(paths, (str, bytes, os.PathLike)):
         return [os.fsdecode(paths)]
     return [os.fsdecode(p) for p in paths]
 

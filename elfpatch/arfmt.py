@@ -8,6 +8,10 @@ from __future__ import annotations
 from elfpatch.errors import ParseError
 from elfpatch.records import Record
 
+TYPE_CHECKING = False  # for the checker only: nothing more is imported at run time
+if TYPE_CHECKING:
+    import mmap
+
 AR_MAGIC = b"!<arch>\n"
 THIN_MAGIC = b"!<thin>\n"
 HEADER_SIZE = 60
@@ -46,7 +50,7 @@ def _long_name_end(table: bytes, offset: int) -> int:
     return min(ends, default=-1)
 
 
-def parse(data: bytes, path: str) -> tuple[bool, list[Member]]:
+def parse(data: bytes | mmap.mmap, path: str) -> tuple[bool, list[Member]]:
     """(thin, members) of the archive in ``data``, in archive order, including the index members."""
     magic = bytes(data[:8])
     if magic not in (AR_MAGIC, THIN_MAGIC):
@@ -73,7 +77,7 @@ def parse(data: bytes, path: str) -> tuple[bool, list[Member]]:
     return thin, members
 
 
-def _member_header(data: bytes, pos: int, path: str) -> bytes:
+def _member_header(data: bytes | mmap.mmap, pos: int, path: str) -> bytes:
     if pos + HEADER_SIZE > len(data):
         raise ParseError(f"ar member header at {pos:#x} runs past the end of the file", path)
     header = bytes(data[pos : pos + HEADER_SIZE])
@@ -82,7 +86,7 @@ def _member_header(data: bytes, pos: int, path: str) -> bytes:
     return header
 
 
-def _member_name(data: bytes, header: bytes, raw_name: str, pos: int, longnames: bytes,
+def _member_name(data: bytes | mmap.mmap, header: bytes, raw_name: str, pos: int, longnames: bytes,
                  path: str) -> tuple[str, int, int]:
     """(name, data offset, data size) of the member whose header is at ``pos``: a BSD long name is stored
     at the start of the data and counted in its size, so it moves both."""

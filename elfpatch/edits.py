@@ -11,6 +11,7 @@ from elfpatch.records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import mmap
     from typing import Iterable, Sequence
 
 
@@ -21,7 +22,7 @@ class Edit(Record):
     why: str
 
 
-def check_old_bytes(data: bytes | memoryview, edits: Sequence[Edit]) -> None:
+def check_old_bytes(data: bytes | bytearray | memoryview | mmap.mmap, edits: Sequence[Edit]) -> None:
     """Refuse to apply edits to bytes that are no longer what the plan read (the file changed under us)."""
     for e in edits:
         if e.offset >= len(data) or data[e.offset] != e.old:

@@ -124,7 +124,7 @@ class Segment(Record):
 
 
 class Section(Record):
-    index: int
+    shndx: int
     name: str
     sh_type: int
     sh_flags: int
@@ -137,7 +137,7 @@ class Section(Record):
 
 
 class Symbol(Record):
-    index: int
+    symndx: int
     name: str
     st_value: int
     st_size: int
@@ -171,7 +171,7 @@ class SymEntry(Record):
 _SYM_FORMAT = {64: "IBBHQQ", 32: "IIIBBH"}
 
 
-def _entry(elfclass: int, fields: tuple) -> SymEntry:
+def _entry(elfclass: int, fields: tuple[int, ...]) -> SymEntry:
     if elfclass == 64:
         st_name, info, other, shndx, value, size = fields
         return SymEntry(st_name, value, size, info, other, shndx)
@@ -247,7 +247,7 @@ def _find_nul(data: Buffer, start: int, end: int) -> int:
     return -1
 
 
-def _sections_fast(raw: list[tuple], names: str) -> list[Section]:
+def _sections_fast(raw: list[tuple[int, ...]], names: str) -> list[Section]:
     """The sections of a name table that is ASCII and ends in NUL (every real one): each name is then
     terminated and its str offsets are its byte offsets, so one decode serves every name. The same result as
     the general path, at a third of its cost (a tree of static archives has tens of thousands of sections)."""
@@ -257,11 +257,12 @@ def _sections_fast(raw: list[tuple], names: str) -> list[Section]:
             for i, (sh_name, sh_type, flags, addr, off, sh_size, link, info, _align, entsize) in enumerate(raw)]
 
 
-TableSpec = tuple  # (name, offset, count, str_offset, str_size): a SymbolTable without its file
+# (name, offset, count, str_offset, str_size): a SymbolTable without its file
+TableSpec = tuple[str, int, int, int, int]
 
 
-def _spec(table: SymbolTable | None) -> TableSpec | None:
-    return None if table is None else (table.name, table.offset, table.count, table.str_offset, table.str_size)
+def _spec(table: SymbolTable) -> TableSpec:
+    return (table.name, table.offset, table.count, table.str_offset, table.str_size)
 
 
 class ElfFile:
@@ -312,7 +313,7 @@ class ElfFile:
             s = self._structs[fmt] = struct.Struct(self.endian + fmt)
         return s
 
-    def unpack(self, fmt: str, offset: int) -> tuple:
+    def unpack(self, fmt: str, offset: int) -> tuple[int, ...]:
         s = self.struct(fmt)
         self.check_range(offset, s.size)
         return s.unpack_from(self.data, offset)
@@ -337,7 +338,7 @@ class ElfFile:
     def _shdr_format(self) -> str:
         return _SHDR_FORMAT[self.elfclass]
 
-    def _section_zero(self, why: str) -> tuple:
+    def _section_zero(self, why: str) -> tuple[int, ...]:
         """Section header 0, which holds the real counts under extended numbering."""
         fmt = self._shdr_format
         if self.e_shoff == 0:
@@ -433,7 +434,7 @@ class ElfFile:
                 shstrndx = first[6]
         return shnum, shstrndx
 
-    def _section_names(self, raw: list[tuple], shstrndx: int) -> bytes:
+    def _section_names(self, raw: list[tuple[int, ...]], shstrndx: int) -> bytes:
         """The section name table's bytes; empty when the header names none (every section is then unnamed)."""
         if not 0 < shstrndx < len(raw):
             return b""
@@ -449,7 +450,7 @@ class ElfFile:
             raise ParseError(f"unterminated section name at offset {sh_name:#x}", self.path)
         return names[sh_name:end].decode("utf-8", "surrogateescape")
 
-    def header_table(self, offset: int, count: int, entsize: int, fmt: str, what: str) -> list[tuple]:
+    def header_table(self, offset: int, count: int, entsize: int, fmt: str, what: str) -> list[tuple[int, ...]]:
         """``count`` entries of ``entsize`` bytes at ``offset``, each unpacked with ``fmt`` (one read)."""
         s = self.struct(fmt)
         self.check_range(offset, count * entsize, what)
@@ -532,7 +533,7 @@ class ElfFile:
         self.check_range(offset, size, "dynamic section")
         mask = (1 << self.elfclass) - 1
         s = self.struct(fmt)
-        out = []
+        out: list[tuple[int, int]] = []
         end = offset + size - size % step
         for pos in range(offset, end, step * 256):  # in slices: a missing DT_NULL costs no per-entry read
             for tag, val in s.iter_unpack(self.read(pos, min(step * 256, end - pos))):
@@ -587,7 +588,7 @@ class ElfFile:
     def _hashed_table(self) -> SymbolTable | None:
         """The loader's table as far as its hash tables reach (no section header read)."""
         if self._hashed is None:
-            self._hashed = (_spec(self._read_hashed_table()),)
+            self._hashed = (_spec(t) if (t := self._read_hashed_table()) is not None else None,)
         return self._table(self._hashed[0])
 
     def _read_hashed_table(self) -> SymbolTable | None:
@@ -655,7 +656,7 @@ class ElfFile:
         except ParseError as exc:
             if loader is None:
                 raise
-            self.warn(f"{label} (section {sec.index}) could not be read: {exc.message}")
+            self.warn(f"{label} (section {sec.shndx}) could not be read: {exc.message}")
             return None
         if loader is not None and (table.offset, table.count) == (loader.offset, loader.count):
             return None  # the loader's own table: read (and edited) once
@@ -663,12 +664,12 @@ class ElfFile:
         if clash:
             if loader is None:
                 raise ParseError(f"{label}: {clash}", self.path)
-            self.warn(f"{label} (section {sec.index}, at {table.offset:#x} with {table.count} entries) not "
+            self.warn(f"{label} (section {sec.shndx}, at {table.offset:#x} with {table.count} entries) not "
                       f"read: {clash}")
             return None
         if loader is not None and sec.sh_type == SHT_DYNSYM:
-            table.name = f".dynsym(section {sec.index})"
-            self.warn(f"section {sec.index} ({sec.name or 'unnamed'}) is a SHT_DYNSYM table at "
+            table.name = f".dynsym(section {sec.shndx})"
+            self.warn(f"section {sec.shndx} ({sec.name or 'unnamed'}) is a SHT_DYNSYM table at "
                       f"{table.offset:#x} with {table.count} entries, but the loader's DT_SYMTAB is at "
                       f"{loader.offset:#x} with {loader.count}: both are read")
         return table
@@ -750,7 +751,7 @@ class ElfFile:
         """How many dynamic symbols the loader's lookups can reach: DT_HASH's nchain (the table's size), a
         walk of DT_GNU_HASH's buckets and chains (glibc uses only that one when both exist), or the larger
         of the two."""
-        counts = []
+        counts: list[int] = []
         hash_addr = self.dynamic_value(DT_HASH)
         if hash_addr is not None:
             off = self.vaddr_to_offset(hash_addr, 8)

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from typing import Callable
 
 
-def formatter(cls: type[argparse.HelpFormatter] = argparse.HelpFormatter) -> Callable[[str], argparse.HelpFormatter]:
+def formatter(cls: type[argparse.HelpFormatter] = argparse.HelpFormatter) -> Callable[..., argparse.HelpFormatter]:
     """``cls`` at the terminal's width, found as shutil.get_terminal_size finds it (COLUMNS, then stdout's
     terminal, else 80) without importing shutil, which argparse would do at every parser (with bz2 and lzma:
     a twentieth of `unique --check`'s start-up)."""
@@ -21,8 +21,9 @@ def formatter(cls: type[argparse.HelpFormatter] = argparse.HelpFormatter) -> Cal
         except ValueError:
             columns = 0
         if columns <= 0:
+            stdout = sys.__stdout__  # None when Python was started without one
             try:
-                columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+                columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 80
             except (AttributeError, ValueError, OSError):
                 columns = 80
         return cls(prog, width=(columns or 80) - 2)

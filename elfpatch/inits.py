@@ -246,7 +246,7 @@ def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
 def _legacy_list(words: list[Target], ws: int) -> list[tuple[int | None, Target]]:
     """The function entries of a .ctors/.dtors list: after the leading -1, up to the terminating 0."""
     minus_one = (1 << (ws * 8)) - 1
-    entries = []
+    entries: list[tuple[int | None, Target]] = []
     for index, target in enumerate(words):
         if target.value == 0 and target.symbol is None:
             break

@@ -429,7 +429,7 @@ class _Listings:
 
     def _list(self, directory: str) -> frozenset[str] | None:
         held = self._held.get(directory, ())
-        if held == ():
+        if isinstance(held, tuple):  # () marks a directory not looked at yet
             held = self._held[directory] = _listing(directory)
         return held
 

@@ -7,12 +7,12 @@ so that verification can prove that exactly the planned bytes, and no other st_i
 from __future__ import annotations
 
 from elfpatch.edits import Edit
+from elfpatch.elfconst import STB_GNU_UNIQUE
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import UnsupportedError, VerifyError
 from elfpatch.records import Record
 from elfpatch.report import SymbolRow
 from elfpatch.symbols import (
-    STB_GNU_UNIQUE,
     NameFilter,
     binding_name,
     demangle,
@@ -26,7 +26,7 @@ from elfpatch.symbols import (
 class TableState(Record):
     name: str
     offset: int
-    count: int
+    nsyms: int
     info: bytes  # every entry's st_info before the edit
 
 
@@ -82,7 +82,7 @@ def verify_image(elf: ElfFile, plan: ImagePlan) -> None:
     """Re-read the symbol tables of the written image and confirm that they equal the plan: the planned
     st_info bytes have their new value and every other st_info byte is as it was."""
     tables = elf.symbol_tables()
-    if [(t.name, t.offset, t.count) for t in tables] != [(t.name, t.offset, t.count) for t in plan.tables]:
+    if [(t.name, t.offset, t.count) for t in tables] != [(t.name, t.offset, t.nsyms) for t in plan.tables]:
         raise VerifyError("symbol tables differ from the ones planned against")
     changes = {e.offset - plan.base: e.new for e in plan.edits}
     for table, before in zip(tables, plan.tables):

@@ -9,7 +9,14 @@ is ``collections.namedtuple("Edit", ["offset", "old"])`` with the class body's m
 fields are the annotated names, in order (no defaults)."""
 from __future__ import annotations
 
+import sys
 from collections import namedtuple
+
+# mypy takes any name TYPE_CHECKING as true (typing's own would cost importing typing): to the checker a record
+# is a typing.NamedTuple, so its fields, constructor and tuple methods are checked; at run time it is the class
+# below.
+TYPE_CHECKING = False
+__all__ = ["Record"]  # also under the checker, where Record is an import
 
 
 class _RecordType(type):
@@ -17,7 +24,7 @@ class _RecordType(type):
         if not bases:  # Record itself
             return super().__new__(mcs, name, bases, namespace)
         annotations = namespace.get("__annotations__")
-        if annotations is None and "__annotate__" in namespace:  # Python >= 3.14 without the __future__ import
+        if annotations is None and sys.version_info >= (3, 14) and "__annotate__" in namespace:  # no __future__ import
             import annotationlib
 
             annotations = annotationlib.call_annotate_function(namespace["__annotate__"],
@@ -30,5 +37,8 @@ class _RecordType(type):
                     {**body, "__slots__": ()})
 
 
-class Record(metaclass=_RecordType):
-    """Base of a record class: see the module docstring."""
+if TYPE_CHECKING:
+    from typing import NamedTuple as Record
+else:
+    class Record(metaclass=_RecordType):
+        """Base of a record class: see the module docstring."""

@@ -19,7 +19,7 @@ import sys
 from typing import Iterable, NamedTuple
 
 from elfpatch.elfconst import DT_REL, DT_RELA, DT_RELAENT, DT_RELASZ, DT_RELENT, DT_RELSZ, EM_MIPS, SHN_UNDEF
-from elfpatch.elffile import ElfFile
+from elfpatch.elffile import ElfFile, SymbolTable
 from elfpatch.errors import ParseError
 
 
@@ -43,7 +43,7 @@ class Relocator:
         self.ranges = [(lo, hi) for lo, hi in ranges if hi > lo]
         self.wordsize = elf.elfclass // 8
         self._relocs: dict[int, _Reloc] = {}
-        self._dynsym = None
+        self._dynsym: SymbolTable | None = None
         # EM_MIPS: its r_info layout differs (and its relocations add to the word in place): read the word.
         if self.ranges and elf.e_machine != EM_MIPS and elf.dynamic():
             self._read_table(DT_REL, DT_RELSZ, DT_RELENT, rela=False)

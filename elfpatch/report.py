@@ -7,7 +7,7 @@ from elfpatch.records import Record
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, TextIO
+    from typing import Any, Callable, Iterable, NoReturn, TextIO
 
 # File statuses, as the JSON contract spells them.
 PATCHED, UNCHANGED, WOULD_PATCH, FOUND, SKIPPED, ERROR = (
@@ -20,12 +20,16 @@ class SymbolRow(Record):
     name: str
     demangled: str | None
     table: str
-    index: int
+    symndx: int
     from_: str
     to: str
 
+    @property
+    def index(self) -> NoReturn:  # the field's old name: say the new one, loudly
+        raise AttributeError('SymbolRow.index is now SymbolRow.symndx (the JSON key is still "index")')
+
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "demangled": self.demangled, "table": self.table, "index": self.index,
+        return {"name": self.name, "demangled": self.demangled, "table": self.table, "index": self.symndx,
                 "from": self.from_, "to": self.to}
 
 
@@ -133,7 +137,7 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0, other: 
             continue  # errors are already on stderr, one line each
         label = one_line(r.label)
         if r.status == SKIPPED:
-            out.write(f"{label}: skipped: {one_line(r.reason)}\n")
+            out.write(f"{label}: skipped: {one_line(r.reason or '')}\n")
             out.writelines(f"  warning: {one_line(w)}\n" for w in r.warnings)
             continue
         n = len(r.symbols)
@@ -148,7 +152,7 @@ def write_text(reports: list[FileReport], out: TextIO, skipped: int = 0, other: 
             out.write(f"  warning: {one_line(w)}\n")
         for s in r.symbols:
             arrow = f"{s.from_} -> {s.to}" if r.status in (PATCHED, WOULD_PATCH) else s.from_
-            out.write(f"  {s.table}[{s.index}]  {one_line(s.demangled or s.name)}  {arrow}\n")
+            out.write(f"  {s.table}[{s.symndx}]  {one_line(s.demangled or s.name)}  {arrow}\n")
     doc = summary(reports, skipped, other)
     line = (f"{doc['files']} file{'s' if doc['files'] != 1 else ''}, {doc['unique']} unique, "
             f"{doc['patched']} patched, {doc['errors']} error{'s' if doc['errors'] != 1 else ''}")

@@ -89,7 +89,7 @@ class Scratch:
     killed run leaves nothing behind. The file is in ``directory`` when it can be created there, else in
     the system temp directory."""
 
-    def __init__(self, size: int, directory: str, in_memory: bool | None = None) -> None:
+    def __init__(self, size: int, directory: str | None, in_memory: bool | None = None) -> None:
         self.size = size
         self.pos = 0
         self.crc = 0

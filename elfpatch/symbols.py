@@ -8,7 +8,8 @@ from elfpatch.mangled import crude_bound, demangled_bound
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
-    from typing import Iterable
+    import re
+    from typing import Any, Iterable
 
 BIND_NAMES = {STB_LOCAL: "LOCAL", STB_GLOBAL: "GLOBAL", STB_WEAK: "WEAK", STB_GNU_UNIQUE: "UNIQUE"}
 TARGET_BINDINGS = {"global": STB_GLOBAL, "weak": STB_WEAK}
@@ -51,7 +52,7 @@ def rebind(st_info: int, bind: int) -> int:
     return (bind << 4) | (st_info & 0xF)
 
 
-def _globs(globs: tuple[str, ...]):  # a compiled pattern, or None for no globs
+def _globs(globs: tuple[str, ...]) -> re.Pattern[str] | None:  # None for no globs
     import fnmatch
     import re
 
@@ -92,12 +93,12 @@ class NameFilter:
                 "against its mangled name only")
 
 
-def _matches(regex, name: str, demangled: str | None) -> bool:
+def _matches(regex: re.Pattern[str], name: str, demangled: str | None) -> bool:
     return bool(regex.match(name) or (demangled is not None and regex.match(demangled)))
 
 
 @lru_cache(maxsize=1)
-def _cxa_demangle():  # pragma: no cover - depends on the machine's libstdc++
+def _cxa_demangle() -> tuple[Any, Any, Any] | None:  # pragma: no cover - depends on the machine's libstdc++
     import ctypes
 
     def find(name: str) -> str | None:
@@ -107,8 +108,8 @@ def _cxa_demangle():  # pragma: no cover - depends on the machine's libstdc++
 
     # find_library forks ldconfig/gcc: only when the usual soname is not there.
     candidates = ("libstdc++.so.6", lambda: find("stdc++"), lambda: find("c++"))
-    for lib in candidates:
-        lib = lib() if callable(lib) else lib
+    for cand in candidates:
+        lib = cand() if callable(cand) else cand
         if not lib:
             continue
         try:
@@ -167,6 +168,6 @@ def _demangle_unbounded(name: str) -> bytes | None:
     if status.value != 0 or not ptr:
         return None
     try:
-        return ctypes.string_at(ptr)
+        return bytes(ctypes.string_at(ptr))
     finally:
         free(ptr)

@@ -30,7 +30,7 @@ import re
 import stat
 import sys
 from contextvars import ContextVar
-from typing import Callable
+from typing import Callable, Union
 
 from elfpatch import teststop
 from elfpatch.edits import Edit, apply_to_fd, check_fd, reverted
@@ -39,7 +39,7 @@ from elfpatch.source import Place, Source, os_error
 
 __all__ = ["Temp", "replace_atomic", "write_inplace", "copy_fd", "copy_sparse"]
 
-Verifier = Callable[[bytes], None]
+Verifier = Callable[[Union[bytes, mmap.mmap]], None]
 
 TEMP_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.tmp$")
 JOURNAL_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.links$")  # a tree's hard-link re-pointing in progress

@@ -6,6 +6,7 @@ Member names are only ever strings in this module; nothing is extracted to the f
 from __future__ import annotations
 
 import bisect
+import mmap
 import struct
 import zlib
 from array import array
@@ -45,7 +46,7 @@ class Entry(NamedTuple):
     external_attr: int
     offset: int  # of the local header
 
-    def data_span(self, data: bytes, path: str) -> tuple[int, int]:
+    def data_span(self, data: bytes | mmap.mmap, path: str) -> tuple[int, int]:
         """(start of the compressed data, end of the entry including any data descriptor)."""
         if self.offset + LFH.size > len(data):
             raise ParseError(f"zip member {self.name!r}: local header past the end", path)
@@ -84,7 +85,7 @@ def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
     return usize, csize, offset
 
 
-def read_entries(data: bytes, path: str) -> tuple[Directory, bytes]:
+def read_entries(data: bytes | mmap.mmap, path: str) -> tuple[Directory, bytes]:
     """The central directory's entries, in order, and the archive comment."""
     directory = Directory(data, path)
     return directory, directory.comment
@@ -96,7 +97,7 @@ class Directory:
     would make it inflate 64 times). Entries are parsed again on each access, so a zip of a million members
     holds 8 bytes per member, not a million objects."""
 
-    def __init__(self, data: bytes, path: str) -> None:
+    def __init__(self, data: bytes | mmap.mmap, path: str) -> None:
         self.data, self.path = data, path
         size = len(data)
         search_from = max(0, size - EOCD.size - 0xFFFF)
@@ -252,7 +253,8 @@ def check_claim(entry: Entry, path: str, limit: int) -> None:
                          "more than deflate can give", path)
 
 
-def inflate(data: bytes, entry: Entry, start: int, path: str, limit: int, max_length: int = -1) -> bytearray:
+def inflate(data: bytes | mmap.mmap, entry: Entry, start: int, path: str, limit: int,
+            max_length: int = -1) -> bytearray:
     """The uncompressed bytes of a small ``entry`` (or the first ``max_length`` bytes of any), never more
     than ``limit`` nor more than its header claims (which ``check_claim`` bounds by what the compressed data
     can hold). Large members are inflated piece by piece with ``inflate_chunks`` instead."""

@@ -65,11 +65,11 @@ class Names:
 
     def __init__(self, given: list[str], absolute: list[str], link_map: list[str]) -> None:
         self.of_path: dict[int, str] = {}
-        ids = {}
-        for name in link_map:
-            fid = _file_id(name) if name else None
+        ids: dict[tuple[int, int], str] = {}
+        for linked in link_map:
+            fid = _file_id(linked) if linked else None
             if fid is not None:
-                ids.setdefault(fid, name)
+                ids.setdefault(fid, linked)
         for i, path in enumerate(absolute):
             fid = _file_id(path)
             name = ids.get(fid) if fid is not None else None

@@ -21,6 +21,10 @@ import sys
 
 from cffi import FFI
 
+TYPE_CHECKING = False  # the child starts once per session: typing is not imported
+if TYPE_CHECKING:
+    from typing import Any
+
 CDEF = """
 void *dlopen(const char *filename, int flags);
 int dlclose(void *handle);
@@ -191,7 +195,7 @@ class ImportError_(Exception):
     """A module given to the import request raised."""
 
 
-def convert_arg(ctype: object, value: object) -> object:
+def convert_arg(ctype: Any, value: object) -> object:
     if isinstance(value, dict) and "bytes" in value:  # bytes travel as {"bytes": HEX}
         value = bytes.fromhex(value["bytes"])
     if ctype.kind == "pointer":
@@ -206,7 +210,7 @@ def convert_arg(ctype: object, value: object) -> object:
     return value
 
 
-def convert_result(ctype: object, value: object) -> object:
+def convert_result(ctype: Any, value: Any) -> object:
     if ctype.kind == "void":
         return None
     if ctype.kind == "pointer":

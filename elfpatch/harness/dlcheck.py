@@ -130,10 +130,11 @@ class _Steps:
 
     def close(self, handles: list[int | None]) -> None:
         for i in reversed(range(len(handles))):  # in reverse order, as a program would unwind
-            if handles[i] is not None:
+            handle = handles[i]
+            if handle is not None:
                 self.step = (i, "closing")
                 try:
-                    self.s.close(handles[i])
+                    self.s.close(handle)
                 except DlError as exc:
                     self.entries[i]["error"] = f"dlclose failed: {exc.message}"
 

@@ -258,7 +258,7 @@ class _Parser:
         self.result.lines += 1
         if line == self.last_binding:  # a loop of lookups (dlsym) prints the same line a million times
             return
-        if self.scope_owner is not None and self._scope_line(line):
+        if self.scope_owner is not None and self._scope_line(line, self.scope_owner):
             return
         # The loader's line kinds start with distinct words: the prefix picks the one pattern to try.
         for prefix, pattern, handler in _HANDLERS:
@@ -268,12 +268,12 @@ class _Parser:
                     handler(self, m)
                 return
 
-    def _scope_line(self, line: str) -> bool:
+    def _scope_line(self, line: str, owner: str) -> bool:
         """Whether ``line`` is a scope of the object just announced; anything but one (or ``no scope``) ends
         the list."""
         s = _SCOPE.match(line)
         if s is not None:
-            self.scopes.add(self.scope_owner, int(s.group(1)), s.group(2).strip(), self.op)
+            self.scopes.add(owner, int(s.group(1)), s.group(2).strip(), self.op)
             return True
         if line.strip() != "no scope":
             self.scope_owner = None

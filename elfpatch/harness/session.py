@@ -146,10 +146,11 @@ class Session:
             self._tmp = tempfile.mkdtemp(prefix="elfpatch-harness-")
             stopping.track(self, self._abandon)
             self._start(env, ld_debug, cwd)
-        self.pid: int = self._proc.pid
+        self.pid: int = self._child.pid
+        assert self._child.stdout is not None and self._child.stderr is not None  # both are pipes
         self._req, self._resp = self._pipes
         self._pidfd = _pidfd(self.pid)
-        for fd in (self._resp, self._proc.stdout.fileno(), self._proc.stderr.fileno()):
+        for fd in (self._resp, self._child.stdout.fileno(), self._child.stderr.fileno()):
             os.set_blocking(fd, False)
         try:
             self._receive(0, "start-up", self.timeout)
@@ -157,6 +158,12 @@ class Session:
         except HarnessError:
             self._cleanup()
             raise
+
+    @property
+    def _child(self) -> subprocess.Popen[bytes]:
+        """The child process: _start sets it before anything else uses it."""
+        assert self._proc is not None
+        return self._proc
 
     def _start(self, env: Mapping[str, str] | None, ld_debug: str | None, cwd: str | None) -> None:
         child_env = dict(os.environ if env is None else env)
@@ -251,7 +258,8 @@ class Session:
 
     def _wait_io(self, seconds: float) -> bool:
         """Wait for an answer, output or the child's death; drain output. True when the child has died."""
-        fds = [self._resp, self._proc.stdout.fileno(), self._proc.stderr.fileno()]
+        assert self._child.stdout is not None and self._child.stderr is not None  # both are pipes
+        fds = [self._resp, self._child.stdout.fileno(), self._child.stderr.fileno()]
         if self._pidfd is not None:
             fds.append(self._pidfd)
         try:
@@ -273,7 +281,7 @@ class Session:
             self._buf += chunk
 
     def _drain_output(self) -> None:
-        for pipe, tail in ((self._proc.stdout, self._out), (self._proc.stderr, self._err)):
+        for pipe, tail in ((self._child.stdout, self._out), (self._child.stderr, self._err)):
             if pipe is None or pipe.closed:
                 continue
             while True:
@@ -313,7 +321,7 @@ class Session:
         except (ProcessLookupError, PermissionError):
             pass
         if self._returncode is None:
-            self._returncode = self._proc.wait()
+            self._returncode = self._child.wait()
         return self._returncode
 
     def _cleanup(self) -> None:
@@ -327,7 +335,7 @@ class Session:
                     pass
         self._req = self._resp = -1
         self._pidfd = None
-        for pipe in (self._proc.stdout, self._proc.stderr):
+        for pipe in (self._child.stdout, self._child.stderr):
             if pipe is not None:
                 pipe.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -522,7 +530,7 @@ class _Tail:
         return f": {shown}"
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"

@@ -70,6 +70,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     notes += _limits(image, budget, entries[cut_from:])
     unsettled = walker.dis.unsettled if walker is not None else []
     if unsettled:  # never expected (see Disassembler.sweep); if it happens, the result must not claim complete
+        assert image is not None  # the walker that found them reads the image
         notes.append(f"{len(unsettled)} function(s) whose loops were cut short, what they store may be missed: "
                      + ", ".join(image.function_name(a) or f"{a:#x}" for a in unsettled[:5]))
         for e in entries:

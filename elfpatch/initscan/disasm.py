@@ -139,7 +139,7 @@ def _put(st: dict, key: str, value: Value | None) -> None:
         st[key] = value
 
 
-def _moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None:
+def _moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> int | None:
     """A known address moved by ``delta`` (None: by an unknown amount, an index). C's rule that pointer
     arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown."""
     if not isinstance(base, int):

@@ -163,6 +163,9 @@ class Image:
         defined = shndx.to_bytes(n, "little").translate(_NONZERO)
         classes = (int.from_bytes(info.translate(_CLASS), "little")
                    & int.from_bytes(defined, "little")).to_bytes(n, "little")
+        names: Sequence[int]
+        values: Sequence[int]
+        sizes: Sequence[int]
         if elf.little == (sys.byteorder == "little"):
             words = memoryview(blob).cast("Q" if elf.elfclass == 64 else "I")
             stride = ent // words.itemsize
@@ -187,6 +190,7 @@ class Image:
 
     def _label(self, i: int) -> bool:
         table = self.table
+        assert table is not None  # symbol indices exist only when there is a table
         st_name = self._names[i] & 0xFFFFFFFF
         if not 0 < st_name < table.str_size:
             return True
@@ -196,6 +200,7 @@ class Image:
     def _name_of(self, i: int) -> str:
         name = self._name_cache.get(i)
         if name is None:
+            assert self.table is not None  # symbol indices exist only when there is a table
             name = self._name_cache[i] = self.table.string(self._names[i] & 0xFFFFFFFF)
         return name
 
@@ -211,6 +216,7 @@ class Image:
             return None
         st_name = self._names[i] & 0xFFFFFFFF
         table = self.table
+        assert table is not None  # symbol indices exist only when there is a table
         if not 0 <= st_name < table.str_size:
             return ""
         start = table.str_offset + st_name
@@ -314,6 +320,7 @@ class Image:
         """Whether an object has an ABI guard variable (inline and template variables, local statics)."""
         if self._guard_names is None:  # built on first use: only --siof asks
             # Tested on the string table's bytes: decoding every object's name costs a second on libtorch.
+            assert self.table is not None  # objects (what is asked about) exist only when there is a table
             data, base, size, names = self.elf.data, self.table.str_offset, self.table.str_size, self._names
             self._guard_names = {self._name_of(j) for j in self._objects.values()
                                  if 0 < (o := names[j] & 0xFFFFFFFF) < size and data[base + o: base + o + 4] == b"_ZGV"}

@@ -181,7 +181,7 @@ class Walker:
             if name in SINKS:
                 targets = None
                 break
-            if where is not None:
+            if where is not None and targets is not None:
                 targets.append((where, self.is_helper(name)))
         self._skims[addr] = (sk, targets)
         return sk, targets

@@ -9,16 +9,17 @@ from __future__ import annotations
 import os
 import stat
 
-from elfpatch.elfconst import ELFMAG
+from elfpatch.elfconst import ELFMAG, STB_GLOBAL, STB_WEAK
 from elfpatch.errors import ElfPatchError, warn
 from elfpatch.report import ERROR, PATCHED, FileReport
-from elfpatch.symbols import STB_GLOBAL, STB_WEAK, NameFilter
+from elfpatch.symbols import NameFilter
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Sequence
 
     from elfpatch.source import Place, Source
+    from elfpatch.write import Verifier
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
 ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
@@ -129,6 +130,7 @@ class Job:
                                  "drop the PATH or the glob")
 
     def _check_output_dir(self, paths: Sequence[str]) -> None:
+        assert self.output_dir is not None  # only with -w DIR
         taken: dict[str, str] = {}
         for path in paths:
             out = self.output_in_dir(path)
@@ -144,6 +146,7 @@ class Job:
 
     def output_in_dir(self, path: str) -> str:
         """Where -w DIR writes the result of ``path``: DIR/its own name."""
+        assert self.output_dir is not None  # only with -w DIR
         return os.path.join(self.output_dir, os.path.basename(os.path.normpath(path)))
 
     def for_path(self, path: str) -> Job:
@@ -258,7 +261,7 @@ def open_source(path: str, job: Job, place: Place | None = None) -> Source:
     return Source(path, lock=writes, writable=writes and job.inplace, place=place, lock_timeout=timeout)
 
 
-def commit(src: Source, edits: list, verify: Callable[[bytes], None], job: Job) -> None:
+def commit(src: Source, edits: list, verify: Verifier, job: Job) -> None:
     """Write ``edits`` to the file behind ``src`` the way the job asks: in place, or atomically (to -o OUT)."""
     from elfpatch.write import replace_atomic, write_inplace
 

@@ -19,8 +19,12 @@ from elfpatch.source import Place, Source
 from elfpatch.targets import DRY_RUN, Job, commit, open_source
 from elfpatch.targets.elf import process_elf, status_for
 
+TYPE_CHECKING = False  # typing is not imported on the read path
+if TYPE_CHECKING:
+    import mmap
 
-def _member_view(data: bytes, m: arfmt.Member) -> memoryview:
+
+def _member_view(data: bytes | mmap.mmap, m: arfmt.Member) -> memoryview:
     """The member's bytes, read in place in the archive's map: a 1 GiB member is never copied. Use it in a
     ``with`` statement: the view is released on exit, so that the map can be closed. (A memoryview of its
     own, not a generator context manager: that cost a tenth of a small member's whole check.)"""
@@ -51,14 +55,15 @@ def process_archive(path: str, job: Job, root: str | None = None, place: Place |
         return reports
 
 
-def _is_patched_member(data: bytes, m: arfmt.Member, job: Job) -> bool:
+def _is_patched_member(data: bytes | mmap.mmap, m: arfmt.Member, job: Job) -> bool:
     """An ELF member the job has not excluded: the symbol index and non-ELF members are copied as they are."""
     if m.is_index or bytes(data[m.data_offset : m.data_offset + 4]) != ELFMAG:
         return False
     return not job.exclude.excludes(m.name)
 
 
-def _plan_member(data: bytes, m: arfmt.Member, path: str, job: Job, reports: list[FileReport]) -> ImagePlan | None:
+def _plan_member(data: bytes | mmap.mmap, m: arfmt.Member, path: str, job: Job,
+                 reports: list[FileReport]) -> ImagePlan | None:
     """Plan and report one ELF member, its edits offset to where it lies in the archive; None when it is
     skipped (an unsupported image is reported, not fatal: the other members are still patched)."""
     with _member_view(data, m) as view:
@@ -84,7 +89,7 @@ def _commit_members(src: Source, plans: list[tuple[arfmt.Member, ImagePlan]], pa
     if not (job.writes and (edits or job.output)):
         return
 
-    def verify(buf: bytes) -> None:
+    def verify(buf: bytes | mmap.mmap) -> None:
         for m, plan in plans:
             with _member_view(buf, m) as view:
                 verify_image(_member_image(view, m, path), plan)

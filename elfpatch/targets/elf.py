@@ -9,6 +9,8 @@ from elfpatch.targets import commit, open_source
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
+    import mmap
+
     from elfpatch.source import Place
     from elfpatch.targets import Job
 
@@ -35,7 +37,7 @@ def process_elf(path: str, job: Job, place: Place | None = None) -> FileReport:
         if not job.writes or not (plan.edits or job.output):
             return report  # nothing to write: the file is not even opened for writing
 
-        def verify(buf: bytes) -> None:
+        def verify(buf: bytes | mmap.mmap) -> None:
             verify_image(ElfFile(buf, path), plan)
 
         commit(src, plan.edits, verify, job)

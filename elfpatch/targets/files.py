@@ -23,8 +23,9 @@ def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
     ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's);
     ``place``: where the file is (a tree's directory fd and name), else found from ``path``."""
     try:
-        links = place.lstat().st_nlink if place is not None else os.stat(path).st_nlink
-    except (OSError, AttributeError):
+        st = place.lstat() if place is not None else os.stat(path)
+        links = st.st_nlink if st is not None else 1
+    except OSError:
         links = 1  # the kind's own open reports the error
     try:
         if kind == ARCHIVE:

@@ -492,7 +492,7 @@ def relink(links: Links, job: Job) -> list[FileReport]:
         lock_file(j.new_fd, job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT, first.path)
         results = switch_all(j, first, others)
     except (OSError, ElfPatchError) as exc:
-        why = exc.message if isinstance(exc, ElfPatchError) else exc.strerror
+        why = exc.message if isinstance(exc, ElfPatchError) else exc.strerror or str(exc)
         results = [(o, DONE if _names(o, j.record["new"]) else FAILED, why) for o in others]
     errors = []
     for other, outcome, why in results:

@@ -58,6 +58,7 @@ def _max_member() -> int:
 
 
 # A member that claims to inflate to more than this is refused before anything is allocated.
+_MAX_MEMBER_ERROR: ElfPatchError | None
 try:
     MAX_MEMBER = _max_member()
 except ElfPatchError as _exc:
@@ -234,6 +235,7 @@ class _Writer:
                 return
             digests = self.queue.put(index, e, patched)
             if patched is not None:
+                assert digests is not None  # a changed member always has them
                 self.record.changed[e.name] = (digests, patched.scratch.size)
         except OSError as exc:
             raise WriteError(f"cannot write the patched wheel: {exc.strerror or exc}", self.path) from exc
@@ -255,7 +257,7 @@ class _Writer:
         except OSError as exc:
             raise WriteError(f"cannot write the patched wheel: {exc.strerror or exc}", self.path) from exc
 
-    def _verify(self, m: bytes) -> None:
+    def _verify(self, m: bytes | mmap.mmap) -> None:
         """Re-read the written central directory: every entry where it was written, with its size and CRC."""
         entries, _ = zipfmt.read_entries(m, self.path)
         if not zipfmt.same_entries(entries, self.written):

@@ -5,6 +5,7 @@ once; past that the queue writes its head, waiting for its compression."""
 from __future__ import annotations
 
 import hashlib
+import mmap
 import zlib
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,7 +31,7 @@ class Patched(NamedTuple):
 
 
 class _Pending(NamedTuple):
-    index: int  # in the source directory
+    position: int  # in the source directory
     entry: zipfmt.Entry
     pieces: list | None  # None: copy the entry as it is; else bytes, spans and futures, in order
     digests: Future | None  # of (CRC-32, RECORD hash) of the new bytes
@@ -52,7 +53,7 @@ class Queue:
     ``src_fd``, changed ones re-deflated by ``pool`` (the original blocks reused between the edits), each
     re-deflated stream then inflated back in the pool (``checks``) against the patched bytes."""
 
-    def __init__(self, src_fd: int, data: bytes, path: str, out: BinaryIO, written: zipfmt.Written,
+    def __init__(self, src_fd: int, data: bytes | mmap.mmap, path: str, out: BinaryIO, written: zipfmt.Written,
                  pool: ThreadPoolExecutor, scratch_dir: str) -> None:
         self.src_fd, self.data, self.path = src_fd, data, path
         self.out, self.written, self.pool, self.scratch_dir = out, written, pool, scratch_dir
@@ -113,8 +114,9 @@ class Queue:
         """Write the first queued entry, waiting for its compression with ``wait``; False if not ready."""
         item = self.pending[0]
         if item.pieces is None:
-            self.copy(item.index, item.entry)
+            self.copy(item.position, item.entry)
         else:
+            assert item.digests is not None  # a changed member always has them
             waits = [p for p in item.pieces if isinstance(p, Future)] + [item.digests]
             if not wait and not all(f.done() for f in waits):
                 return False

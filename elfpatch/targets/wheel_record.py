@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import mmap
 from concurrent.futures import Future
 from typing import Callable, Iterable
 
@@ -51,7 +52,7 @@ class Record:
             return False
         return True
 
-    def finish(self, data: bytes, path: str, limit: int, warn: Callable[[str, str], None],
+    def finish(self, data: bytes | mmap.mmap, path: str, limit: int, warn: Callable[[str, str], None],
                copy: Callable[[int, zipfmt.Entry], None], write: Callable[[zipfmt.Entry, bytes], None]) -> None:
         """Write the held-back entries: each signature copied (nothing changed) or dropped, then RECORD copied
         or rewritten (``write`` gets its entry and new text)."""
@@ -72,7 +73,7 @@ class Record:
             warn(path, "has no .dist-info/RECORD to update")
 
 
-def new_record(data: bytes, entry: zipfmt.Entry, changed: dict[str, tuple[Future, int]], dropped: set[str],
+def new_record(data: bytes | mmap.mmap, entry: zipfmt.Entry, changed: dict[str, tuple[Future, int]], dropped: set[str],
                path: str, limit: int) -> bytes:
     start, _ = entry.data_span(data, path)
     try:

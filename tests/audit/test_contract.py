@@ -181,7 +181,7 @@ def test_unreadable_reference_name_is_no_error_where_check_has_none(site: Path) 
     user = site / "pkgc" / "_c.so"
     data = bytearray(user.read_bytes())
     (table,) = [t for t in ElfFile(bytes(data)).symbol_tables() if t.name == ".dynsym"]
-    index = next(s.index for s in table if s.name == SLOTS)
+    index = next(s.symndx for s in table if s.name == SLOTS)
     struct.pack_into("<I", data, table.offset + index * table.entsize, 0xFFFFFF)
     user.write_bytes(bytes(data))
     assert run_cli("unique", "--check", str(user)).returncode == 0

@@ -39,7 +39,7 @@ def set_shdr(data: bytearray, elf: ElfFile, index: int, field: str, value: int) 
 
 def _dynsym_section(elf: ElfFile) -> int:
     (sec,) = [s for s in elf.sections if s.sh_type == SHT_DYNSYM]
-    return sec.index
+    return sec.shndx
 
 
 def _append(data: bytearray, blob: bytes, align: int = 16) -> int:

@@ -175,3 +175,15 @@ def test_api_one_glob_as_a_string_is_one_glob(lib: Path, tmp_path: Path) -> None
         with pytest.raises(ValueError, match="exclude"):
             elfpatch.audit(lib, exclude=bad)
     assert lib.read_bytes() == before
+
+
+def test_symbol_row_index_is_symndx_and_the_old_name_says_so(lib: Path) -> None:
+    """Guarantee: a SymbolRow's symbol table index is ``symndx`` (a field named ``index`` hid tuple.index), the
+    JSON key is still "index", and code using the old attribute fails with a message naming the new one
+    instead of silently getting tuple's method."""
+    (report,) = elfpatch.scan(lib)
+    for row in report.symbols:
+        assert isinstance(row.symndx, int) and row.symndx > 0
+        assert row.to_json()["index"] == row.symndx
+        with pytest.raises(AttributeError, match="symndx"):
+            _ = row.index

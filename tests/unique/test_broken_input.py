@@ -21,7 +21,7 @@ def poke_section(name: str, field: str, value: int) -> Mutation:
     def mutate(data: bytearray, elf: ElfFile) -> None:
         sec = elf.section_by_name(name)
         off, fmt = SHDR_FIELDS[field]
-        struct.pack_into("<" + fmt, data, elf.e_shoff + sec.index * elf.e_shentsize + off, value)
+        struct.pack_into("<" + fmt, data, elf.e_shoff + sec.shndx * elf.e_shentsize + off, value)
     return mutate
 
 
@@ -40,7 +40,7 @@ def truncate(size: int) -> Mutation:
 
 def unique_name_out_of_range(data: bytearray, elf: ElfFile) -> None:
     table = next(t for t in elf.symbol_tables() if t.name == ".dynsym")
-    index = next(s.index for s in table if s.bind == 10)
+    index = next(s.symndx for s in table if s.bind == 10)
     struct.pack_into("<I", data, table.offset + index * table.entsize, table.str_size + 5)
 
 
