@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import logging
 import mmap
 import os
 import stat
 import time
 
 from elfpatch import teststop
-from elfpatch.errors import ElfPatchError, ParseError, WriteError, one_line
+from elfpatch.errors import ElfPatchError, ParseError, WriteError, logger, one_line
 from elfpatch.guard import Guard
 
 # Seconds a writing run waits for another process's lock on a file before it gives up on that file.
@@ -27,9 +26,16 @@ LOCK_TIMEOUT = 60.0
 _LOCK_RETRIES = 8
 # Seconds of waiting for a lock after which the run says what it waits for.
 WAIT_NOTICE = 1.0
-# Where that is said: a child of the "elfpatch" logger, which a pool worker sends straight to the parent's
-# handlers (its other warnings travel back with its reports, too late for this one).
-WAIT_LOG = logging.getLogger("elfpatch.wait")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import logging
+
+
+def wait_log() -> logging.Logger:
+    """Where a wait is said: a child of the "elfpatch" logger, which a pool worker sends straight to the
+    parent's handlers (its other warnings travel back with its reports, too late for this one). Made on first
+    use: a run that waits for nothing never imports logging."""
+    return logger().getChild("wait")
 
 Identity = tuple  # (st_dev, st_ino, st_size, st_mtime_ns)
 
@@ -118,7 +124,7 @@ def lock_file(fd: int, timeout: float, path: str, deadline: float | None = None)
         if not told and now - start >= WAIT_NOTICE:
             told = True
             pid = lock_holder(os.fstat(fd))
-            WAIT_LOG.warning("%s", one_line(f"{path}: waiting for the lock on it, held by "
+            wait_log().warning("%s", one_line(f"{path}: waiting for the lock on it, held by "
                                             f"{f'pid {pid}' if pid else 'another process'}  (at most "
                                             f"{timeout:g} s; see --lock-timeout)"))
         time.sleep(min(delay, deadline - now))

@@ -718,9 +718,10 @@ _worker_dirs = Dirs()  # a pool process's (it starts empty: the parent keeps non
 def _init_worker() -> None:
     """A pool process says a lock wait at once through the handlers it inherited (its other warnings travel
     back with its reports, which would be too late for this one)."""
-    from elfpatch.source import WAIT_LOG
+    from elfpatch.source import wait_log
 
-    WAIT_LOG.handlers, WAIT_LOG.propagate = list(LOG.handlers), False
+    log = wait_log()
+    log.handlers, log.propagate = list(LOG.handlers), False
 
 
 def workers() -> int:
