@@ -106,22 +106,26 @@ def open_chain(chain: Chain) -> int:
 
 def _open_steps(chain: Chain, fds: list[int]) -> None:
     """Open the steps of ``chain`` from ``len(fds)`` on, each below the last of ``fds`` (appended to it)."""
-    path = os.path.join(*(s.name for s in chain[: len(fds)])) if fds else chain[0].name
+    i = len(fds)
     try:
         for i in range(len(fds), len(chain)):
             step = chain[i]
             if i:
-                path = os.path.join(path, step.name)
                 fds.append(os.open(step.name, _DIR_FLAGS, dir_fd=fds[-1]))
             else:  # the root as named: may be a link
                 fds.append(os.open(step.name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
             st = os.fstat(fds[-1])
             if (st.st_dev, st.st_ino) != (step.dev, step.ino):
-                raise WriteError("directory replaced since the tree was read; not followed", path)
+                raise WriteError("directory replaced since the tree was read; not followed", _path(chain, i))
     except OSError as exc:
         what = "a symlink now (replaced since the tree was read); not followed" if exc.errno in (
             errno.ELOOP, errno.ENOTDIR) else exc.strerror
-        raise WriteError(f"cannot open directory: {what}", path) from exc
+        raise WriteError(f"cannot open directory: {what}", _path(chain, i)) from exc
+
+
+def _path(chain: Chain, i: int) -> str:
+    """The path of the ``i``-th directory of ``chain`` (for messages)."""
+    return os.path.join(*(s.name for s in chain[: i + 1]))
 
 
 class Dirs:
@@ -146,12 +150,14 @@ class Dirs:
             keep += 1
         if keep and not self._still(chain, keep):
             keep = 0
-        self._close_from(keep)
-        try:
-            _open_steps(chain, self.fds)
-        except BaseException:
-            self.clear()
-            raise
+        if keep < len(self.fds):
+            self._close_from(keep)
+        if keep < len(chain):
+            try:
+                _open_steps(chain, self.fds)
+            except BaseException:
+                self.clear()
+                raise
         self.chain = chain
         return self.fds[-1]
 
