@@ -8,6 +8,7 @@ Inputs: the largest C++ libraries on the machine (libtorch_cpu.so when bench/out
 is there, the largest libLLVM, libstdc++), the demo's small library (start-up alone) and the system library
 directory as a tree.
 
+Both trees are compiled to bytecode first (``compileall``), so that no run pays for compiling.
 Repetitions are interleaved (old, new, new, old, ...) so that load on the machine hits both alike; the table
 gives median and minimum wall time, median CPU (user + system, pool workers included), peak RSS and the ratio
 new/old of the medians. `python bench/vs_old.py --reps 21` runs this group alone.
@@ -112,6 +113,10 @@ def compare(reps: int, tree_reps: int) -> list[dict]:
         envs = {"a2c2a08": {**base, "PYTHONPATH": str(old)}, "today": {**base, "PYTHONPATH": str(ROOT)}}
         _check_import_path(envs["a2c2a08"], cwd, old)
         _check_import_path(envs["today"], cwd, ROOT)
+        # Bytecode for both, so that neither run compiles (with PYTHONDONTWRITEBYTECODE set, the old tree,
+        # fresh from git, and any edited module of today's would be compiled again by every run and worker).
+        subprocess.run([PY, "-m", "compileall", "-q", str(old), str(ROOT / "elfpatch")], check=True,
+                       stdout=subprocess.DEVNULL)
         for label, path in inputs():
             n = tree_reps if os.path.isdir(path) else reps
             argv = [PY, "-m", "elfpatch", "unique", "--check", path]

@@ -15,6 +15,8 @@ what that changes is recorded in ``warnings`` instead of failing a file whose lo
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 
 from elfpatch.elfconst import (
     DF_1_PIE,
@@ -318,6 +320,14 @@ class ElfFile:
         self.check_range(offset, s.size)
         return s.unpack_from(self.data, offset)
 
+    def _array(self, code: str, offset: int, size: int) -> array[int]:
+        """``size`` bytes at ``offset`` as an array of unsigned words (code "I" or "Q") in this file's byte
+        order: one read, no per-word Python."""
+        words = array(code, self.read(offset, size - size % array(code).itemsize))
+        if self.little != (sys.byteorder == "little"):
+            words.byteswap()
+        return words
+
     def word(self, offset: int) -> int:
         """One address-sized word (4 or 8 bytes)."""
         return self.unpack(self._word, offset)[0]
@@ -531,15 +541,16 @@ class ElfFile:
             else:
                 return []
         self.check_range(offset, size, "dynamic section")
-        mask = (1 << self.elfclass) - 1
-        s = self.struct(fmt)
         out: list[tuple[int, int]] = []
         end = offset + size - size % step
         for pos in range(offset, end, step * 256):  # in slices: a missing DT_NULL costs no per-entry read
-            for tag, val in s.iter_unpack(self.read(pos, min(step * 256, end - pos))):
-                if tag == DT_NULL:
-                    return out
-                out.append((tag & mask, val))
+            # d_tag read unsigned: the tag as a mask of the word's bits would give it (DT_NULL is 0 either way)
+            words = self._array(self._word, pos, min(step * 256, end - pos))
+            tags = words[0::2]
+            stop = tags.index(DT_NULL) if DT_NULL in tags else len(tags)
+            out.extend(zip(tags[:stop], words[1::2][:stop]))
+            if stop < len(tags):
+                return out
             if len(out) > MAX_HEADERS:
                 raise ParseError(f"no DT_NULL in the first {MAX_HEADERS} dynamic entries", self.path)
         return out
@@ -772,8 +783,7 @@ class ElfFile:
         buckets_off = off + 16 + bloom_size * words
         self.check_range(buckets_off, nbuckets * 4, "DT_GNU_HASH buckets")
         chains_off = buckets_off + nbuckets * 4
-        buckets = self.struct(f"{nbuckets}I").unpack_from(self.data, buckets_off) if nbuckets else ()
-        last = max(buckets, default=0)
+        last = max(self._array("I", buckets_off, nbuckets * 4), default=0)
         if last < symoffset:
             self._plausible_count(symoffset)
             return symoffset

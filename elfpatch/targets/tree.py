@@ -85,37 +85,112 @@ class Group:
     def paths(self) -> list[str]:
         return [n.path for n in self.names]
 
+    def __reduce__(self) -> tuple:
+        return Group, (self.names, self.size, self.ident)  # to a pool worker: a quarter less work than slots
+
 
 def open_chain(chain: Chain) -> int:
     """The directory at the end of ``chain``, opened step by step with O_NOFOLLOW and each step checked
     against the walk's identity (raises WriteError when one was replaced)."""
-    root = chain[0]
-    fd = os.open(root.name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the root as named: may be a link
-    path = root.name
+    fds: list[int] = []
     try:
-        for i, step in enumerate(chain):
-            if i:
-                path = os.path.join(path, step.name)
-                nxt = os.open(step.name, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = nxt
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != (step.dev, step.ino):
-                raise WriteError("directory replaced since the tree was read; not followed", path)
-    except OSError as exc:
+        _open_steps(chain, fds)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    for fd in fds[:-1]:
         os.close(fd)
+    return fds[-1]
+
+
+def _open_steps(chain: Chain, fds: list[int]) -> None:
+    """Open the steps of ``chain`` from ``len(fds)`` on, each below the last of ``fds`` (appended to it)."""
+    i = len(fds)
+    try:
+        for i in range(len(fds), len(chain)):
+            step = chain[i]
+            if i:
+                fds.append(os.open(step.name, _DIR_FLAGS, dir_fd=fds[-1]))
+            else:  # the root as named: may be a link
+                fds.append(os.open(step.name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            st = os.fstat(fds[-1])
+            if (st.st_dev, st.st_ino) != (step.dev, step.ino):
+                raise WriteError("directory replaced since the tree was read; not followed", _path(chain, i))
+    except OSError as exc:
         what = "a symlink now (replaced since the tree was read); not followed" if exc.errno in (
             errno.ELOOP, errno.ENOTDIR) else exc.strerror
-        raise WriteError(f"cannot open directory: {what}", path) from exc
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        raise WriteError(f"cannot open directory: {what}", _path(chain, i)) from exc
 
 
-def place_of(n: Name) -> Place:
-    """Where a file of the walk is now, its directory checked (errors name the file, and the directory)."""
+def _path(chain: Chain, i: int) -> str:
+    """The path of the ``i``-th directory of ``chain`` (for messages)."""
+    return os.path.join(*(s.name for s in chain[: i + 1]))
+
+
+class Dirs:
+    """The directories of the last chain opened, kept open for the next file (files come in sorted order:
+    mostly from the same directory). A kept directory is used again only once each step of its chain has
+    been checked anew to be the walk's, with one lstat per step below the root (the root stat'ed by its
+    name, as ``open_chain`` opens it): a directory swapped since, for a symlink or another directory, at any
+    depth, is caught as before, and the chain is then opened afresh, which says what happened. One chain is
+    kept at a time: its depth bounds the descriptors held."""
+
+    def __init__(self) -> None:
+        self.chain: Chain = ()
+        self.fds: list[int] = []
+
+    def fd(self, chain: Chain) -> int:
+        """The directory at the end of ``chain``, checked as ``open_chain`` checks it; it stays this
+        cache's (valid until the next call or ``clear``)."""
+        keep = 0
+        for a, b in zip(chain, self.chain):
+            if a != b:
+                break
+            keep += 1
+        if keep and not self._still(chain, keep):
+            keep = 0
+        if keep < len(self.fds):
+            self._close_from(keep)
+        if keep < len(chain):
+            try:
+                _open_steps(chain, self.fds)
+            except BaseException:
+                self.clear()
+                raise
+        self.chain = chain
+        return self.fds[-1]
+
+    def _still(self, chain: Chain, keep: int) -> bool:
+        """Whether the first ``keep`` kept directories are still where the walk found them."""
+        try:
+            st = os.stat(chain[0].name)
+            if (st.st_dev, st.st_ino) != (chain[0].dev, chain[0].ino):
+                return False
+            for i in range(1, keep):
+                st = os.stat(chain[i].name, dir_fd=self.fds[i - 1], follow_symlinks=False)
+                if (st.st_dev, st.st_ino) != (chain[i].dev, chain[i].ino):
+                    return False
+        except OSError:
+            return False
+        return True
+
+    def _close_from(self, keep: int) -> None:
+        for fd in self.fds[keep:]:
+            os.close(fd)
+        del self.fds[keep:]
+        self.chain = self.chain[:keep]
+
+    def clear(self) -> None:
+        self._close_from(0)
+
+
+def place_of(n: Name, dirs: Dirs | None = None) -> Place:
+    """Where a file of the walk is now, its directory checked (errors name the file, and the directory).
+    With ``dirs``, the directory is kept there for the next file (the place does not own it)."""
     try:
+        if dirs is not None:
+            return Place(dirs.fd(n.chain), n.name, n.path, owns=False)
         return Place(open_chain(n.chain), n.name, n.path)
     except WriteError as exc:
         raise WriteError(f"{exc.message} ({exc.path})", n.path) from exc
@@ -217,10 +292,11 @@ def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int, l
     return sorted(w.groups.values(), key=lambda g: g.names[0].path), w.skipped, w.journals
 
 
-def process_group(group: Group, job: Job, root: str) -> tuple[list[FileReport], int]:
-    """One inode of the tree: (its reports, 0), or ([], number of names) when it is no target kind."""
+def process_group(group: Group, job: Job, root: str, dirs: Dirs | None = None) -> tuple[list[FileReport], int]:
+    """One inode of the tree: (its reports, 0), or ([], number of names) when it is no target kind. With
+    ``dirs``, its directory is kept open there for the next group."""
     first = group.names[0]
-    with place_of(first) as place:
+    with place_of(first, dirs) as place:
         try:
             head = read_head(place.name, place.dir_fd)
         except OSError as exc:
@@ -617,10 +693,10 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
 Result = tuple[list[FileReport], int, list[logging.LogRecord]]
 
 
-def _run(args: tuple[Group, Job, str]) -> Result:
+def _run(args: tuple[Group, Job, str], dirs: Dirs | None = None) -> Result:
     group, job, root = args
     try:
-        return (*process_group(group, job, root), [])
+        return (*process_group(group, job, root, dirs), [])
     except ElfPatchError as exc:
         return [error_report(exc.path or group.names[0].path, exc)], 0, []
 
@@ -638,8 +714,11 @@ def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
     """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers."""
     capture = _Capture()
     LOG.handlers, LOG.propagate = [capture], False
-    reports, skipped, _ = _run(args)
+    reports, skipped, _ = _run(args, _worker_dirs)
     return reports, skipped, capture.records
+
+
+_worker_dirs = Dirs()  # a pool process's (it starts empty: the parent keeps none past its own run)
 
 
 def _init_worker() -> None:
@@ -688,6 +767,10 @@ def process_tree(root: str, job: Job) -> Outcome:
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
 
+        # The archive and ELF readers (archive imports elf), imported here once: forked workers share them
+        # instead of each importing them again (the rarer wheel's reader stays lazy).
+        import elfpatch.targets.archive  # noqa: F401
+
         try:
             with ProcessPoolExecutor(n, initializer=_init_worker) as pool:
                 _collect(pool.map(_run_in_worker, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
@@ -695,7 +778,11 @@ def process_tree(root: str, job: Job) -> Outcome:
             raise WriteError("a worker process died (out of memory?); files done before it are patched, "
                              "run again to finish", root) from exc
     else:
-        _collect(map(_run, tasks), outcome, progress)
+        dirs = Dirs()
+        try:
+            _collect((_run(task, dirs) for task in tasks), outcome, progress)
+        finally:
+            dirs.clear()
     return outcome
 
 

@@ -70,6 +70,37 @@ def test_dir_swapped_for_symlink_after_walk_writes_nothing_outside(user: str, or
 
 
 @USERS
+@pytest.mark.parametrize("swap", ["upper dir for a symlink", "own dir for a symlink", "upper dir for another"])
+def test_dir_swapped_between_two_files_of_it_is_caught(user: str, swap: str, original: bytes) -> None:
+    """Guarantee: never write outside the tree, also for the next file of a directory the run already holds
+    open. Once the first of two libraries in tree/mid/sub is patched, a directory on their way (the upper one
+    or their own) is moved out of the tree and a symlink to it (or another directory) put in its place: the
+    second library gets an error naming the directory; nothing is patched or left where it went."""
+    need_user(user)
+    tree, outside = arena(user), arena(user)
+    try:
+        place(original, tree / "mid" / "sub" / "a.so", user)
+        place(original, tree / "mid" / "sub" / "b.so", user)
+        give(tree, user)
+        run_ = start(user, "renamed", "unique", str(tree))
+        moved = "sub" if swap.startswith("own") else "mid"
+        at = tree / "mid" / "sub" if moved == "sub" else tree / "mid"
+        at.rename(outside / moved)
+        if swap.endswith("symlink"):
+            at.symlink_to(outside / moved)
+        else:
+            place(original, tree / "mid" / "sub" / "b.so", user)
+        proc = run_.resume()
+        one_error_line(proc, tree / "mid" / "sub" / "b.so", "directory")
+        went = outside / moved / "b.so" if moved == "sub" else outside / "mid" / "sub" / "b.so"
+        assert went.read_bytes() == original and temps_in(went.parent) == []
+        if swap.endswith("another"):
+            assert (tree / "mid" / "sub" / "b.so").read_bytes() == original
+    finally:
+        cleanup(tree, outside)
+
+
+@USERS
 def test_dir_swapped_while_file_is_open_commits_inside(user: str, original: bytes, expected: bytes) -> None:
     """Guarantee: never write outside the tree. The file is open and locked when its directory is moved away
     and a symlink to an outside directory put in its place: the commit goes to the directory that was read
