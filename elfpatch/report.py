@@ -58,6 +58,11 @@ class FileReport:
     def __repr__(self) -> str:
         return f"FileReport({self.path!r}, {self.status!r}, symbols={len(self.symbols)}, member={self.member!r})"
 
+    def __reduce__(self) -> tuple[Callable[..., FileReport], tuple[Any, ...]]:
+        """Pickled as one tuple of its slots (reports cross back from a tree's pool processes): the default
+        for a __slots__ class sends every slot's name with every report."""
+        return _rebuild, tuple(getattr(self, name) for name in self.__slots__)
+
     @property
     def patched(self) -> int:
         return len(self.symbols) if self.status == PATCHED else 0
@@ -77,6 +82,13 @@ class FileReport:
     def label(self) -> str:
         """The file, or ``archive[member]``, as every message names it."""
         return f"{self.path}[{self.member}]" if self.member is not None else self.path
+
+
+def _rebuild(*values: Any) -> FileReport:
+    report = FileReport.__new__(FileReport)
+    for name, value in zip(FileReport.__slots__, values):
+        setattr(report, name, value)
+    return report
 
 
 def summary(reports: Iterable[FileReport], skipped: int = 0, other: int = 0) -> dict[str, int]:
