@@ -225,10 +225,10 @@ def read_head(path: str, dir_fd: int | None = None) -> bytes:
 def kind_of(head: bytes, path: str) -> str | None:
     """The kind of a regular file from its first bytes: ELF, ar archive (regular or thin), wheel (a zip file
     named *.whl), or None for anything else."""
+    if head[:4] == ELFMAG:  # the common case first: no import on its path
+        return ELF
     from elfpatch.arfmt import is_archive
 
-    if head[:4] == ELFMAG:
-        return ELF
     if is_archive(head):
         return ARCHIVE
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06") and path.endswith(".whl"):  # a member first, or empty
