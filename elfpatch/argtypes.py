@@ -6,7 +6,10 @@ returns a BadValue instead of raising, and the CLI reports the first one once th
 from __future__ import annotations
 
 import math
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported on the read path
+if TYPE_CHECKING:
+    from argparse import Namespace
 
 
 class BadValue:
@@ -51,7 +54,7 @@ class Count:
         return BadValue(f"expected a whole number 0 or more{high}, not {text!r}")
 
 
-def first_bad(args: Any) -> str | None:
+def first_bad(args: Namespace) -> str | None:
     """``--option: reason`` for the first option given a BadValue, or None."""
     for dest, value in vars(args).items():
         if isinstance(value, BadValue):
