@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
-    from elfpatch.argtypes import first_bad
+    from elfpatch.cliopts import first_bad
 
     bad = first_bad(args)
     if bad is not None:  # a number option out of range: one error line, as any bad input

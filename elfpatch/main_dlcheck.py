@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elfpatch.argtypes import Seconds
+from elfpatch.cliopts import Seconds
 from elfpatch.errors import error_line, one_line
 from elfpatch.report import write_document
 

@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from elfpatch.argtypes import Count
+from elfpatch.cliopts import Count
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
 from elfpatch.report import envelope, write_document
 

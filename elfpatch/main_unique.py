@@ -6,7 +6,7 @@ import io
 import os
 import sys
 
-from elfpatch.argtypes import Seconds
+from elfpatch.cliopts import Seconds, add_verbose
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line, warn
 from elfpatch.helpformat import formatter
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
@@ -56,8 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: 60)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout (always every file)")
     verbosity = p.add_mutually_exclusive_group()
-    verbosity.add_argument("-v", "--verbose", action="store_true",
-                           help="list every file of a tree, also those without unique symbols")
+    add_verbose(verbosity, "every file of a tree, also those without unique symbols")
     verbosity.add_argument("-q", "--quiet", action="store_true", help="print the summary line only")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)

@@ -35,3 +35,20 @@ def test_a_number_in_range_is_taken(command: str, option: str, value: str,
     """The value is parsed (the missing file is the only error left)."""
     assert main([command, option, value, "no-such-file"]) == 2
     assert "no-such-file" in capsys.readouterr().err
+
+
+def test_verbose_has_one_meaning(capsys: pytest.CaptureFixture[str]) -> None:
+    """Guarantee: -v/--verbose means the same in every command that has it, "also list what has no finding"
+    (it was "every file of a tree" in unique and "names within one package" in audit, worded unrelated)."""
+    from elfpatch.cli import build_parser
+    from elfpatch.cliopts import VERBOSE
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    having = {}
+    for name, parser in commands.items():
+        for action in parser._actions:
+            if "-v" in action.option_strings:
+                assert action.option_strings == ["-v", "--verbose"] and action.nargs == 0
+                having[name] = action.help
+    assert set(having) == {"unique", "audit"}
+    assert all(text.startswith(VERBOSE) for text in having.values()), having

@@ -1,4 +1,5 @@
-"""The types of the command line's number options (seconds, counts): one parser each, one error style.
+"""What several commands' options share: -v's one meaning, and the types of the number options (seconds,
+counts), one parser each, one error style.
 
 A bad value gets the one line every other bad input gets, ``elfpatch: error: --lock-timeout: expected
 seconds, 0 or more, not 'soon'`` (exit 2), not argparse's usage block. argparse cannot word it so: a type
@@ -9,7 +10,15 @@ import math
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
-    from argparse import Namespace
+    from argparse import ArgumentParser, Namespace, _ActionsContainer
+
+VERBOSE = "also list what has no finding: "
+
+
+def add_verbose(parser: ArgumentParser | _ActionsContainer, what: str) -> None:
+    """``-v/--verbose`` with its one meaning in every command: list also what has no finding (``what``
+    names it for this command); what is listed without it, and the exit status, do not change."""
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE + what)
 
 
 class BadValue:
