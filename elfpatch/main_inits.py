@@ -46,7 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "before-construction)")
     p.add_argument("--max-dtors", metavar="N", type=Count(), default=None,
                    help="exit 1 when a file registers more than N exit-time destructors")
-    p.add_argument("paths", metavar="PATH", nargs="+")
+    p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                   help="in a directory PATH, pass over files whose path relative to its root matches GLOB "
+                        "(repeatable; a GLOB without / also matches the file name alone)")
+    p.add_argument("paths", metavar="PATH", nargs="+",
+                   help="an ELF file, or a directory: every ELF file of its tree (symlinks not followed)")
     p.set_defaults(func=run)
 
 
@@ -71,15 +75,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """(entries, loads, errors) over ``args.paths``: one entry per PATH, status "listed" or "error" (a file
-    that fails has no listing; one whose load (--deps) fails keeps its listing); each error is on stderr too."""
+    """(entries, loads, errors) over ``args.paths``: one entry per file (a directory's ELF files), status
+    "listed" or "error" (a file that fails has no listing; one whose load (--deps) fails keeps its listing;
+    a tree that cannot be walked is its PATH's); each error is on stderr too."""
+    from elfpatch.elftree import elf_paths
+    from elfpatch.targets import Exclude
     from elfpatch.warnlog import WarningLog, warnings_of
 
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
-    for path in args.paths:
+    for path, walk_error in elf_paths(args.paths, Exclude(args.exclude)):
         with WarningLog() as log:  # what was logged before a failure stays in the failed file's warnings
             try:
+                if walk_error is not None:
+                    raise walk_error
                 entry = {"path": path, "status": "listed", "error": None, **_listing(path, args)}
             except ElfPatchError as exc:
                 entry = _failed({"path": path, "status": "error", "error": None,
