@@ -27,7 +27,7 @@ _EXPORTS = {
     "audit": "elfpatch.api",
     "FileReport": "elfpatch.report",
     "SymbolRow": "elfpatch.report",
-    "list_initializers": "elfpatch.inits",
+    "list_initializers": "elfpatch.api",
     "dlcheck": "elfpatch.harness.dlcheck",
     "ElfPatchError": "elfpatch.errors",
     "ParseError": "elfpatch.errors",
