@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-dtors", metavar="N", type=Count(), default=None,
                    help="exit 1 when a file registers more than N exit-time destructors")
     p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
-                   help="in a directory PATH, pass over files whose path relative to its root matches GLOB "
-                        "(repeatable; a GLOB without / also matches the file name alone)")
+                   help="pass over files whose path relative to a tree's root, or a PATH as given, matches "
+                        "GLOB (repeatable; a GLOB without / also matches the file name alone)")
     p.add_argument("paths", metavar="PATH", nargs="+",
                    help="an ELF file, or a directory: every ELF file of its tree (symlinks not followed)")
     p.set_defaults(func=run)
