@@ -2,12 +2,13 @@
 
 The public API, imported lazily so that ``import elfpatch`` stays cheap:
 
-- ``scan(paths, symbols=())``: what ``elfpatch unique --dry-run`` reports, as records.
-- ``patch(paths, to="global", symbols=(), inplace=False, output=None, output_dir=None)``: rewrite unique
-  symbols.
-- ``check(paths, symbols=())``: True when any selected unique symbol exists (``--check``).
+- ``scan(paths, symbols=(), keep=(), exclude=())``: what ``elfpatch unique --dry-run`` reports, as records.
+- ``patch(paths, to="global", symbols=(), inplace=False, output=None, output_dir=None, keep=(), exclude=(),
+  lock_timeout=None)``: rewrite unique symbols.
+- ``check(paths, symbols=(), keep=(), exclude=())``: True when any selected unique symbol exists (``--check``).
 - ``audit(paths, exclude=())``: unique names that several files and packages define (``elfpatch audit``).
-- ``list_initializers(path)``: what runs at load and unload, in the loader's order.
+- ``list_initializers(path)`` / ``list_initializers(paths, exclude=(), raise_errors=True)``: what runs at load
+  and unload, in the loader's order (one path: its listing; a list: one entry per file, trees walked).
 - ``dlcheck(paths)``: load and unload in a child process and report what kept each resident.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ _EXPORTS = {
     "audit": "elfpatch.api",
     "FileReport": "elfpatch.report",
     "SymbolRow": "elfpatch.report",
-    "list_initializers": "elfpatch.inits",
+    "list_initializers": "elfpatch.api",
     "dlcheck": "elfpatch.harness.dlcheck",
     "ElfPatchError": "elfpatch.errors",
     "ParseError": "elfpatch.errors",

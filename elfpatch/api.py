@@ -1,13 +1,14 @@
-"""The Python API behind `elfpatch unique`: the same records the CLI reports."""
+"""The Python API behind the commands: the same records the CLI reports, and the CLI's options by the same
+names (``symbols`` for --symbol, ``keep``, ``exclude``, ``lock_timeout``)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable, Union
+from typing import TYPE_CHECKING, Any, Iterable, Union, overload
 
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import ERROR, FileReport
 from elfpatch.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.targets import CHECK, DRY_RUN, PATCH, Job
+from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job
 from elfpatch.targets.dispatch import process
 
 if TYPE_CHECKING:
@@ -54,32 +55,35 @@ def run(paths: Paths, job: Job, raise_errors: bool = True) -> list[FileReport]:
     return reports
 
 
-def _job(mode: str, to: str, symbols: Globs, **kw: object) -> Job:
+def _job(mode: str, to: str, symbols: Globs, keep: Globs, exclude: Globs, **kw: Any) -> Job:
     if to not in TARGET_BINDINGS:
         raise ValueError(f"to must be one of {sorted(TARGET_BINDINGS)}, not {to!r}")
-    return Job(mode=mode, to=TARGET_BINDINGS[to], names=NameFilter(_globs(symbols, "symbols")), **kw)  # type: ignore[arg-type]
+    names = NameFilter(_globs(symbols, "symbols"), _globs(keep, "keep"))
+    return Job(mode=mode, to=TARGET_BINDINGS[to], names=names, exclude=Exclude(_globs(exclude, "exclude")), **kw)
 
 
-def scan(paths: Paths, symbols: Globs = (), to: str = "global",
-         raise_errors: bool = True) -> list[FileReport]:
-    """What `elfpatch unique --dry-run` reports: every selected unique symbol, nothing written."""
-    return run(paths, _job(DRY_RUN, to, symbols), raise_errors)
+def scan(paths: Paths, symbols: Globs = (), to: str = "global", raise_errors: bool = True,
+         keep: Globs = (), exclude: Globs = ()) -> list[FileReport]:
+    """What `elfpatch unique --dry-run` reports: every selected unique symbol, nothing written. ``keep``
+    (--keep): globs of symbols that stay unique; ``exclude`` (--exclude): globs of files to pass over."""
+    return run(paths, _job(DRY_RUN, to, symbols, keep, exclude), raise_errors)
 
 
-def check(paths: Paths, symbols: Globs = ()) -> bool:
-    """True when any selected unique symbol exists (what makes `--check` exit 1)."""
-    return any(r.symbols for r in run(paths, _job(CHECK, "global", symbols)))
+def check(paths: Paths, symbols: Globs = (), keep: Globs = (), exclude: Globs = ()) -> bool:
+    """True when any selected unique symbol exists (what makes `--check` exit 1); a file that fails raises."""
+    return any(r.symbols for r in run(paths, _job(CHECK, "global", symbols, keep, exclude)))
 
 
 def patch(paths: Paths, to: str = "global", symbols: Globs = (), inplace: bool = False,
           output: str | None = None, fsync: bool = False, raise_errors: bool = True,
-          output_dir: str | None = None, lock_timeout: float | None = None) -> list[FileReport]:
+          output_dir: str | None = None, lock_timeout: float | None = None, keep: Globs = (),
+          exclude: Globs = ()) -> list[FileReport]:
     """Rewrite the selected unique symbols to GLOBAL or WEAK; atomically unless ``inplace``. ``output`` (one
     PATH) or ``output_dir`` (each PATH under its own name, the directory created if need be) leave the PATHs
     untouched, as -o and -w do. ``lock_timeout``: seconds to wait for another process's lock on a file, as
-    --lock-timeout (None: its default)."""
-    job = _job(PATCH, to, symbols, inplace=inplace, output=output, fsync=fsync, output_dir=output_dir,
-               lock_timeout=lock_timeout)
+    --lock-timeout (None: its default). ``keep`` and ``exclude`` as in ``scan``."""
+    job = _job(PATCH, to, symbols, keep, exclude, inplace=inplace, output=output, fsync=fsync,
+               output_dir=output_dir, lock_timeout=lock_timeout)
     return run(paths, job, raise_errors)
 
 
@@ -95,3 +99,51 @@ def audit(paths: Paths, exclude: Globs = (), raise_errors: bool = True) -> Audit
     if raise_errors and result.errors:
         _raise(result.errors[0])
     return result
+
+
+@overload
+def list_initializers(paths: str | os.PathLike[str]) -> dict[str, Any]: ...
+
+
+@overload
+def list_initializers(paths: list[Any] | tuple[Any, ...], exclude: Globs = (),
+                      raise_errors: bool = True) -> list[dict[str, Any]]: ...
+
+
+def list_initializers(paths: Paths, exclude: Globs = (),
+                      raise_errors: bool = True) -> dict[str, Any] | list[dict[str, Any]]:
+    """What `elfpatch inits` lists. One path (a string, as before): its listing, ``{"path", "init", "fini",
+    "warnings"}``. A list of paths: one entry per file, as the ``--json`` document's ``files``, ``{"path",
+    "status", "error", "init", "fini", "warnings"}``; a directory gives the ELF executables and shared objects
+    of its tree, less those ``exclude`` (--exclude) matches. A file that fails raises its ElfPatchError, or
+    with ``raise_errors=False`` is an entry with status "error" and no listing."""
+    from elfpatch import inits
+
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        path = os.fsdecode(paths)
+        if os.path.isdir(path):
+            raise ElfPatchError("a directory: pass [path] to list the ELF files of its tree", path)
+        return inits.list_initializers(path)
+    return [_entry(path, walk_error, raise_errors) for path, walk_error in _elf_paths(paths, exclude)]
+
+
+def _elf_paths(paths: Paths, exclude: Globs) -> list[tuple[str, ElfPatchError | None]]:
+    from elfpatch.elftree import elf_paths
+
+    return list(elf_paths(_paths(paths), Exclude(_globs(exclude, "exclude"))))
+
+
+def _entry(path: str, walk_error: ElfPatchError | None, raise_errors: bool) -> dict[str, Any]:
+    """One ``files`` entry of `inits --json` for ``path`` (the warnings logged before a failure kept)."""
+    from elfpatch.inits import list_initializers as listing_of
+    from elfpatch.warnlog import WarningLog, warnings_of
+
+    with WarningLog() as log:
+        try:
+            if walk_error is not None:
+                raise walk_error
+            return {"path": path, "status": "listed", "error": None, **listing_of(path)}
+        except ElfPatchError as exc:
+            if raise_errors:
+                raise
+            return {"path": path, "status": "error", "error": exc.message, "warnings": warnings_of(log, path)}

@@ -65,6 +65,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
+    from elfpatch.cliopts import first_bad
+
+    bad = first_bad(args)
+    if bad is not None:  # a number option out of range: one error line, as any bad input
+        print(error_line(None, bad), file=sys.stderr)
+        return EXIT_ERROR
     on_logger(_show_warnings)
     try:
         return int(args.func(args))

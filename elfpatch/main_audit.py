@@ -6,6 +6,7 @@ import io
 import sys
 from typing import Any, TextIO
 
+from elfpatch.cliopts import add_verbose
 from elfpatch.collisions import Audit, Collision, audit_job, run_audit
 from elfpatch.errors import error_line, one_line
 from elfpatch.report import write_document
@@ -25,8 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
                    help="pass over files whose path relative to a tree's root, or member name, matches GLOB "
                         "(repeatable; a GLOB without / also matches the file name alone)")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="also list the names that only files of one package define (the JSON always has them)")
+    add_verbose(p, "the names that only files of one package define (the JSON always has them)")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
 

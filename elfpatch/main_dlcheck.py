@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elfpatch.errors import EXIT_ERROR, error_line, one_line
+from elfpatch.cliopts import Seconds
+from elfpatch.errors import error_line, one_line
 from elfpatch.report import write_document
 
 HELP = """\
@@ -26,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dlcheck", help="check that shared objects unload and do not share statics",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.add_argument("--timeout", default="60", metavar="SECONDS",
+    from elfpatch.harness.session import MAX_TIMEOUT
+
+    p.add_argument("--timeout", default="60", metavar="SECONDS", type=Seconds(above_zero=True, most=MAX_TIMEOUT),
                    help="give up on a step after this long (above 0, at most a day; default: 60)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import this Python module in the child first (repeatable; not judged)")
@@ -42,17 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from elfpatch.harness.dlcheck import dlcheck, exit_status
     from elfpatch.harness.explain import short_error, write_text
-    from elfpatch.harness.session import MAX_TIMEOUT, BadTimeout, check_timeout
     from elfpatch.harness.stopping import stop_on_signals
 
-    try:
-        timeout = check_timeout(args.timeout)
-    except BadTimeout:
-        reason = f"--timeout: expected seconds above 0 and at most {MAX_TIMEOUT:g}, not {args.timeout!r}"
-        print(error_line(None, reason), file=sys.stderr)
-        return EXIT_ERROR
     with stop_on_signals():  # SIGTERM, SIGINT, SIGHUP: the child's group killed and its files removed first
-        report = dlcheck(args.paths, timeout=timeout, imports=args.imports, preloads=args.preloads,
+        report = dlcheck(args.paths, timeout=args.timeout, imports=args.imports, preloads=args.preloads,
                          allow_resident=args.allow_resident)
     for entry in report["imports"]:
         if entry["error"] is not None:

@@ -5,6 +5,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from elfpatch.cliopts import Count
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
 from elfpatch.report import envelope, write_document
 
@@ -21,31 +22,14 @@ FAIL_ON = {"before-construction": ("before-construction",),
            "order-dependent": ("before-construction", "order-dependent")}
 
 
-def _budget(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
 MAX_DEPTH = 64  # the walk recurses once per call level
-
-
-def _depth(text: str) -> int:
-    value = _budget(text)
-    if value > MAX_DEPTH:
-        raise argparse.ArgumentTypeError(f"at most {MAX_DEPTH}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inits", help="list static initializers and finalizers in execution order",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.add_argument("--max", metavar="N", type=_budget, default=None,
+    p.add_argument("--max", metavar="N", type=Count(), default=None,
                    help="exit 1 when a file has more than N static initializers (preinit_array, init_array "
                         "and .ctors entries that are not the toolchain's own)")
     p.add_argument("--deps", action="store_true",
@@ -55,14 +39,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="list the exit-time destructors each initializer registers, in registration order")
     p.add_argument("--siof", action="store_true",
                    help="what each initializer constructs and reads; static-initialization-order verdicts")
-    p.add_argument("--depth", metavar="N", type=_depth, default=3,
+    p.add_argument("--depth", metavar="N", type=Count(MAX_DEPTH), default=3,
                    help=f"follow calls this deep from each initializer (default 3, at most {MAX_DEPTH})")
     p.add_argument("--fail-on", metavar="VERDICT", choices=sorted(FAIL_ON), default=None,
                    help="exit 1 on a --siof finding of this verdict (order-dependent includes "
                         "before-construction)")
-    p.add_argument("--max-dtors", metavar="N", type=_budget, default=None,
+    p.add_argument("--max-dtors", metavar="N", type=Count(), default=None,
                    help="exit 1 when a file registers more than N exit-time destructors")
-    p.add_argument("paths", metavar="PATH", nargs="+")
+    p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                   help="pass over files whose path relative to a tree's root, or a PATH as given, matches "
+                        "GLOB (repeatable; a GLOB without / also matches the file name alone)")
+    p.add_argument("paths", metavar="PATH", nargs="+",
+                   help="an ELF file, or a directory: every ELF file of its tree (symlinks not followed)")
     p.set_defaults(func=run)
 
 
@@ -87,15 +75,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """(entries, loads, errors) over ``args.paths``: one entry per PATH, status "listed" or "error" (a file
-    that fails has no listing; one whose load (--deps) fails keeps its listing); each error is on stderr too."""
+    """(entries, loads, errors) over ``args.paths``: one entry per file (a directory's ELF files), status
+    "listed" or "error" (a file that fails has no listing; one whose load (--deps) fails keeps its listing;
+    a tree that cannot be walked is its PATH's); each error is on stderr too."""
+    from elfpatch.elftree import elf_paths
+    from elfpatch.targets import Exclude
     from elfpatch.warnlog import WarningLog, warnings_of
 
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
-    for path in args.paths:
+    for path, walk_error in elf_paths(args.paths, Exclude(args.exclude)):
         with WarningLog() as log:  # what was logged before a failure stays in the failed file's warnings
             try:
+                if walk_error is not None:
+                    raise walk_error
                 entry = {"path": path, "status": "listed", "error": None, **_listing(path, args)}
             except ElfPatchError as exc:
                 entry = _failed({"path": path, "status": "error", "error": None,

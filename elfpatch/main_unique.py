@@ -6,6 +6,7 @@ import io
 import os
 import sys
 
+from elfpatch.cliopts import Seconds, add_verbose
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line, warn
 from elfpatch.helpformat import formatter
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
@@ -50,26 +51,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "PATH untouched")
     p.add_argument("--fsync", action="store_true",
                    help="fsync the new file and its directory before returning (durable against power loss)")
-    p.add_argument("--lock-timeout", metavar="SECONDS", type=_seconds, default=None,
+    p.add_argument("--lock-timeout", metavar="SECONDS", type=Seconds(), default=None,
                    help="how long to wait for another process's lock on a file before giving up on it "
                         "(default: 60)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout (always every file)")
     verbosity = p.add_mutually_exclusive_group()
-    verbosity.add_argument("-v", "--verbose", action="store_true",
-                           help="list every file of a tree, also those without unique symbols")
+    add_verbose(verbosity, "every file of a tree, also those without unique symbols")
     verbosity.add_argument("-q", "--quiet", action="store_true", help="print the summary line only")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.set_defaults(func=run)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
-    return value
 
 
 def _usage_error(message: str) -> int:

@@ -84,15 +84,16 @@ def test_errors_one_line_each_others_still_listed(init_build: Path, tmp_path: Pa
                    str(init_build / "gnu" / "prio.o"))
     assert proc.returncode == 2
     errors = proc.stderr.splitlines()
-    assert len(errors) == 4 and all(line.startswith("elfpatch: error: ") for line in errors)
+    assert len(errors) == 3 and all(line.startswith("elfpatch: error: ") for line in errors)
     assert errors[1] == f"elfpatch: error: {text}: not an ELF file"
-    assert "relocatable" in errors[3] or "object file" in errors[3]
+    assert "relocatable" in errors[2] or "object file" in errors[2]
     doc = cli_json(proc.stdout)
-    paths = [str(tmp_path / "missing"), good, str(text), str(tmp_path), str(init_build / "gnu" / "prio.o")]
+    # tmp_path is a tree (since directories are walked) whose one file is not ELF: it adds no entry
+    paths = [str(tmp_path / "missing"), good, str(text), str(init_build / "gnu" / "prio.o")]
     assert [f["path"] for f in doc["files"]] == paths, "a file that fails stays in files"
-    assert [f["status"] for f in doc["files"]] == ["error", "listed", "error", "error", "error"]
+    assert [f["status"] for f in doc["files"]] == ["error", "listed", "error", "error"]
     assert doc["files"][2]["error"] == "not an ELF file" and "init" not in doc["files"][2]
-    assert doc["summary"]["files"] == 5 and doc["summary"]["errors"] == 4
+    assert doc["summary"]["files"] == 4 and doc["summary"]["errors"] == 3
     assert list(doc["summary"]["static_initializers"]) == [good], "only a listed file is counted"
 
 
@@ -103,7 +104,8 @@ def test_error_beats_the_gate(init_build: Path, tmp_path: Path) -> None:
 
 def test_bad_max() -> None:
     proc = run_cli("inits", "--max", "-1", "x")
-    assert proc.returncode == 2 and "must be 0 or more" in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr == "elfpatch: error: --max: expected a whole number 0 or more, not '-1'\n"
 
 
 def test_deps_text(init_build: Path) -> None:

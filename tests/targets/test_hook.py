@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_cli
 
 import elfpatch
@@ -84,3 +85,21 @@ def test_pool_warnings_reach_the_callers_handler(unique_build: Path, tmp_path: P
         log.removeHandler(keep)
     assert sum(r.status == "patched" for r in reports) == n
     assert len(seen) == n and all("other name(s) keep the unpatched file" in m for m in seen), seen
+
+
+def test_hook_option_value_is_never_taken_for_a_file(unique_build: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The splitter reads `unique`'s own parser: ``--exclude libfoo.so`` keeps its value even when a file of
+    that name is staged (it was taken as a PATH, leaving a bare --exclude to swallow the next file)."""
+    from elfpatch.targets.hook import split
+
+    shutil.copy(unique_build / "libholder_v1.so", tmp_path / "libfoo.so")
+    shutil.copy(unique_build / "libholder_v1.so", tmp_path / "libbar.so")
+    monkeypatch.chdir(tmp_path)
+    assert split(["--exclude", "libfoo.so", "libbar.so"]) == (["--exclude", "libfoo.so"], ["libbar.so"])
+    assert split(["--excl", "libfoo.so", "--to=weak", "libbar.so"]) == (["--excl", "libfoo.so", "--to=weak"],
+                                                                        ["libbar.so"])
+    assert split(["--json", "libfoo.so"]) == (["--json"], ["libfoo.so"])
+    proc = hook("--exclude", "libfoo.so", "libfoo.so", "libbar.so", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+    assert "libfoo.so" not in proc.stdout and "libbar.so" in proc.stdout

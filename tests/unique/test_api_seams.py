@@ -187,3 +187,64 @@ def test_symbol_row_index_is_symndx_and_the_old_name_says_so(lib: Path) -> None:
         assert row.to_json()["index"] == row.symndx
         with pytest.raises(AttributeError, match="symndx"):
             _ = row.index
+
+
+def test_api_keep_and_exclude_mean_what_the_cli_flags_mean(lib: Path, tmp_path: Path) -> None:
+    """Guarantee: scan/check/patch take ``keep`` (--keep) and ``exclude`` (--exclude) with the CLI's meaning:
+    the same symbols kept, the same files passed over, one string one glob."""
+    holder = "Holder<*"
+    (report,) = elfpatch.scan(lib, keep=holder)
+    assert sorted({s.demangled for s in report.symbols}) == ["counter()::c"] and report.kept == 2
+    cli = run_cli("unique", "--dry-run", "--json", "--keep", holder, str(lib)).stdout
+    assert '"kept": 2' in cli and cli.count('"counter()::c"') == len(report.symbols)
+    assert elfpatch.check(lib, keep=["Holder<*", "counter*"]) is False
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    shutil.copyfile(lib, tree / "a.so")
+    shutil.copyfile(lib, tree / "tests" / "b.so")
+    assert [r.path for r in elfpatch.scan(tree, exclude="tests/*")] == [str(tree / "a.so")]
+    assert elfpatch.check(tree / "tests", exclude="b.so") is False
+    before = (tree / "tests" / "b.so").read_bytes()
+    reports = elfpatch.patch(tree, exclude=["tests/*"], keep="counter*")
+    assert [(r.path, len(r.symbols)) for r in reports] == [(str(tree / "a.so"), 2)]
+    assert (tree / "tests" / "b.so").read_bytes() == before
+    assert [len(r.symbols) for r in elfpatch.scan(tree / "a.so")] == [2], "the kept ones are still unique"
+    for bad in ([b"x"], [3]):
+        with pytest.raises(ValueError, match="keep"):
+            elfpatch.scan(lib, keep=bad)
+        with pytest.raises(ValueError, match="exclude"):
+            elfpatch.patch(lib, exclude=bad)
+    assert elfpatch.patch(lib, lock_timeout=5, keep="*")[0].status == "unchanged"
+
+
+def test_list_initializers_takes_paths_trees_and_raise_errors(init_tree: Path, tmp_path: Path) -> None:
+    """Guarantee: list_initializers takes a list of paths (a directory: its tree's ELF executables and shared
+    objects, less ``exclude``), each entry as `inits --json` has it; a failure raises the project's error, or
+    is an "error" entry with raise_errors=False. One path, as before, returns the old listing."""
+    prio = init_tree / "prio"
+    old = elfpatch.list_initializers(str(prio))
+    assert set(old) == {"path", "init", "fini", "warnings"} and old["path"] == str(prio)
+    (entry,) = elfpatch.list_initializers([prio])
+    assert entry == {"path": str(prio), "status": "listed", "error": None, **old}
+    missing = tmp_path / "missing"
+    with pytest.raises(elfpatch.ElfPatchError) as info:
+        elfpatch.list_initializers([prio, missing])
+    assert info.value.path == str(missing)
+    listed = elfpatch.list_initializers([init_tree, missing], exclude="lib*", raise_errors=False)
+    assert [e["path"] for e in listed] == [str(prio), str(missing)]
+    assert listed[1]["status"] == "error" and "init" not in listed[1] and listed[1]["error"]
+    with pytest.raises(elfpatch.ElfPatchError, match=r"pass \[path\]"):
+        elfpatch.list_initializers(str(init_tree))
+
+
+@pytest.fixture
+def init_tree(tmp_path: Path) -> Path:
+    """A tree of one executable, one shared object and an object file, from the inits fixtures."""
+    from inits.conftest import BUILD, INIT_ORDER
+
+    subprocess.run(["make", "-s", "-C", str(INIT_ORDER)], check=True, stdout=subprocess.DEVNULL)
+    tree = tmp_path / "inits_tree"
+    tree.mkdir()
+    for name in ("prio", "libchain_base.so", "prio.o"):
+        shutil.copyfile(BUILD / "gnu" / name, tree / name)
+    return tree
