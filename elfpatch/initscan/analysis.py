@@ -15,6 +15,7 @@ from typing import Any
 
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ParseError
+from elfpatch.initscan.constptr import ConstantPointers
 from elfpatch.initscan.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.initscan.image import Image
 from elfpatch.initscan.walk import Registration, Summary, Walker
@@ -49,8 +50,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     if image is not None and image.stripped:
         notes.append("no .symtab (stripped): functions are known only by their exported names, data objects "
                      "mostly not at all")
-    walker = Walker(image, Disassembler(elf.e_machine, image.read_code, image.got, image.object_start)) \
-        if image is not None else None
+    walker = _walker(elf, image) if image is not None else None
     summaries = _walk_all(walker, entries, depth)
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
@@ -75,6 +75,17 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     listing["analysis_notes"] = notes
 
 
+def _walker(elf: ElfFile, image: Image) -> Walker:
+    """The walker, whose loads through the GOT or constant data (RELRO) yield the address the word holds."""
+    consts = ConstantPointers(elf)
+
+    def pointer(addr: int) -> Value | None:
+        value = image.got(addr)
+        return value if value is not None else consts.word(addr)
+
+    return Walker(image, Disassembler(elf.e_machine, image.read_code, pointer, image.object_start), pointer)
+
+
 def _walk_all(walker: Walker | None, entries: list[dict], depth: int) -> list[Summary | None]:
     """Each entry's summary; None where nothing is disassembled or its address is not in the file."""
     if walker is None:
@@ -86,7 +97,7 @@ def _proven(s: Summary) -> bool:
     """"Complete is a proof": every call followed (within the depth), and every memory access reached has an
     address resolved to the frame, memory allocated, a named object, or a pointer derived from one of those
     (an access through the initializer's own argument registers is not)."""
-    return s.indirect == 0 and s.depth_limited == 0 and s.unproven == 0 and not s.arg_derefs
+    return s.indirect == 0 and s.depth_limited == 0 and s.unproven == 0 and not s.arg_derefs and not s.strange
 
 
 def _where(image: Image, via: tuple, insn: int, e: dict[str, Any]) -> str:
@@ -118,6 +129,9 @@ def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool, i
     notes = _unproven_notes(e, s, image)
     if s.indirect:
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.indirect} indirect call(s) not followed")
+    if s.strange:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): {s.strange} call(s) to an address no function "
+                     "starts at not followed")
     if s.depth_limited:
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.depth_limited} call(s) past depth "
                      f"{depth} not followed")

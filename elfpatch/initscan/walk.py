@@ -9,8 +9,9 @@ followed like direct calls (a -fPIC library reaches its exported functions so).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
+from elfpatch.elfconst import SHN_UNDEF, STT_OBJECT
 from elfpatch.initscan.disasm import ALLOC, Access, Call, Deref, Disassembler, Ptr, Ret, Value
 from elfpatch.initscan.image import Image
 
@@ -59,16 +60,19 @@ class Summary(NamedTuple):
     early: dict  # object start -> via: read before this walk wrote or built it, and then built here
     guards: frozenset  # guard variables this walk sets (the guarded initializations it runs)
     cut: frozenset  # functions on the call stack whose recursive calls this summary could not follow
+    strange: int  # calls to an address no function starts at (bytes decoded as a call): not followed
 
 
-EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, frozenset(), frozenset())
+EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, frozenset(), frozenset(), 0)
 MAX_UNPROVEN_AT = 3
 # Calls whose result is memory they allocated (C and C++ allocation functions, Itanium-mangled).
 ALLOCATORS = frozenset({"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "strdup", "strndup",
                         "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
                         "_ZnamSt11align_val_t", "_Znwj", "_Znaj", "__cxa_allocate_exception"})
-# How deep a chain of getters is followed to know what a call returns.
+# How deep a chain of getters is followed to know what a call returns, and the largest function taken for a
+# getter (a reference getter is a few instructions; with a function-local static's guard, about a hundred bytes).
 MAX_RETURN_CHAIN = 4
+MAX_GETTER = 256
 
 
 def is_constructor(name: str) -> bool:
@@ -99,7 +103,7 @@ class _Acc:
         self.regs: list = []
         self.constructs: dict[int, bool] = {}
         self.reads: dict[int, tuple] = {}
-        self.indirect = self.depth_limited = self.unresolved = self.unproven = 0
+        self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = 0
         self.unproven_at: list = []
         self.arg_derefs: dict[int, tuple] = {}
         self.first_reads: dict[int, tuple] = {}  # object -> via: read before anything here wrote or built it
@@ -130,18 +134,22 @@ class _Acc:
         self.cut.discard(self.addr)
         return Summary(self.regs, self.constructs, self.reads, self.indirect, self.depth_limited,
                        self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early,
-                       frozenset(self.guards), frozenset(self.cut))
+                       frozenset(self.guards), frozenset(self.cut), self.strange)
 
 
 class Walker:
-    def __init__(self, image: Image, dis: Disassembler) -> None:
+    def __init__(self, image: Image, dis: Disassembler, pointer: Callable[[int], Value | None] | None = None) -> None:
+        """``pointer``: what a GOT slot or a word of constant data holds once relocated (default: the GOT)."""
         self.image = image
         self.dis = dis
+        self.pointer = pointer or image.got
         self._memo: dict[tuple, Summary] = {}
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._helper: dict[str, bool] = {}
         self._returns: dict[int, Value | None] = {}
+        self._sweeps: dict[tuple, list] = {}
         self._returning: list[int] = []  # getters being swept for their result (a chain, bounded)
+        self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
         dis.arch.result = self.result
 
     def is_helper(self, name: str | None) -> bool:
@@ -197,7 +205,7 @@ class Walker:
     def result(self, target: Value | None, args: tuple) -> Value | None:
         """What a call returns, when the walk knows: memory an allocation function returned, placement new's
         storage, or a getter's result (a global, or one of its own arguments) -- else None (unknown)."""
-        if target is None:
+        if target is None or isinstance(target, Ptr):
             return None
         where, name = self.callee(target)
         if name in ALLOCATORS:
@@ -215,11 +223,12 @@ class Walker:
         """The one value every ``ret`` of a function returns (None: differs, unknown, or a tail call)."""
         if where in self._returns:
             return self._returns[where]
-        if where in self._returning or len(self._returning) >= MAX_RETURN_CHAIN:
-            return None
+        end = self.image.function_end(where)
+        if where in self._returning or len(self._returning) >= MAX_RETURN_CHAIN or end - where > MAX_GETTER:
+            return None  # not cached when the chain is what stopped it
         self._returning.append(where)
         try:
-            events = self.dis.sweep(where, self.image.function_end(where), self.seed(()))
+            events = self._events(where, end, ())
         finally:
             self._returning.pop()
         values = {ev.value for ev in events if isinstance(ev, Ret)}
@@ -236,19 +245,19 @@ class Walker:
              exact: bool = True) -> Summary:
         """What the function at ``addr`` (and what it calls, ``depth`` calls deep) registers, constructs and
         reads, decoded whole (``exact`` is kept for callers; every function is decoded). A summary that could
-        not follow a recursive call into a function still on the stack is not kept for reuse."""
+        not follow a recursive call (its function still on the stack) is never final: the skipped call counts
+        as unproven (``cut`` names it), so every entry that reuses it is incomplete."""
         key = (addr, args, depth)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
         out = self._exact(addr, self.image.function_end(addr), args, depth, stack | {addr})
-        if not out.cut:
-            self._memo[key] = out
+        self._memo[key] = out
         return out
 
     def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
         acc = _Acc(addr)
-        for ev in self.dis.sweep(addr, end, self.seed(args)):
+        for ev in self._events(addr, end, args):
             if isinstance(ev, Access):
                 self._access(ev, acc)
             elif isinstance(ev, Deref):
@@ -256,6 +265,16 @@ class Walker:
             elif isinstance(ev, Call):
                 self._call(ev, acc, depth, stack)
         return acc.summary()
+
+    def _events(self, addr: int, end: int, args: tuple) -> list:
+        """The function's events for these arguments (a small function's kept: the getter check and the walk
+        share its sweep)."""
+        events = self._sweeps.get((addr, args))
+        if events is None:
+            events = self.dis.sweep(addr, end, self.seed(args))
+            if end - addr <= MAX_GETTER:  # kept for small functions only: memory stays linear in summaries
+                self._sweeps[(addr, args)] = events
+        return events
 
     def _deref(self, ev: Deref, acc: _Acc) -> None:
         """A load or store through a pointer not resolved to an address: the caller's to prove when it came
@@ -271,6 +290,9 @@ class Walker:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
             return
         where, name = self.named(target)
+        if where is not None and not self.image.stripped and not self.image.is_call_target(where):
+            acc.strange += 1  # no function starts there: not code a compiler calls (a file with symbols)
+            return
         if name in SINKS:
             acc.unresolved += self._register(SINKS[name], ev.args, acc)
             return
@@ -307,6 +329,7 @@ class Walker:
         acc.indirect += sub.indirect
         acc.depth_limited += sub.depth_limited
         acc.unresolved += sub.unresolved
+        acc.strange += sub.strange
         if sub.unproven:
             for u in sub.unproven_at:
                 acc.unprove((where, *u.via), u.insn, u.base, 0)
@@ -344,7 +367,7 @@ class Walker:
         """Where a call goes, or None when it is not a call we can follow (an unknown register or slot)."""
         target = ev.target
         if target is None and ev.slot is not None:
-            target = self.image.got(ev.slot)
+            target = self.pointer(ev.slot)
         if isinstance(target, Ptr) or target is None or (isinstance(target, int) and not self.image.in_code(target)):
             return None
         return target
@@ -361,11 +384,21 @@ class Walker:
                 acc.construct(o[0], True)  # the object whose destructor is registered was just built
         return 1 if dtor is None else 0
 
+    def foreign_object(self, name: str) -> bool:
+        """Whether ``name`` is a data object another module defines (an undefined STT_OBJECT symbol here)."""
+        if self._foreign is None:
+            tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
+            self._foreign = frozenset(sym.name for t in tables for sym in t
+                                      if sym.st_shndx == SHN_UNDEF and sym.st_info & 0xF == STT_OBJECT)
+        return _SYMBOL_VERSION.sub("", name) in self._foreign
+
     def _arguments(self, name: str | None, args: tuple, acc: _Acc) -> None:
         """Globals passed to a call: the object a constructor or placement new builds is constructed, any other
-        one is read."""
+        one is read; another module's object passed on is a read this file cannot order (unproven)."""
         built = constructed_argument(name)
         for i, v in enumerate(args):
+            if isinstance(v, str) and self.foreign_object(v):
+                acc.unprove((), acc.addr, v)
             if not isinstance(v, int):
                 continue
             o = self.image.object_at(v)
