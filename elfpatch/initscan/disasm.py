@@ -150,17 +150,27 @@ _X86_NO_WRITE = frozenset({"cmp", "test", "bt", "ucomiss", "ucomisd", "comiss", 
                            "vcomiss", "vcomisd", "push", "nop", "endbr64"})
 _HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
 # Instructions that write registers not named in their operands: those registers become unknown.
-_X86_IMPLICIT = frozenset({"xchg", "cpuid", "rdtsc", "rdtscp", "syscall", "div", "idiv", "mul", "cqo", "cdq",
-                           "cwd", "cmpxchg", "xadd", "rdpid", "xgetbv"})
-_X86_STRING = ("stos", "movs", "lods", "scas", "cmps")
+# Registers instructions write without naming them: these become unknown (what each writes, no more: a
+# `rep stosq` must not forget the rbp that holds an object's address).
+_X86_IMPLICIT = {"div": ("rax", "rdx"), "idiv": ("rax", "rdx"), "mul": ("rax", "rdx"), "cqo": ("rdx",),
+                 "cdq": ("rdx",), "cwd": ("rdx",), "cpuid": ("rax", "rbx", "rcx", "rdx"), "rdtsc": ("rax", "rdx"),
+                 "rdtscp": ("rax", "rcx", "rdx"), "syscall": ("rax", "rcx", "r11"), "rdpid": ("rax",),
+                 "xgetbv": ("rax", "rdx"), "cmpxchg": ("rax",)}
+_X86_STRING = {"stos": ("rdi", "rcx"), "movs": ("rdi", "rsi", "rcx"), "lods": ("rax", "rsi", "rcx"),
+               "scas": ("rdi", "rcx"), "cmps": ("rdi", "rsi", "rcx")}
 
 
-def _x86_implicit(mnem: str, ops: list) -> bool:
-    """Whether an instruction writes registers its operands do not name (one-operand imul/mul/div write
-    rax and rdx; string instructions move rsi/rdi/rcx)."""
-    return mnem in _X86_IMPLICIT or (mnem == "imul" and len(ops) == 1) \
-        or (mnem[:4] in _X86_STRING and len(mnem) == 5 and mnem[4] in "bwdq")
-_X86_IMPLICIT_CLOBBER = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "r12", "r13", "r14", "r15")
+def _x86_implicit(mnem: str, ops: list) -> tuple:
+    """The registers an instruction writes that its operands do not name (one-operand imul/mul/div write rax
+    and rdx; string instructions move rsi/rdi/rcx; xchg and xadd write both operands)."""
+    if mnem == "imul" and len(ops) == 1:
+        return "rax", "rdx"
+    if mnem[:4] in _X86_STRING and len(mnem) == 5 and mnem[4] in "bwdq":
+        return _X86_STRING[mnem[:4]]
+    if mnem in ("xchg", "xadd", "cmpxchg") and len(ops) == 2:
+        second = _X86_ALIAS.get(ops[1]) or _X86_PARTIAL.get(ops[1])
+        return _X86_IMPLICIT.get(mnem, ()) + ((second,) if second else ())
+    return _X86_IMPLICIT.get(mnem, ())
 _PREFIXES = ("bnd ", "notrack ", "rep ", "repe ", "repne ", "lock ", "addr32 ", "data16 ")
 
 
@@ -416,9 +426,8 @@ class _X86:
             st.pop(dreg, None)
         elif ops[0] in _X86_PARTIAL:
             st.pop(_X86_PARTIAL[ops[0]], None)
-        if _x86_implicit(mnem, ops):
-            for r in _X86_IMPLICIT_CLOBBER:
-                st.pop(r, None)
+        for r in _x86_implicit(mnem, ops):
+            st.pop(r, None)
 
     def _operand(self, m: re.Match, insn_addr: int, mnem: str, ops: list, dreg: str | None, st: dict, out: list,
                  nxt: int) -> bool:
@@ -476,9 +485,8 @@ class _X86:
                 st.pop(dreg, None)
         elif dst in _X86_PARTIAL:
             st.pop(_X86_PARTIAL[dst], None)
-        if _x86_implicit(mnem, ops):
-            for r in _X86_IMPLICIT_CLOBBER:
-                st.pop(r, None)
+        for r in _x86_implicit(mnem, ops):
+            st.pop(r, None)
 
     def _value(self, text: str, st: dict) -> Value | None:
         reg = _X86_ALIAS.get(text)
@@ -833,6 +841,10 @@ class Disassembler:
             dec = self._decoded[key] = self._decode(start, end)
         return dec
 
+    def forget(self, start: int, end: int) -> None:
+        """Drops a function's decoded instructions (a caller that keeps what it needs from them)."""
+        self._decoded.pop((start, end), None)
+
     def _decode(self, start: int, end: int) -> Decoded:
         insns = list(self.md.disasm_lite(self.read_code(start, end - start), start))
         flow = self.arch.flow
@@ -878,9 +890,13 @@ class Disassembler:
         back_in: dict[int, dict] = {}
         used: dict[int, dict] = {}
         live: set[int] = {0}
-        frame: dict = {}  # the frame registers the entry block set up (what a jump table's case starts from)
+        frame: dict = {}  # the frame registers the entry block set up
+        table: list = [frame]  # what the jump tables seen so far agree on (a case starts from it)
         for p, (first, last) in enumerate(dec.blocks):
-            st = self._block_state(dec, p, entry, frame, incoming, heads, used, live)
+            st = self._block_state(dec, p, entry, incoming, heads, used, live)
+            if p and first > dec.table:  # may be a case of a jump table: what the table jumps bring too
+                st = _meet(None, table[0], object_of) if st is None or p not in dec.has_pred \
+                    else _meet(st, table[0], object_of)
             if st is None:
                 continue  # every edge into it was decided against: dead for these arguments
             for n in range(first, last):
@@ -889,12 +905,13 @@ class Disassembler:
             step(insns[last], st, out, start, end)
             if p == 0:
                 frame = {k: v for k, v in st.items() if isinstance(v, Ptr) and v.kind == "frame"}
+                table[0] = frame
+            if insns[last][2].startswith("notrack j"):  # the first table's state replaces the frame-only guess
+                table[0] = st if table[0] is frame else _meet(table[0], st, object_of)
             taken_known = _decided(cmp, insns[last][2])
             for s, taken in dec.succs.get(p, ()):
                 if taken is not None and taken_known is not None and taken != taken_known:
                     continue
-                if s and dec.blocks[s][0] > dec.table:
-                    continue  # starts from the frame alone (above): nothing flows in
                 if s <= p:
                     back_in[s] = _meet(back_in.get(s), st, object_of)
                     continue
@@ -902,12 +919,10 @@ class Disassembler:
                 incoming[s] = _meet(incoming.get(s), st, object_of)
         return out, back_in, used
 
-    def _block_state(self, dec: Decoded, p: int, entry: dict, frame: dict, incoming: dict, heads: dict, used: dict,
+    def _block_state(self, dec: Decoded, p: int, entry: dict, incoming: dict, heads: dict, used: dict,
                      live: set) -> dict | None:
-        """The state block ``p`` starts from (None: dead). A case of a jump table starts from the frame alone;
-        a loop head from its forward edges met with what its back edges brought (``used`` records it)."""
-        if dec.blocks[p][0] > dec.table and p:
-            return dict(frame)
+        """The state block ``p`` starts from along its edges (None: dead); a loop head from its forward edges
+        met with what its back edges brought (``used`` records it)."""
         if p in dec.back:  # a loop head (the entry block too, when the function starts with a loop)
             st = _head_state(entry if p == 0 else incoming.get(p), heads.get(p), self.object_of)
             used[p] = dict(st)

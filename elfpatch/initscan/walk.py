@@ -57,13 +57,14 @@ class Summary(NamedTuple):
     unproven: int
     unproven_at: tuple
     arg_derefs: dict  # argument register n -> (via, insn): accesses through what the caller passed there
-    early: dict  # object start -> via: read before this walk wrote or built it, and then built here
+    early: dict  # object start -> via: loaded before this walk touched it otherwise, and then built here
+    touched: dict  # object start -> (by a load: bool, via): how this walk first touched it, in run order
     guards: frozenset  # guard variables this walk sets (the guarded initializations it runs)
     cut: frozenset  # functions on the call stack whose recursive calls this summary could not follow
     strange: int  # calls to an address no function starts at (bytes decoded as a call): not followed
 
 
-EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, frozenset(), frozenset(), 0)
+EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0)
 MAX_UNPROVEN_AT = 3
 # Calls whose result is memory they allocated (C and C++ allocation functions, Itanium-mangled).
 ALLOCATORS = frozenset({"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "strdup", "strndup",
@@ -106,19 +107,21 @@ class _Acc:
         self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = 0
         self.unproven_at: list = []
         self.arg_derefs: dict[int, tuple] = {}
-        self.first_reads: dict[int, tuple] = {}  # object -> via: read before anything here wrote or built it
+        self.touched: dict[int, tuple] = {}  # object -> (first touched by a load, via)
         self.early: dict[int, tuple] = {}
         self.guards: set[int] = set()
         self.cut: set[int] = set()
         self.guard: int | None = None  # the guard what follows runs under
 
-    def read(self, o: int, via: tuple) -> None:
+    def read(self, o: int, via: tuple, load: bool) -> None:
+        """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
+        part of building it, as an inlined constructor's helpers are)."""
         self.reads.setdefault(o, via)
-        if o not in self.constructs:
-            self.first_reads.setdefault(o, via)
+        self.touched.setdefault(o, (load, via))
 
     def construct(self, o: int, strong: bool) -> None:
         self.constructs[o] = strong or self.constructs.get(o, False)
+        self.touched.setdefault(o, (False, ()))
 
     def unprove(self, via: tuple, insn: int, base: str | None, count: int = 1) -> None:
         self.unproven += count
@@ -129,11 +132,11 @@ class _Acc:
         self.arg_derefs.setdefault(n, (via, insn))
 
     def summary(self) -> Summary:
-        early = dict(self.early)
-        early.update((o, via) for o, via in self.first_reads.items() if self.constructs.get(o) is True)
+        early = dict(self.early)  # a unit's reader that loads the object before the unit builds it
+        early.update((o, via) for o, (load, via) in self.touched.items() if load and self.constructs.get(o) is True)
         self.cut.discard(self.addr)
         return Summary(self.regs, self.constructs, self.reads, self.indirect, self.depth_limited,
-                       self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early,
+                       self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early, self.touched,
                        frozenset(self.guards), frozenset(self.cut), self.strange)
 
 
@@ -267,13 +270,12 @@ class Walker:
         return acc.summary()
 
     def _events(self, addr: int, end: int, args: tuple) -> list:
-        """The function's events for these arguments (a small function's kept: the getter check and the walk
-        share its sweep)."""
+        """The function's events for these arguments: one sweep, whatever the depth it is reached at (shared
+        with the getter check)."""
         events = self._sweeps.get((addr, args))
         if events is None:
-            events = self.dis.sweep(addr, end, self.seed(args))
-            if end - addr <= MAX_GETTER:  # kept for small functions only: memory stays linear in summaries
-                self._sweeps[(addr, args)] = events
+            events = self._sweeps[(addr, args)] = self.dis.sweep(addr, end, self.seed(args))
+            self.dis.forget(addr, end)  # its events are what the walk needs again, not its instructions
         return events
 
     def _deref(self, ev: Deref, acc: _Acc) -> None:
@@ -290,8 +292,8 @@ class Walker:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
             return
         where, name = self.named(target)
-        if where is not None and not self.image.stripped and not self.image.is_call_target(where):
-            acc.strange += 1  # no function starts there: not code a compiler calls (a file with symbols)
+        if where is not None and not ev.tail and not self.image.stripped and not self.image.is_call_target(where):
+            acc.strange += 1  # a call no function starts at: not code a compiler calls (a jump may enter a .cold part)
             return
         if name in SINKS:
             acc.unresolved += self._register(SINKS[name], ev.args, acc)
@@ -320,10 +322,12 @@ class Walker:
         guard = acc.guard
         for r in sub.registrations:
             acc.regs.append(r if r.guard is not None or guard is None else r._replace(guard=guard))
-        for o, strong in sub.constructs.items():  # first: a read the callee made before it built is in early
+        for o, (load, via) in sub.touched.items():  # first: in the callee's order
+            acc.touched.setdefault(o, (load, (where, *via)))
+        for o, strong in sub.constructs.items():
             acc.construct(o, strong)
         for o, via in sub.reads.items():
-            acc.read(o, (where, *via))
+            acc.reads.setdefault(o, (where, *via))
         for o, via in sub.early.items():
             acc.early.setdefault(o, (where, *via))
         acc.indirect += sub.indirect
@@ -361,7 +365,7 @@ class Walker:
         if ev.write:
             acc.construct(obj[0], False)
         else:
-            acc.read(obj[0], ())
+            acc.read(obj[0], (), True)
 
     def _call_target(self, ev: Call) -> Value | None:
         """Where a call goes, or None when it is not a call we can follow (an unknown register or slot)."""
@@ -407,7 +411,7 @@ class Walker:
             if i == built:
                 acc.construct(o[0], True)
             else:
-                acc.read(o[0], ())
+                acc.read(o[0], (), False)
 
     def _follow(self, where: int, name: str | None, args: tuple, depth: int, stack: frozenset) -> Summary | None:
         """The callee's summary, or None when the depth (or the helper chain) ends here."""

@@ -247,15 +247,30 @@ def _derefs(events: list) -> list:
     return [ev.base for ev in events if isinstance(ev, Deref)]
 
 
-def test_a_case_of_a_jump_table_knows_nothing_but_the_frame(tmp_path: Path) -> None:
-    """A `notrack jmp` (-fcf-protection) leaves its cases without an incoming edge: a store there through a
-    register set before the switch is not resolved from a neighbour's state, and not dropped either."""
+def test_a_case_of_a_jump_table_starts_from_the_jump(tmp_path: Path) -> None:
+    """A `notrack jmp` (-fcf-protection) leaves its cases without a decoded edge: a case starts from the state
+    at the jump (the store goes through the rbx set before the switch), never from the block before it in the
+    code (which moved rbx), and it is not dropped (it was: the case started from nothing)."""
     events = _sweep(tmp_path, EM_X86_64, """
         lea rbx, [rip + g]
         notrack jmp rax
         lea rbx, [rip + g + 0x100]
         ret
         mov dword ptr [rbx], 1
+        ret""")
+    assert _stores(events) == [DATA] and _derefs(events) == []
+
+
+def test_a_block_after_a_table_that_other_edges_reach_meets_the_jump(tmp_path: Path) -> None:
+    """The default case is reached by a branch before the table and may be a case too: its state is what both
+    agree on (here rbx differs: the store is not resolved, and not dropped)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rbx, [rip + g]
+        cmp eax, 3
+        ja 1f
+        mov rbx, rdi
+        notrack jmp rax
+    1:  mov dword ptr [rbx], 1
         ret""")
     assert _stores(events) == [] and _derefs(events) == [None]
 
