@@ -11,7 +11,7 @@ import pytest
 from conftest import require_tool
 
 from elfpatch.elfconst import EM_AARCH64, EM_X86_64
-from elfpatch.initscan.disasm import Access, Call, Disassembler, Within
+from elfpatch.initscan.disasm import Access, Call, Deref, Disassembler, Ptr, Within
 
 START = 0x1000
 DATA, SIZE = 0x4000, 0x400  # the global array
@@ -238,3 +238,80 @@ def test_loops_that_never_settle_make_the_analysis_incomplete(siof_build: Path, 
     assert not listing["analysis_complete"]
     assert any("cut short" in n for n in listing["analysis_notes"])
     assert all(not e["analysis"]["complete"] for e in listing["init"] if e.get("analysis"))
+
+
+# -- no access is dropped: what the walker cannot resolve comes out as a Deref ("complete" is a proof) ------
+
+
+def _derefs(events: list) -> list:
+    return [ev.base for ev in events if isinstance(ev, Deref)]
+
+
+def test_a_case_of_a_jump_table_starts_from_the_jump(tmp_path: Path) -> None:
+    """A `notrack jmp` (-fcf-protection) leaves its cases without a decoded edge: a case starts from the state
+    at the jump (the store goes through the rbx set before the switch), never from the block before it in the
+    code (which moved rbx), and it is not dropped (it was: the case started from nothing)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rbx, [rip + g]
+        notrack jmp rax
+        lea rbx, [rip + g + 0x100]
+        ret
+        mov dword ptr [rbx], 1
+        ret""")
+    assert _stores(events) == [DATA] and _derefs(events) == []
+
+
+def test_a_block_after_a_table_that_other_edges_reach_meets_the_jump(tmp_path: Path) -> None:
+    """The default case is reached by a branch before the table and may be a case too: its state is what both
+    agree on (here rbx differs: the store is not resolved, and not dropped)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rbx, [rip + g]
+        cmp eax, 3
+        ja 1f
+        mov rbx, rdi
+        notrack jmp rax
+    1:  mov dword ptr [rbx], 1
+        ret""")
+    assert _stores(events) == [] and _derefs(events) == [None]
+
+
+def test_a_dereferenced_call_result_is_a_deref(tmp_path: Path) -> None:
+    """`call f; mov eax, [rax]`: the callee's result is not known here, so the load is not proven."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        call callee
+        mov eax, dword ptr [rax]
+        ret""")
+    assert _derefs(events) == [None]
+
+
+def test_a_load_through_an_argument_is_the_callers_to_prove(tmp_path: Path) -> None:
+    """Loads through what the caller passed carry the argument register; a pointer loaded through it does
+    not (a load through a loaded pointer is not proven)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        mov rax, qword ptr [rdi + 8]
+        mov ecx, dword ptr [rax]
+        ret""", {"rdi": Ptr("arg", 0)})
+    assert _derefs(events) == [Ptr("arg", 0), None]
+
+
+def test_rbp_is_a_frame_pointer_only_once_it_is_one(tmp_path: Path) -> None:
+    """At -O2 rbp is a general register: `[rbp + 8]` is a stack slot only after `mov rbp, rsp`."""
+    general = _sweep(tmp_path, EM_X86_64, """
+        mov rbp, rsi
+        mov dword ptr [rbp + 8], 1
+        ret""")
+    frame = _sweep(tmp_path, EM_X86_64, """
+        push rbp
+        mov rbp, rsp
+        mov dword ptr [rbp - 8], 1
+        pop rbp
+        ret""")
+    assert _derefs(general) == [None] and _derefs(frame) == []
+
+
+def test_aarch64_a_load_through_an_unknown_register_is_a_deref(tmp_path: Path) -> None:
+    events = _sweep(tmp_path, EM_AARCH64, """
+        ldr x1, [x19, #8]
+        str wzr, [x1]
+        ret""")
+    assert _derefs(events) == [None, None]

@@ -1,0 +1,61 @@
+"""`inits --siof` never calls a read clean that the program itself saw happen before construction.
+
+The probe fixtures (native_tests/siof/probe*.cpp, one per class of read the analysis used to miss: a one-operand
+``mul`` of another unit's global, a reference global, a constant pointer table and a getter returning a
+reference, a constructor function and a reader defined before its object in one file, a template static member
+only another unit instantiates, a library reading the program's global) report what each initializer observed:
+0 is a read before construction. Each such read must be a finding on that object by that reader, or lie in an
+entry of the reader's unit marked incomplete: never a clean, complete result."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_tool, run_cli
+
+PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext"]
+VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
+# The reader's file, when it is not the program: the library's initializer reads the program's global.
+READER_FILE = {"probe_ext": "libprobe_ext.so"}
+# Objects whose early read the analysis must name (a finding), not only say it could not prove: resolved from
+# the instruction (mul), the relocations (reference, pointer table), a getter's result, the unit's own order,
+# and the guard the instantiating unit runs.
+MUST_FIND = {"probe_mul": {"g_mul"}, "probe_ref": {"g_refd", "g_t1", "g_getb"}, "probe_unit": {"g_same", "g_attr"},
+             "probe_tmpl": {"_ZN6HolderIiE1bE"}}
+
+
+def observed_early(exe: Path) -> list[tuple[str, str]]:
+    """(reader unit, object) for every read the program's initializers saw before construction (value 0)."""
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True,
+                         cwd=exe.parent).stdout
+    return [(unit, obj) for unit, obj, value in (line.split() for line in out.splitlines()) if value == "0"]
+
+
+def false_cleans(analysis: dict, early: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The early reads that are neither a finding by that unit on that object nor in an incomplete entry of
+    that unit."""
+    found = {(x["reader"]["source"], x["object"]["symbol"]) for x in analysis["findings"]}
+    incomplete = {e["source"] for e in analysis["init"] if e.get("analysis") and not e["analysis"]["complete"]}
+    return [(unit, obj) for unit, obj in early if (unit, obj) not in found and unit not in incomplete]
+
+
+@pytest.fixture(scope="module")
+def probe_build(siof_build: Path) -> Path:
+    return siof_build.parent / "build" / "probe"
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_no_false_clean(probe_build: Path, program: str, variant: str) -> None:
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    d = probe_build / variant
+    early = observed_early(d / program)
+    assert early, "the fixture reads before construction: the run says so"
+    target = d / READER_FILE.get(program, program)
+    doc = json.loads(run_cli("inits", "--siof", "--json", str(target), check=True).stdout)
+    f = doc["files"][0]
+    assert false_cleans(f, early) == []
+    found = {x["object"]["symbol"] for x in f["findings"] if x["verdict"] == "before-construction"}
+    assert MUST_FIND.get(program, set()) <= found
