@@ -482,7 +482,7 @@ class _X86:
             return
         dst = ops[0]
         if dreg:
-            if mnem == "mov" and len(ops) == 2:
+            if mnem in ("mov", "movabs") and len(ops) == 2:  # movabs: a 64-bit immediate (clang -O0 non-PIE)
                 _put(st, dreg, self._value(ops[1], st))
             elif mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
                 st[dreg] = 0

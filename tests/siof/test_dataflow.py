@@ -315,3 +315,14 @@ def test_aarch64_a_load_through_an_unknown_register_is_a_deref(tmp_path: Path) -
         str wzr, [x1]
         ret""")
     assert _derefs(events) == [None, None]
+
+
+def test_movabs_loads_its_64_bit_immediate(tmp_path: Path) -> None:
+    """clang -O0 non-PIE passes a registration's destructor and object as `movabs rdi, imm64`: the argument
+    registers hold those addresses at the call (they were unknown: the registration listed no destructor)."""
+    events = _sweep(tmp_path, EM_X86_64, f"""
+        movabs rdi, {CALLEE:#x}
+        movabs rsi, {DATA + 8:#x}
+        call callee
+        ret""")
+    assert [ev.args[:2] for ev in events if isinstance(ev, Call)] == [(CALLEE, DATA + 8)]
