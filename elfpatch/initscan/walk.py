@@ -20,13 +20,13 @@ SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": 
          "__cxa_thread_atexit_impl": "thread_atexit"}
 GUARD_ACQUIRE, GUARD_RELEASE = "__cxa_guard_acquire", "__cxa_guard_release"
 _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
-                        r"|_GLOBAL__I_\d|__tls_init")
+                        r"|_GLOBAL__I_\d|__tls_init|^_ZTH")  # _ZTH<var>: a thread_local's init, __tls_init's alias
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
 _SYMBOL_VERSION = re.compile(r"@.*$")
 # Names the walk acts on contain one of these in their first bytes (SINKS, guards, the unit helpers, even
 # mangled: _Z41__static_initialization_and_destruction_0ii); other defined functions' names are not decoded.
 _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction_0", b"__cxx_global_var_init",
-                 b"_GLOBAL__", b"__tls_init")
+                 b"_GLOBAL__", b"__tls_init", b"_ZTH")
 # Helpers cost no depth: a file could chain thousands of them. Past this many nested calls, stop (and say so).
 # Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
 # the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
@@ -424,20 +424,20 @@ class Walker:
 
     def _follow(self, where: int, name: str | None, args: tuple, depth: int, stack: frozenset) -> Summary | None:
         """The callee's summary, or None when the depth (or the helper chain) ends here."""
-        helper = self.is_helper(name)
+        helper = self.is_helper(name) or self._unnamed_callee(where, name, stack)
         if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
             return None
         # The unit's own helpers get the arguments (GCC -O0 passes the priority; a pointer of this function's
         # frame or allocation stays one), others are summarized once, whatever their caller passes.
-        specialized = helper or self._unnamed_callee(where, name, stack)
-        passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if specialized else ()
+        passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if helper else ()
         return self.walk(where, self._capped(where, passed), depth if helper else depth - 1, stack)
 
     def _unnamed_callee(self, where: int, name: str | None, stack: frozenset) -> bool:
         """In a stripped file a unit's helpers have no name: a function that is not exported and that the
         initializer itself calls gets the arguments too (GCC -O0's ``__static_initialization_and_destruction_0(1,
         priority)`` then runs only its priority's branch; libc_nonshared's local ``atexit(fn)`` stub passes
-        ``fn`` on to ``__cxa_atexit``). It still costs depth."""
+        ``fn`` on to ``__cxa_atexit``). Like a named helper it costs no depth, so a stripped -O0 unit reaches as
+        deep as with its symbols; only the initializer's own callees qualify, so this adds one level at most."""
         return self.image.stripped and not name and len(stack) == 1 and not self.image.is_function(where)
 
     def _capped(self, where: int, args: tuple) -> tuple:
