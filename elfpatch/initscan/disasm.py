@@ -36,6 +36,11 @@ Value = Union[int, str, "Ptr"]
 # real code settles in one or two. The bound keeps work on a crafted function linear; a function cut short is
 # reported (the analysis says it is incomplete).
 MAX_PASSES = 16
+# Walks of one function's blocks before the state its jump tables' cases start from agrees with the jumps'
+# (see Disassembler._pass); real code agrees at the second. Past it, a case walked before its jump starts from
+# the frame alone.
+TABLE_PASSES = 4
+_FRAME_ONLY: dict = {}  # marker: _walk_blocks's cases before any jump start from the frame alone
 
 
 class Within(int):
@@ -823,6 +828,31 @@ def _bound(st: dict) -> None:
             del st[k]
 
 
+def _with(st: dict | None, more: dict | None, object_of: Callable[[int], int | None]) -> dict | None:
+    """``st`` met with ``more`` (None: nothing more); ``more`` alone when ``st`` is None."""
+    return st if more is None else _meet(st, more, object_of)
+
+
+def _case_base(preset: dict | None, jumps: dict | None, frame: dict) -> dict | None:
+    """What a possible case of a jump table is met with (see Disassembler._walk_blocks): the jumps' state from
+    the walk before, else what the jumps walked so far agree on; before any jump nothing (its edges alone, a
+    walk that is done again) or, under _FRAME_ONLY, the frame."""
+    if preset is not None and preset is not _FRAME_ONLY:
+        return preset
+    if jumps is None and preset is _FRAME_ONLY:
+        return frame
+    return jumps
+
+
+def _case_state(st: dict | None, has_pred: bool, base: dict | None,
+                object_of: Callable[[int], int | None]) -> dict | None:
+    """A possible case's starting state: its edges' (``st``) met with ``base``; ``base`` alone for a block no
+    edge reaches (only the table does)."""
+    if base is None:
+        return st
+    return _meet(None, base, object_of) if st is None or not has_pred else _meet(st, base, object_of)
+
+
 def _states_equal(a: dict | None, b: dict | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -955,7 +985,37 @@ class Disassembler:
               heads: dict[int, dict | None]) -> tuple[list, dict[int, dict], dict[int, dict]]:
         """One walk of the blocks in reverse post-order. A loop head starts from what its forward edges agree
         on met with ``heads`` (its back edges' state from the pass before; None: not known yet). Returns the
-        events and, per loop head, what its back edges brought in this pass and the state it started from."""
+        events and, per loop head, what its back edges brought in this pass and the state it started from.
+
+        A block after a jump table in the code may be one of its cases; reverse post-order may put it before
+        the jump (the bounds check's target, a guarded initialization GCC moved past the switch). Like a loop
+        head it then starts from its edges while the jumps' state is not known, and the blocks are walked
+        again, each possible case met with what the jumps agreed on, until that agrees with itself (TABLE_PASSES;
+        else such a case starts from the frame alone, as it would in the first walk: sound, but a callee-saved
+        register holding a registration's destructor is forgotten)."""
+        preset: dict | None = None
+        late: dict[int, dict] = {}
+        for _ in range(TABLE_PASSES):
+            out, back_in, used, jumps = self._walk_blocks(dec, start, end, entry, heads, preset, late)
+            if jumps is None:
+                return out, back_in, used
+            # A case the order puts after a block it falls into (a block that is no loop head): what it brings
+            # there is met in at the next walk, as a loop's back edges are.
+            later = {s: st for s, st in back_in.items() if s not in dec.back}
+            if preset is not None and _states_equal(jumps, preset) and later.keys() == late.keys() \
+                    and all(_states_equal(later[s], late[s]) for s in later):
+                return out, back_in, used
+            preset, late = jumps, later
+        return self._walk_blocks(dec, start, end, entry, heads, _FRAME_ONLY, {})[:3]
+
+    def _walk_blocks(self, dec: Decoded, start: int, end: int, entry: dict, heads: dict[int, dict | None],
+                     preset: dict | None, late: dict[int, dict]) -> tuple[list, dict[int, dict], dict[int, dict],
+                                                                           dict | None]:
+        """_pass's walk. A possible case starts from its edges met with ``preset`` (what every jump agreed on in
+        the walk before); without one, from what the jumps walked so far agree on, and before any jump from its
+        edges alone (None: _FRAME_ONLY, from the frame alone). Returns, besides _pass's results, what the jumps
+        agreed on when a case needed it (preset given, or a case came before any jump), else None. ``late``: per
+        block that is no loop head, what blocks walked after it brought it in the walk before."""
         step = self.arch.step
         insns = dec.insns
         object_of = self.object_of
@@ -965,15 +1025,17 @@ class Disassembler:
         used: dict[int, dict] = {}
         live: set[int] = {0}
         walked = 0
+        jumps: dict | None = None  # what the table jumps walked so far agree on
         frame: dict = {}  # the frame registers the entry block set up
-        table: list = [frame]  # what the jump tables seen so far agree on (a case starts from it)
+        early = preset is not None  # whether what the jumps agree on is asked for
         for p, (first, last) in enumerate(dec.blocks):
             st = self._block_state(dec, p, entry, incoming, heads, used, live)
+            st = _with(st, late.get(p), object_of)  # what blocks walked after it bring (the walk before said)
             if p and first > dec.table:  # may be a case of a jump table: what the table jumps bring too
-                st = _meet(None, table[0], object_of) if st is None or p not in dec.has_pred \
-                    else _meet(st, table[0], object_of)
+                early = early or jumps is None
+                st = _case_state(st, p in dec.has_pred, _case_base(preset, jumps, frame), object_of)
             if st is None:
-                continue  # every edge into it was decided against: dead for these arguments
+                continue  # every edge into it was decided against (dead for these arguments), or not known yet
             _bound(st)
             walked += last - first + 1
             for n in range(first, last):
@@ -982,9 +1044,8 @@ class Disassembler:
             step(insns[last], st, out, start, end)
             if p == 0:
                 frame = {k: v for k, v in st.items() if isinstance(v, Ptr) and v.kind == "frame"}
-                table[0] = frame
-            if insns[last][2].startswith("notrack j"):  # the first table's state replaces the frame-only guess
-                table[0] = st if table[0] is frame else _meet(table[0], st, object_of)
+            if insns[last][2].startswith("notrack j"):
+                jumps = _meet(jumps, st, object_of)
             taken_known = _decided(cmp, insns[last][2])
             for s, taken in dec.succs.get(p, ()):
                 if taken is not None and taken_known is not None and taken != taken_known:
@@ -995,7 +1056,7 @@ class Disassembler:
                 live.add(s)
                 incoming[s] = _meet(incoming.get(s), st, object_of)
         self.budget.walked += walked
-        return out, back_in, used
+        return out, back_in, used, (jumps if early and preset is not _FRAME_ONLY and jumps is not None else None)
 
     def _block_state(self, dec: Decoded, p: int, entry: dict, incoming: dict, heads: dict, used: dict,
                      live: set) -> dict | None:

@@ -326,3 +326,41 @@ def test_movabs_loads_its_64_bit_immediate(tmp_path: Path) -> None:
         call callee
         ret""")
     assert [ev.args[:2] for ev in events if isinstance(ev, Call)] == [(CALLEE, DATA + 8)]
+
+
+def test_a_case_walked_before_its_jump_keeps_what_the_jump_holds(tmp_path: Path) -> None:
+    """GCC -O2 -fcf-protection: the switch's bounds check jumps past the table to code that reverse post-order
+    walks before the table's block. That code may be a case, so it starts from what the jump holds, not from
+    the frame alone: the destructor kept in rbx across the switch is still known at the call after it (it was
+    forgotten: the registration listed no destructor)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        push rbx
+        lea rbx, [rip + callee]
+        cmp eax, 3
+        ja 2f
+        notrack jmp rax
+    1:  mov edi, 1
+        call callee
+    2:  mov rdi, rbx
+        call callee
+        pop rbx
+        ret""")
+    assert CALLEE in [ev.args[0] for ev in events if isinstance(ev, Call)]
+
+
+def test_a_case_that_falls_into_a_block_walked_before_it_brings_its_state(tmp_path: Path) -> None:
+    """A case (reached only through the table, so walked last) that falls into the block after the switch:
+    what it changed (rbx) reaches that block, though the order walked the block first; the call there does
+    not claim the rbx the other paths hold."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        push rbx
+        lea rbx, [rip + callee]
+        cmp eax, 3
+        ja 2f
+        notrack jmp rax
+    1:  mov rbx, rsi
+    2:  mov rdi, rbx
+        call callee
+        pop rbx
+        ret""")
+    assert [ev.args[0] for ev in events if isinstance(ev, Call)] == [None]
