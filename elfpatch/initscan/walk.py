@@ -291,9 +291,9 @@ class Walker:
         if target is None:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
             return
-        where, name = self.named(target)
-        if where is not None and not ev.tail and not self.image.stripped and not self.image.is_call_target(where):
-            acc.strange += 1  # a call no function starts at: not code a compiler calls (a jump may enter a .cold part)
+        where, name = self._entered(ev, *self.named(target), stack)
+        if where == -1:
+            acc.strange += 1  # a call no function starts at: not code a compiler calls
             return
         if name in SINKS:
             acc.unresolved += self._register(SINKS[name], ev.args, acc)
@@ -317,6 +317,19 @@ class Walker:
             acc.depth_limited += 1
             return
         self._merge(sub, where, ev.args, acc)
+
+    def _entered(self, ev: Call, where: int | None, name: str | None,
+                 stack: frozenset) -> tuple[int | None, str | None]:
+        """(where, name) of the code a call or jump enters; where -1 for a call no function starts at (a file
+        with symbols). A jump into the middle of a function (a .cold part's landing pads) enters its whole
+        code, swept once from its start: every block of it is swept, so what the entered part touches is among
+        its events."""
+        if where is None or self.image.stripped or self.image.is_call_target(where):
+            return where, name
+        inside = self.image.function_containing(where) if ev.tail else None
+        if inside is None or inside in stack:
+            return -1, None
+        return inside, ""
 
     def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc) -> None:
         guard = acc.guard

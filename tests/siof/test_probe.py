@@ -3,7 +3,8 @@
 The probe fixtures (native_tests/siof/probe*.cpp, one per class of read the analysis used to miss: a one-operand
 ``mul`` of another unit's global, a reference global, a constant pointer table and a getter returning a
 reference, a constructor function and a reader defined before its object in one file, a template static member
-only another unit instantiates, a library reading the program's global) report what each initializer observed:
+only another unit instantiates, a library reading the program's global, a read behind mutual recursion whose
+summary was made while the other function was on the walk's stack) report what each initializer observed:
 0 is a read before construction. Each such read must be a finding on that object by that reader, or lie in an
 entry of the reader's unit marked incomplete: never a clean, complete result."""
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import require_tool, run_cli
 
-PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext"]
+PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec"]
 VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
 # The reader's file, when it is not the program: the library's initializer reads the program's global.
 READER_FILE = {"probe_ext": "libprobe_ext.so"}
