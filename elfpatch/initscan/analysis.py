@@ -117,7 +117,7 @@ def _unproven_notes(e: dict[str, Any], s: Summary, image: Image | None) -> list[
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.unproven} memory access(es) through a "
                      f"pointer of unproven provenance, first: {first}")
     if s.arg_derefs:
-        first = "; ".join(_where(image, via, insn, e) for via, insn in list(s.arg_derefs.values())[:3])
+        first = "; ".join(_where(image, via, insn, e) for via, insn, _w in list(s.arg_derefs.values())[:3])
         notes.append(f"initializer {e['index']} ({e['symbol']}): access(es) through its own arguments: {first}")
     return notes
 
@@ -196,6 +196,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
                 f"initializer {e['index']} ({e['symbol']}): reads inline or template variable(s) whose guarded "
                 "initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
         built = [o for o in s.constructs if constructor.get(o) == pos or s.constructs[o]]
+        built += [o for o in s.call_stores if constructor.get(o) == pos and o not in s.constructs]
         e["analysis"] = {
             "constructs": [_obj(image, o) for o in built],
             "reads": reads,
@@ -208,7 +209,8 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
 
 def _constructors(summaries: list) -> dict[int, int]:
     """object -> position (in entries) of its constructor: the first initializer that constructs it strongly
-    (a constructor call or a registered destructor), else the first that stores into it."""
+    (a constructor call or a registered destructor), else the first that stores into it, else the first that
+    passes its address to a function that stores through it (``init(&g)``)."""
     constructor: dict[int, int] = {}
     for pos, s in enumerate(summaries):
         for o, strong in s.constructs.items() if s is not None else ():
@@ -216,6 +218,9 @@ def _constructors(summaries: list) -> dict[int, int]:
                 constructor[o] = pos
     for pos, s in enumerate(summaries):
         for o in s.constructs if s is not None else ():
+            constructor.setdefault(o, pos)
+    for pos, s in enumerate(summaries):  # else the first whose callee stores into it through its address
+        for o in sorted(s.call_stores) if s is not None else ():
             constructor.setdefault(o, pos)
     return constructor
 

@@ -4,7 +4,8 @@ The probe fixtures (native_tests/siof/probe*.cpp, one per class of read the anal
 ``mul`` of another unit's global, a reference global, a constant pointer table and a getter returning a
 reference, a constructor function and a reader defined before its object in one file, a template static member
 only another unit instantiates, a library reading the program's global, a read behind mutual recursion whose
-summary was made while the other function was on the walk's stack) report what each initializer observed:
+summary was made while the other function was on the walk's stack, an object whose only builder is a plain
+function storing through the address it is passed) report what each initializer observed:
 0 is a read before construction. Each such read must be a finding on that object by that reader, or lie in an
 entry of the reader's unit marked incomplete: never a clean, complete result."""
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import require_tool, run_cli
 
-PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec"]
+PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec", "probe_init"]
 VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
 # The reader's file, when it is not the program: the library's initializer reads the program's global.
 READER_FILE = {"probe_ext": "libprobe_ext.so"}
@@ -24,7 +25,7 @@ READER_FILE = {"probe_ext": "libprobe_ext.so"}
 # the instruction (mul), the relocations (reference, pointer table), a getter's result, the unit's own order,
 # and the guard the instantiating unit runs.
 MUST_FIND = {"probe_mul": {"g_mul"}, "probe_ref": {"g_refd", "g_t1", "g_getb"}, "probe_unit": {"g_same", "g_attr"},
-             "probe_tmpl": {"_ZN6HolderIiE1bE"}}
+             "probe_tmpl": {"_ZN6HolderIiE1bE"}, "probe_init": {"g_inited"}}
 
 
 def observed_early(exe: Path) -> list[tuple[str, str]]:
