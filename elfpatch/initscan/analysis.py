@@ -175,6 +175,9 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     findings: list[dict[str, Any]] = []
     constructor = _constructors(summaries)
     guards = _guards_run(image, summaries)
+    # Objects some initializer builds for sure (a constructor call, a registered destructor): a reader whose
+    # callee merely stores through their address (a registrar's insert) does not build them.
+    strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -184,7 +187,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         unseen_guard = []
         for o, via in s.reads.items():
             name = image.symbol_at(o) or ""
-            c, status = _judge(o, name, pos, s, constructor, guards, entries)
+            c, status = _judge(o, name, pos, s, constructor, guards, entries, strong)
             if status == "constant" and image.guarded(name):
                 status = "guarded"
                 unseen_guard.append(name)  # no initializer here runs its guarded initialization: not proven
@@ -246,14 +249,14 @@ def _who(e: dict[str, Any]) -> dict[str, Any]:
 
 
 def _judge(o: int, name: str, pos: int, s: Summary, constructor: dict[int, int], guards: dict[str, int],
-           entries: list[dict]) -> tuple[int | None, str]:
+           entries: list[dict], strong: set[int]) -> tuple[int | None, str]:
     """(constructor position, status) of a read of ``o`` by the initializer at ``pos``."""
     c = constructor.get(o)
     if name.startswith("_ZZ"):
         return c, "function-local-static"
     if c == pos and o in s.early:
         return c, "before-construction"  # read, then built, by the same initializer (a unit read before it)
-    if o in s.constructs:
+    if o in s.constructs or (o in s.call_stores and o not in strong):
         return c, "own"  # a shared helper that builds it on first use, whichever initializer runs first
     guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
     if guard in guards:  # an inline or template variable: safe once its guarded initialization has run

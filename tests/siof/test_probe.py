@@ -61,3 +61,18 @@ def test_no_false_clean(probe_build: Path, program: str, variant: str) -> None:
     assert false_cleans(f, early) == []
     found = {x["object"]["symbol"] for x in f["findings"] if x["verdict"] == "before-construction"}
     assert MUST_FIND.get(program, set()) <= found
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_reader_that_builds_through_a_call_reads_its_own(probe_build: Path, variant: str) -> None:
+    """probe_share: each unit calls init_plain(&g_share) before reading it (a build-on-first-use helper that
+    stores through the address): never read early, and never a finding -- a callee's store through the
+    address makes the reader's read `own`, as a direct store does, unless some initializer builds the object
+    for sure (a registrar's insert into a map another unit constructs stays a finding)."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / "probe_share"
+    assert observed_early(exe) == []
+    f = json.loads(run_cli("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    assert f["findings"] == []
+    statuses = {r["status"] for e in f["init"] for r in ((e.get("analysis") or {}).get("reads") or ())}
+    assert statuses == {"own"}
