@@ -38,9 +38,10 @@ def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
 
 
 def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
-            siof: bool = True) -> None:
+            siof: bool = True, before: frozenset[str] | None = None) -> None:
     """Adds ``exit_time_destructors`` (dtors), per-entry ``analysis`` and ``findings`` (siof) and
-    ``analysis_notes`` to ``listing`` (one file's ``inits`` listing), in place."""
+    ``analysis_notes`` to ``listing`` (one file's ``inits`` listing), in place. ``before`` (``--deps``): the
+    symbols the objects initialized before this one define; reads of those are ordered by the load."""
     entries = [e for e in listing["init"] if not e["toolchain"] and e["kind"] != "init"]
     notes: list[str] = []
     supported = elf.e_machine in SUPPORTED_MACHINES
@@ -51,7 +52,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         notes.append("no .symtab (stripped): functions are known only by their exported names, data objects "
                      "mostly not at all")
     walker = _walker(elf, image) if image is not None else None
-    summaries = _walk_all(walker, entries, depth)
+    summaries = [_ordered(s, before) for s in _walk_all(walker, entries, depth)]
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
@@ -84,6 +85,15 @@ def _walker(elf: ElfFile, image: Image) -> Walker:
         return value if value is not None else consts.word(addr)
 
     return Walker(image, Disassembler(elf.e_machine, image.read_code, pointer, image.object_start), pointer)
+
+
+def _ordered(s: Summary | None, before: frozenset[str] | None) -> Summary | None:
+    """The summary with its reads of other modules' objects proven when every one of them is defined by an
+    object the load initializes before this one (its initializers have run: ``--deps``)."""
+    if s is None or before is None or not s.foreign or not s.foreign <= before:
+        return s
+    return s._replace(unproven=s.unproven - s.foreign_unproven, foreign_unproven=0,
+                      unproven_at=tuple(u for u in s.unproven_at if u.base is None))
 
 
 def _walk_all(walker: Walker | None, entries: list[dict], depth: int) -> list[Summary | None]:
@@ -281,7 +291,7 @@ def _order(pos: int, c: int, entries: list[dict]) -> str:
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
-                 siof: bool = True) -> None:
+                 siof: bool = True, before: frozenset[str] | None = None) -> None:
     """analyze() for the file at ``path`` (``listing`` is its list_initializers() result)."""
     from capstone import CsError
 
@@ -289,6 +299,6 @@ def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH,
 
     with Source(path) as src:
         try:
-            analyze(ElfFile(src.data, path), listing, depth, dtors, siof)
+            analyze(ElfFile(src.data, path), listing, depth, dtors, siof, before)
         except CsError as exc:  # the disassembler refused the bytes: a bad file, said in one line
             raise ParseError(f"disassembly failed: {exc}", path) from None

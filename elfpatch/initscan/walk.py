@@ -63,9 +63,11 @@ class Summary(NamedTuple):
     cut: frozenset  # functions on the call stack whose recursive calls this summary could not follow
     strange: int  # calls to an address no function starts at (bytes decoded as a call): not followed
     call_stores: frozenset  # objects a callee stores into through the address this walk passed it
+    foreign: frozenset  # other modules' objects (symbols) read: the unproven accesses the load order may order
+    foreign_unproven: int  # how many of ``unproven`` reach one of them
 
 
-EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset())
+EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
 MAX_UNPROVEN_AT = 3
 # Calls whose result is memory they allocated (C and C++ allocation functions, Itanium-mangled).
 ALLOCATORS = frozenset({"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "strdup", "strndup",
@@ -113,6 +115,8 @@ class _Acc:
         self.guards: set[int] = set()
         self.cut: set[int] = set()
         self.call_stores: set[int] = set()
+        self.foreign: set[str] = set()
+        self.foreign_unproven = 0
         self.guard: int | None = None  # the guard what follows runs under
 
     def read(self, o: int, via: tuple, load: bool) -> None:
@@ -127,6 +131,9 @@ class _Acc:
 
     def unprove(self, via: tuple, insn: int, base: str | None, count: int = 1) -> None:
         self.unproven += count
+        if base is not None:
+            self.foreign.add(base)
+            self.foreign_unproven += count
         if len(self.unproven_at) < MAX_UNPROVEN_AT:
             self.unproven_at.append(Unproven(via, insn, base))
 
@@ -140,7 +147,8 @@ class _Acc:
         self.cut.discard(self.addr)
         return Summary(self.regs, self.constructs, self.reads, self.indirect, self.depth_limited,
                        self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early, self.touched,
-                       frozenset(self.guards), frozenset(self.cut), self.strange, frozenset(self.call_stores))
+                       frozenset(self.guards), frozenset(self.cut), self.strange, frozenset(self.call_stores),
+                       frozenset(self.foreign), self.foreign_unproven)
 
 
 class Walker:
@@ -354,6 +362,8 @@ class Walker:
             for u in sub.unproven_at:
                 acc.unprove((where, *u.via), u.insn, u.base, 0)
             acc.unproven += sub.unproven
+            acc.foreign |= sub.foreign
+            acc.foreign_unproven += sub.foreign_unproven
         acc.guards |= sub.guards
         acc.cut |= sub.cut
         acc.call_stores |= sub.call_stores

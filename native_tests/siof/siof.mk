@@ -117,7 +117,7 @@ PB := $(B)/probe
 PROBE_VARIANTS := $(if $(call HAVE,g++),gcc-O0 gcc-O2 gcc-O2-cet) $(if $(call HAVE,clang++),clang-O0 clang-O2)
 probe_cxx = $(if $(findstring clang,$(1)),clang++,g++)
 probe_opt = $(if $(findstring O0,$(1)),-O0,-O2) $(if $(findstring cet,$(1)),-fcf-protection=full)
-probe: $(foreach v,$(PROBE_VARIANTS),$(foreach p,$(PROBE_PROGS) probe_ext libprobe_ext.so,$(PB)/$(v)/$(p)))
+probe: $(foreach v,$(PROBE_VARIANTS),$(foreach p,$(PROBE_PROGS) probe_ext libprobe_ext.so probe_dep,$(PB)/$(v)/$(p)))
 define probe_variant
 $(PB)/$(1)/.dir:
 	mkdir -p $(PB)/$(1) && touch $$@
@@ -129,6 +129,10 @@ $(PB)/$(1)/libprobe_ext.so: $(PB)/$(1)/pic_probe_ext_lib.o $(PB)/$(1)/pic_probe_
 	$(call probe_cxx,$(1)) -shared -o $$@ $$^
 $(PB)/$(1)/probe_ext: $(PB)/$(1)/probe_ext_main.o $(PB)/$(1)/libprobe_ext.so
 	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_ext -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/libprobe_dep.so: $(PB)/$(1)/pic_probe_dep_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/probe_dep: $(PB)/$(1)/probe_dep_main.o $(PB)/$(1)/libprobe_dep.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_dep -Wl,-rpath,'$$$$ORIGIN'
 $(foreach p,$(PROBE_PROGS),$(eval $(call probe_prog,$(1),$(p))))
 endef
 define probe_prog

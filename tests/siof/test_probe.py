@@ -76,3 +76,25 @@ def test_a_reader_that_builds_through_a_call_reads_its_own(probe_build: Path, va
     assert f["findings"] == []
     statuses = {r["status"] for e in f["init"] for r in ((e.get("analysis") or {}).get("reads") or ())}
     assert statuses == {"own"}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_deps_orders_reads_of_what_earlier_objects_define(probe_build: Path, variant: str) -> None:
+    """probe_dep: the program's initializer reads the library's global (through the GOT, or a copy
+    relocation), and the library's initializers run first: with --deps the read is ordered by the load (the
+    file is complete, no finding). probe_ext's library reads the program's global: the program is not in the
+    library's load, so --deps leaves that read unproven (incomplete, never clean)."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    d = probe_build / variant
+    assert observed_early(d / "probe_dep") == []
+
+    def analysis(*args: str) -> dict:
+        return json.loads(run_cli("inits", "--siof", "--json", *args, check=True).stdout)["files"][0]
+
+    plain, deps = analysis(str(d / "probe_dep")), analysis("--deps", str(d / "probe_dep"))
+    assert deps["findings"] == [] and deps["analysis_complete"]
+    assert plain["findings"] == []
+    if not plain["analysis_complete"]:  # read through the GOT: another module's object, unproven alone
+        assert any("another module's g_lib_box" in n for n in plain["analysis_notes"])
+    lib = analysis("--deps", str(d / "libprobe_ext.so"))
+    assert not lib["analysis_complete"]
