@@ -122,9 +122,9 @@ define probe_variant
 $(PB)/$(1)/.dir:
 	mkdir -p $(PB)/$(1) && touch $$@
 $(PB)/$(1)/%.o: %.cpp $(PROBE_HDRS) $(PB)/$(1)/.dir
-	$(call probe_cxx,$(1)) -std=c++20 $(call probe_opt,$(1)) -g -fPIE -c -o $$@ $$<
+	$(call probe_cxx,$(1)) -std=c++20 $(call probe_opt,$(1)) -g -fPIE -DPROBE_UNIT='"$$(<F)"' -c -o $$@ $$<
 $(PB)/$(1)/pic_%.o: %.cpp $(PROBE_HDRS) $(PB)/$(1)/.dir
-	$(call probe_cxx,$(1)) -std=c++20 $(call probe_opt,$(1)) -g -fPIC -c -o $$@ $$<
+	$(call probe_cxx,$(1)) -std=c++20 $(call probe_opt,$(1)) -g -fPIC -DPROBE_UNIT='"$$(<F)"' -c -o $$@ $$<
 $(PB)/$(1)/libprobe_ext.so: $(PB)/$(1)/pic_probe_ext_lib.o $(PB)/$(1)/pic_probe_box.o
 	$(call probe_cxx,$(1)) -shared -o $$@ $$^
 $(PB)/$(1)/probe_ext: $(PB)/$(1)/probe_ext_main.o $(PB)/$(1)/libprobe_ext.so
