@@ -881,7 +881,18 @@ class Disassembler:
               heads: dict[int, dict | None]) -> tuple[list, dict[int, dict], dict[int, dict]]:
         """One walk of the blocks in reverse post-order. A loop head starts from what its forward edges agree
         on met with ``heads`` (its back edges' state from the pass before; None: not known yet). Returns the
-        events and, per loop head, what its back edges brought in this pass and the state it started from."""
+        events and, per loop head, what its back edges brought in this pass and the state it started from.
+        A block after a jump table that the walk reaches before the jump first assumes only the frame at the
+        jump; the walk is then redone once with the state the jump had (sound: it came from the first walk)."""
+        out, back_in, used, table, early = self._blocks(dec, start, end, entry, heads, None)
+        if early and table is not None:
+            out, back_in, used, _table, _early = self._blocks(dec, start, end, entry, heads, table)
+        return out, back_in, used
+
+    def _blocks(self, dec: Decoded, start: int, end: int, entry: dict, heads: dict[int, dict | None],
+                table_in: dict | None) -> tuple[list, dict[int, dict], dict[int, dict], dict | None, bool]:
+        """The walk of _pass; also the state the jump tables agree on (None: none reached) and whether a block
+        after a table was walked before any table jump (with ``table_in``, or the frame alone, assumed)."""
         step = self.arch.step
         insns = dec.insns
         object_of = self.object_of
@@ -891,23 +902,27 @@ class Disassembler:
         used: dict[int, dict] = {}
         live: set[int] = {0}
         frame: dict = {}  # the frame registers the entry block set up
-        table: list = [frame]  # what the jump tables seen so far agree on (a case starts from it)
+        table: list = [table_in if table_in is not None else frame, None]  # assumed at a case; seen at jumps
+        early = False
         for p, (first, last) in enumerate(dec.blocks):
             st = self._block_state(dec, p, entry, incoming, heads, used, live)
             if p and first > dec.table:  # may be a case of a jump table: what the table jumps bring too
-                st = _meet(None, table[0], object_of) if st is None or p not in dec.has_pred \
-                    else _meet(st, table[0], object_of)
+                early = early or table[1] is None
+                assumed = table[0] if table[1] is None else table[1]
+                st = _meet(None, assumed, object_of) if st is None or p not in dec.has_pred \
+                    else _meet(st, assumed, object_of)
             if st is None:
                 continue  # every edge into it was decided against: dead for these arguments
             for n in range(first, last):
                 step(insns[n], st, out, start, end)
             cmp = st.get("cmp")
             step(insns[last], st, out, start, end)
-            if p == 0:
+            if p == 0 and table_in is None:
                 frame = {k: v for k, v in st.items() if isinstance(v, Ptr) and v.kind == "frame"}
                 table[0] = frame
-            if insns[last][2].startswith("notrack j"):  # the first table's state replaces the frame-only guess
-                table[0] = st if table[0] is frame else _meet(table[0], st, object_of)
+            if insns[last][2].startswith("notrack j"):  # what the table jumps agree on
+                seen = _meet(table[1], st, object_of)
+                table[1] = seen if table_in is None else _meet(table_in, seen, object_of)
             taken_known = _decided(cmp, insns[last][2])
             for s, taken in dec.succs.get(p, ()):
                 if taken is not None and taken_known is not None and taken != taken_known:
@@ -917,7 +932,7 @@ class Disassembler:
                     continue
                 live.add(s)
                 incoming[s] = _meet(incoming.get(s), st, object_of)
-        return out, back_in, used
+        return out, back_in, used, table[1], early
 
     def _block_state(self, dec: Decoded, p: int, entry: dict, incoming: dict, heads: dict, used: dict,
                      live: set) -> dict | None:
