@@ -42,9 +42,10 @@ def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
 
 
 def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
-            siof: bool = True) -> None:
+            siof: bool = True, before: frozenset[str] | None = None) -> None:
     """Adds ``exit_time_destructors`` (dtors), per-entry ``analysis`` and ``findings`` (siof) and
-    ``analysis_notes`` to ``listing`` (one file's ``inits`` listing), in place."""
+    ``analysis_notes`` to ``listing`` (one file's ``inits`` listing), in place. ``before`` (``--deps``): the
+    symbols the objects initialized before this one define; reads of those are ordered by the load."""
     entries = [e for e in listing["init"] if not e["toolchain"] and e["kind"] != "init"]
     notes: list[str] = []
     supported = elf.e_machine in SUPPORTED_MACHINES
@@ -57,6 +58,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     budget = Budget()
     walker = _walker(elf, image, budget) if image is not None else None
     summaries, cut_from = _walk_all(walker, entries, depth)
+    summaries = [_ordered(s, before) for s in summaries]
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
@@ -105,6 +107,15 @@ def _limits(image: Image | None, budget: Budget, cut: list[dict]) -> list[str]:
     return image.notes() + budget.notes(lambda a: image.function_name(a) or f"{a:#x}")
 
 
+def _ordered(s: Summary | None, before: frozenset[str] | None) -> Summary | None:
+    """The summary with its reads of other modules' objects proven when every one of them is defined by an
+    object the load initializes before this one (its initializers have run: ``--deps``)."""
+    if s is None or before is None or not s.foreign or not s.foreign <= before:
+        return s
+    return s._replace(unproven=s.unproven - s.foreign_unproven, foreign_unproven=0,
+                      unproven_at=tuple(u for u in s.unproven_at if u.base is None))
+
+
 def _walk_all(walker: Walker | None, entries: list[dict], depth: int) -> tuple[list[Summary | None], int]:
     """Each entry's summary (None where nothing is disassembled or its address is not in the file), and the
     position of the first entry whose walk met a function the budget cut (len(entries): none did)."""
@@ -144,7 +155,7 @@ def _unproven_notes(e: dict[str, Any], s: Summary, image: Image | None) -> list[
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.unproven} memory access(es) through a "
                      f"pointer of unproven provenance, first: {first}")
     if s.arg_derefs:
-        first = "; ".join(_where(image, via, insn, e) for via, insn in list(s.arg_derefs.values())[:3])
+        first = "; ".join(_where(image, via, insn, e) for via, insn, _w in list(s.arg_derefs.values())[:3])
         notes.append(f"initializer {e['index']} ({e['symbol']}): access(es) through its own arguments: {first}")
     return notes
 
@@ -211,6 +222,9 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     findings: list[dict[str, Any]] = []
     constructor = _constructors(summaries)
     guards = _guards_run(image, summaries)
+    # Objects some initializer builds for sure (a constructor call, a registered destructor): a reader whose
+    # callee merely stores through their address (a registrar's insert) does not build them.
+    strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -220,7 +234,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         unseen_guard = []
         for o, via in s.reads.items():
             name = image.symbol_at(o) or ""
-            c, status = _judge(o, name, pos, s, constructor, guards, entries)
+            c, status = _judge(o, name, pos, s, constructor, guards, entries, strong)
             if status == "constant" and image.guarded(name):
                 status = "guarded"
                 unseen_guard.append(name)  # no initializer here runs its guarded initialization: not proven
@@ -232,6 +246,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
                 f"initializer {e['index']} ({e['symbol']}): reads inline or template variable(s) whose guarded "
                 "initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
         built = [o for o in s.constructs if constructor.get(o) == pos or s.constructs[o]]
+        built += [o for o in s.call_stores if constructor.get(o) == pos and o not in s.constructs]
         e["analysis"] = {
             "constructs": [_obj(image, o) for o in built],
             "reads": reads,
@@ -244,7 +259,8 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
 
 def _constructors(summaries: list) -> dict[int, int]:
     """object -> position (in entries) of its constructor: the first initializer that constructs it strongly
-    (a constructor call or a registered destructor), else the first that stores into it."""
+    (a constructor call or a registered destructor), else the first that stores into it, else the first that
+    passes its address to a function that stores through it (``init(&g)``)."""
     constructor: dict[int, int] = {}
     for pos, s in enumerate(summaries):
         for o, strong in s.constructs.items() if s is not None else ():
@@ -252,6 +268,9 @@ def _constructors(summaries: list) -> dict[int, int]:
                 constructor[o] = pos
     for pos, s in enumerate(summaries):
         for o in s.constructs if s is not None else ():
+            constructor.setdefault(o, pos)
+    for pos, s in enumerate(summaries):  # else the first whose callee stores into it through its address
+        for o in sorted(s.call_stores) if s is not None else ():
             constructor.setdefault(o, pos)
     return constructor
 
@@ -277,14 +296,14 @@ def _who(e: dict[str, Any]) -> dict[str, Any]:
 
 
 def _judge(o: int, name: str, pos: int, s: Summary, constructor: dict[int, int], guards: dict[str, int],
-           entries: list[dict]) -> tuple[int | None, str]:
+           entries: list[dict], strong: set[int]) -> tuple[int | None, str]:
     """(constructor position, status) of a read of ``o`` by the initializer at ``pos``."""
     c = constructor.get(o)
     if name.startswith("_ZZ"):
         return c, "function-local-static"
     if c == pos and o in s.early:
         return c, "before-construction"  # read, then built, by the same initializer (a unit read before it)
-    if o in s.constructs:
+    if o in s.constructs or (o in s.call_stores and o not in strong):
         return c, "own"  # a shared helper that builds it on first use, whichever initializer runs first
     guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
     if guard in guards:  # an inline or template variable: safe once its guarded initialization has run
@@ -309,7 +328,7 @@ def _order(pos: int, c: int, entries: list[dict]) -> str:
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
-                 siof: bool = True) -> None:
+                 siof: bool = True, before: frozenset[str] | None = None) -> None:
     """analyze() for the file at ``path`` (``listing`` is its list_initializers() result)."""
     from capstone import CsError
 
@@ -317,6 +336,6 @@ def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH,
 
     with Source(path) as src:
         try:
-            analyze(ElfFile(src.data, path), listing, depth, dtors, siof)
+            analyze(ElfFile(src.data, path), listing, depth, dtors, siof, before)
         except CsError as exc:  # the disassembler refused the bytes: a bad file, said in one line
             raise ParseError(f"disassembly failed: {exc}", path) from None

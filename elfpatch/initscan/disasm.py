@@ -662,8 +662,8 @@ class _A64:
             if not is_store and mnem == "ldr" and len(ops) >= 2 and self._got_load(a, dst, st):
                 return
             out.extend(_a64_accesses(a, mnem, is_store))
-        elif m is not None and not mnem.startswith("prf"):
-            base = _a64_get(st, _a64(m.group(1)))
+        elif not mnem.startswith("prf"):  # an operand the pattern does not parse is not resolved either
+            base = _a64_get(st, _a64(m.group(1))) if m is not None else None
             if not (isinstance(base, Ptr) and base.kind != "arg"):
                 out.append(Deref(addr, base if isinstance(base, (Ptr, str)) else None, is_store))
         if not is_store:

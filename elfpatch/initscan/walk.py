@@ -60,15 +60,18 @@ class Summary(NamedTuple):
     # a named object or derived from one of those. unproven counts them; unproven_at keeps the first few.
     unproven: int
     unproven_at: tuple
-    arg_derefs: dict  # argument register n -> (via, insn): accesses through what the caller passed there
+    arg_derefs: dict  # argument register n -> (via, insn, write): accesses through what the caller passed there
     early: dict  # object start -> via: loaded before this walk touched it otherwise, and then built here
     touched: dict  # object start -> (by a load: bool, via): how this walk first touched it, in run order
     guards: frozenset  # guard variables this walk sets (the guarded initializations it runs)
     cut: frozenset  # functions on the call stack whose recursive calls this summary could not follow
     strange: int  # calls to an address no function starts at (bytes decoded as a call): not followed
+    call_stores: frozenset  # objects a callee stores into through the address this walk passed it
+    foreign: frozenset  # other modules' objects (symbols) read: the unproven accesses the load order may order
+    foreign_unproven: int  # how many of ``unproven`` reach one of them
 
 
-EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0)
+EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
 MAX_UNPROVEN_AT = 3
 # Calls whose result is memory they allocated (C and C++ allocation functions, Itanium-mangled).
 ALLOCATORS = frozenset({"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "strdup", "strndup",
@@ -115,6 +118,9 @@ class _Acc:
         self.early: dict[int, tuple] = {}
         self.guards: set[int] = set()
         self.cut: set[int] = set()
+        self.call_stores: set[int] = set()
+        self.foreign: set[str] = set()
+        self.foreign_unproven = 0
         self.guard: int | None = None  # the guard what follows runs under
 
     def read(self, o: int, via: tuple, load: bool) -> None:
@@ -129,11 +135,15 @@ class _Acc:
 
     def unprove(self, via: tuple, insn: int, base: str | None, count: int = 1) -> None:
         self.unproven += count
+        if base is not None:
+            self.foreign.add(base)
+            self.foreign_unproven += count
         if len(self.unproven_at) < MAX_UNPROVEN_AT:
             self.unproven_at.append(Unproven(via, insn, base))
 
-    def deref(self, n: int, via: tuple, insn: int) -> None:
-        self.arg_derefs.setdefault(n, (via, insn))
+    def deref(self, n: int, via: tuple, insn: int, write: bool) -> None:
+        known = self.arg_derefs.get(n)
+        self.arg_derefs[n] = (via, insn, write) if known is None else (known[0], known[1], known[2] or write)
 
     def summary(self) -> Summary:
         early = dict(self.early)  # a unit's reader that loads the object before the unit builds it
@@ -141,7 +151,8 @@ class _Acc:
         self.cut.discard(self.addr)
         return Summary(self.regs, self.constructs, self.reads, self.indirect, self.depth_limited,
                        self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early, self.touched,
-                       frozenset(self.guards), frozenset(self.cut), self.strange)
+                       frozenset(self.guards), frozenset(self.cut), self.strange, frozenset(self.call_stores),
+                       frozenset(self.foreign), self.foreign_unproven)
 
 
 class Walker:
@@ -287,7 +298,7 @@ class Walker:
         """A load or store through a pointer not resolved to an address: the caller's to prove when it came
         in an argument register, else unproven."""
         if isinstance(ev.base, Ptr) and ev.base.kind == "arg":
-            acc.deref(ev.base.n, (), ev.insn)
+            acc.deref(ev.base.n, (), ev.insn, ev.write)
         elif not isinstance(ev.base, Ptr):
             acc.unprove((), ev.insn, ev.base)
 
@@ -296,9 +307,9 @@ class Walker:
         if target is None:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
             return
-        where, name = self.named(target)
-        if where is not None and not ev.tail and not self.image.stripped and not self.image.is_call_target(where):
-            acc.strange += 1  # a call no function starts at: not code a compiler calls (a jump may enter a .cold part)
+        where, name = self._entered(ev, *self.named(target), stack)
+        if where == -1:
+            acc.strange += 1  # a call no function starts at: not code a compiler calls
             return
         if name in SINKS:
             acc.unresolved += self._register(SINKS[name], ev.args, acc)
@@ -322,6 +333,19 @@ class Walker:
             acc.depth_limited += 1
             return
         self._merge(sub, where, ev.args, acc)
+
+    def _entered(self, ev: Call, where: int | None, name: str | None,
+                 stack: frozenset) -> tuple[int | None, str | None]:
+        """(where, name) of the code a call or jump enters; where -1 for a call no function starts at (a file
+        with symbols). A jump into the middle of a function (a .cold part's landing pads) enters its whole
+        code, swept once from its start: every block of it is swept, so what the entered part touches is among
+        its events."""
+        if where is None or self.image.stripped or self.image.is_call_target(where):
+            return where, name
+        inside = self.image.function_containing(where) if ev.tail else None
+        if inside is None or inside in stack:
+            return -1, None
+        return inside, ""
 
     def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc) -> None:
         guard = acc.guard
@@ -347,20 +371,27 @@ class Walker:
             for u in sub.unproven_at:
                 acc.unprove((where, *u.via), u.insn, u.base, 0)
             acc.unproven += sub.unproven
+            acc.foreign |= sub.foreign
+            acc.foreign_unproven += sub.foreign_unproven
         acc.guards |= sub.guards
         acc.cut |= sub.cut
-        for n, (via, insn) in sub.arg_derefs.items():
-            self._passed(args[n] if n < len(args) else None, (where, *via), insn, acc)
+        acc.call_stores |= sub.call_stores
+        for n, (via, insn, write) in sub.arg_derefs.items():
+            self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
-    @staticmethod
-    def _passed(v: Value | None, via: tuple, insn: int, acc: _Acc) -> None:
+    def _passed(self, v: Value | None, via: tuple, insn: int, write: bool, acc: _Acc) -> None:
         """A callee dereferences what this function passed it: proven when it is an address (its object is
-        already a read, see _arguments), this frame or memory allocated here; the caller's to prove when it is
-        one of this function's own arguments; unproven otherwise."""
+        already a read, see _arguments; a store through it builds the object, as `init(&g)` does), this frame
+        or memory allocated here; the caller's to prove when it is one of this function's own arguments;
+        unproven otherwise."""
         if isinstance(v, Ptr):
             if v.kind == "arg":
-                acc.deref(v.n, via, insn)
-        elif isinstance(v, str) or v is None:
+                acc.deref(v.n, via, insn, write)
+        elif isinstance(v, int):
+            o = self.image.object_at(v) if write else None
+            if o is not None:
+                acc.call_stores.add(o[0])
+        else:
             acc.unprove(via, insn, v)
 
     def _access(self, ev: Access, acc: _Acc) -> None:

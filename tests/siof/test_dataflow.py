@@ -364,3 +364,17 @@ def test_a_case_that_falls_into_a_block_walked_before_it_brings_its_state(tmp_pa
         pop rbx
         ret""")
     assert [ev.args[0] for ev in events if isinstance(ev, Call)] == [None]
+
+
+def test_a_block_the_walk_reaches_before_the_table_jump_gets_the_jumps_state(tmp_path: Path) -> None:
+    """The default case, reached by a branch the walk follows before the table jump: a first walk can assume
+    only the frame there; the walk is redone with the state the jump had, so where both agree (rbx) the store
+    is resolved (it was not: registrations after a switch lost their object in LTO -fcf-protection builds)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rbx, [rip + g]
+        cmp eax, 3
+        ja 1f
+        notrack jmp rax
+    1:  mov dword ptr [rbx], 1
+        ret""")
+    assert _stores(events) == [DATA] and _derefs(events) == []
