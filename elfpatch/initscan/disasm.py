@@ -1006,6 +1006,8 @@ class Disassembler:
                     and all(_states_equal(later[s], late[s]) for s in later):
                 return out, back_in, used
             preset, late = jumps, later
+            if self.budget.walked >= self.budget.steps:
+                break  # the file's walk budget is spent: once more with the frame-alone rule (sound)
         return self._walk_blocks(dec, start, end, entry, heads, _FRAME_ONLY, {})[:3]
 
     def _walk_blocks(self, dec: Decoded, start: int, end: int, entry: dict, heads: dict[int, dict | None],
