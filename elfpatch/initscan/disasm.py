@@ -26,6 +26,7 @@ from capstone import CsError
 
 from elfpatch.elfconst import EM_AARCH64, EM_X86_64
 from elfpatch.initscan.budget import CHUNK, FUNCTION_BYTES, STATE_SLOTS, Budget
+from elfpatch.initscan.jumptable import x86_case_targets
 
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
@@ -717,11 +718,14 @@ class _A64:
 # -- the per-file decoder --------------------------------------------------------------------------------
 
 
-def _blocks(kinds: list, index: dict[int, int]) -> tuple[list, dict[int, list]]:
+def _blocks(kinds: list, index: dict[int, int], cases: dict[int, list[int]]) -> tuple[list, dict[int, list]]:
     """Basic blocks as (first, last) instruction indexes in address order, and each one's successors
-    [(block, taken: True/False for a conditional branch's two ways, None for the only way)]."""
+    [(block, taken: True/False for a conditional branch's two ways, None for the only way)]; a table jump
+    (``cases``: its instruction -> its cases' instructions) leads to each of its cases."""
     count = len(kinds)
     leaders = {0}
+    for targets in cases.values():
+        leaders.update(targets)
     for n, (kind, target) in enumerate(kinds):
         if kind != "none":
             leaders.add(n + 1)
@@ -739,6 +743,7 @@ def _blocks(kinds: list, index: dict[int, int]) -> tuple[list, dict[int, list]]:
             out.append((b + 1, False if kind == "cond" else None))
         if kind in ("cond", "jmp") and inside:
             out.append((block_of[index[target]], True if kind == "cond" else None))
+        out.extend((block_of[t], None) for t in cases.get(last, ()))
         succ[b] = out
     return spans, succ
 
@@ -916,7 +921,9 @@ class Disassembler:
         budget.decoded += len(insns)
         flow = self.arch.flow
         kinds = [flow(i[2], i[3]) for i in insns]
-        spans, succ = _blocks(kinds, {i[0]: n for n, i in enumerate(insns)})
+        index = {i[0]: n for n, i in enumerate(insns)}
+        cases = self._cases(insns, index)
+        spans, succ = _blocks(kinds, index, cases or {})
         order, back = _reverse_post_order(spans, succ)
         if not self.extent_known(start):  # a guessed end: what follows the reachable code is another function
             order = self._reachable(start, order, spans, succ, kinds)
@@ -924,8 +931,22 @@ class Disassembler:
         blocks = [spans[b] for b in order]
         succs = {pos[b]: [(pos[s], t) for s, t in succ[b] if s in pos] for b in order}
         has_pred = frozenset(s for edges in succs.values() for s, _ in edges)
-        table = next((n for n, i in enumerate(insns) if i[2].startswith("notrack j")), len(insns))
+        table = len(insns) if cases is not None else \
+            next((n for n, i in enumerate(insns) if i[2].startswith("notrack j")), len(insns))
         return Decoded(insns, blocks, succs, frozenset(pos[b] for b in back if b in pos), has_pred, table)
+
+    def _cases(self, insns: list, index: dict[int, int]) -> dict[int, list[int]] | None:
+        """Each table jump's case instructions (jump's index -> theirs), when every table jump of the function
+        has its table read (jumptable.py) and every case is an instruction of it; else None."""
+        cases: dict[int, list[int]] = {}
+        for n, i in enumerate(insns):
+            if not i[2].startswith("notrack j"):
+                continue
+            targets = x86_case_targets(insns, n, self.read_code) if self.machine == EM_X86_64 else None
+            if targets is None or any(t not in index for t in targets):
+                return None
+            cases[n] = [index[t] for t in targets]
+        return cases
 
     def _instructions(self, start: int, end: int) -> list:
         """capstone's (address, size, mnemonic, op_str) tuples for [start, end), CHUNK bytes at a time (its

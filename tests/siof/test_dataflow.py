@@ -378,3 +378,48 @@ def test_a_block_the_walk_reaches_before_the_table_jump_gets_the_jumps_state(tmp
     1:  mov dword ptr [rbx], 1
         ret""")
     assert _stores(events) == [DATA] and _derefs(events) == []
+
+
+_SWITCH = """
+        push rbx
+        lea r12, [rip + g]
+        cmp eax, 1
+        ja 3f
+        lea rdx, [rip + 9f]
+        mov eax, eax
+        movsxd rax, dword ptr [rdx + rax*4]
+        add rax, rdx
+        notrack jmp rax
+    1:  mov rdi, r12
+        call callee
+        jmp 3f
+    2:  mov edi, 2
+        call callee
+    3:  lea rbx, [rip + callee]
+        test esi, esi
+        je 4f
+        mov rdi, rbx
+        call callee
+    4:  pop rbx
+        ret
+        .p2align 2
+    9:  .long 1b - 9b
+        .long {second} - 9b
+"""
+
+
+def test_a_jump_table_read_gives_the_cases_their_edges(tmp_path: Path) -> None:
+    """The compilers' PIC switch (cmp/ja, lea of the table, movsxd, add, notrack jmp): its table is read, so each
+    case gets an edge from the jump (case 1 passes the r12 set before it) and a block after the switch that no
+    entry names is not a case: the rbx set after the switch reaches the call (it was forgotten, every block
+    after a table counting as a possible case: a registration there listed no destructor)."""
+    events = _sweep(tmp_path, EM_X86_64, _SWITCH.format(second="2b"))
+    first = [ev.args[0] for ev in events if isinstance(ev, Call)]
+    assert DATA in first and CALLEE in first
+
+
+def test_a_table_not_read_keeps_every_later_block_a_possible_case(tmp_path: Path) -> None:
+    """A table entry outside the function (here: past its end) is not trusted: every block after the jump may
+    be a case again, so the rbx set after the switch is not claimed at the call (sound, as before)."""
+    events = _sweep(tmp_path, EM_X86_64, _SWITCH.format(second="9b + 0x1000"))
+    assert CALLEE not in [ev.args[0] for ev in events if isinstance(ev, Call)]
