@@ -758,6 +758,50 @@ def _reverse_post_order(spans: list, succ: dict[int, list]) -> tuple[list[int], 
     return order, back
 
 
+def _assumed(table_in: dict | None, seen: dict | None, frame: dict, all_seen: bool) -> dict:
+    """What a possible case of a jump table may assume at the jump: the state a first walk found there, else
+    what every table jump agreed on once all were walked, else the frame alone."""
+    if table_in is not None:
+        return table_in
+    return seen if all_seen and seen is not None else frame
+
+
+def _as_case(st: dict | None, assumed: dict, has_pred: bool, object_of: Callable[[int], int | None]) -> dict:
+    """A possible case's starting state: what its own edges and the table jump agree on."""
+    if st is None or not has_pred:
+        return _meet(None, assumed, object_of)
+    return _meet(st, assumed, object_of)
+
+
+_TABLE_LOAD = re.compile(r"^(\w+), dword ptr \[(\w+) \+ (\w+)\*4\]$")
+MAX_TABLE = 4096
+
+
+def _x86_table(insns: list, first: int, last: int, st: dict, read: Callable[[int, int], bytes]) -> set | None:
+    """The targets of the jump table whose ``notrack jmp`` ends insns[first..last] (None: not this shape)."""
+    load = next((m for i in range(last - 1, max(first, last - 6) - 1, -1) if insns[i][2] == "movsxd"
+                 and (m := _TABLE_LOAD.match(insns[i][3]))), None)
+    base = st.get(_X86_ALIAS.get(load.group(2), "")) if load else None
+    if not isinstance(base, int) or isinstance(base, Within):
+        return None
+    bound = None
+    for i in range(first - 1, max(-1, first - 13), -1):  # the bound check just before: cmp idx, N; ja default
+        if insns[i][2] == "cmp" and i + 1 < len(insns) and insns[i + 1][2] == "ja":
+            reg, _, imm = insns[i][3].partition(", ")
+            if _X86_ALIAS.get(reg) == _X86_ALIAS.get(load.group(3)):  # the bound of this index
+                bound = _imm(imm)
+            break
+    if bound is None or not 0 <= bound < MAX_TABLE:
+        return None
+    try:
+        raw = read(base, 4 * (bound + 1))
+    except Exception:  # noqa: BLE001 -- an unmapped table: not read (every later block may be a case)
+        return None
+    if len(raw) != 4 * (bound + 1):
+        return None
+    return {base + int.from_bytes(raw[k: k + 4], "little", signed=True) for k in range(0, len(raw), 4)}
+
+
 def _decided(cmp: bool | None, mnem: str) -> bool | None:
     """Whether the block's closing ``je``/``jne`` is taken, when a compare of two known values decided it."""
     if cmp is None:
@@ -828,6 +872,7 @@ class Disassembler:
         self.object_of = object_of
         self.arch = _X86(got, object_of) if machine == EM_X86_64 else _A64(got, object_of)
         self._decoded: dict[tuple[int, int], Decoded] = {}
+        self._cases: dict[tuple[int, int], dict] = {}  # function -> table jump -> its targets (None: unread)
         self.unsettled: list[int] = []  # functions whose loops were cut short (loop heads assumed nothing)
 
     @property
@@ -904,35 +949,61 @@ class Disassembler:
         frame: dict = {}  # the frame registers the entry block set up
         table: list = [table_in if table_in is not None else frame, None]  # assumed at a case; seen at jumps
         early = False
+        jumps = [last for _f, last in dec.blocks if insns[last][2].startswith("notrack j")]
+        seen_jumps = 0
+        cases = self._case_targets(start, end, jumps)
         for p, (first, last) in enumerate(dec.blocks):
             st = self._block_state(dec, p, entry, incoming, heads, used, live)
-            if p and first > dec.table:  # may be a case of a jump table: what the table jumps bring too
-                early = early or table[1] is None
-                assumed = table[0] if table[1] is None else table[1]
-                st = _meet(None, assumed, object_of) if st is None or p not in dec.has_pred \
-                    else _meet(st, assumed, object_of)
+            if p and first > dec.table and (cases is None or insns[first][0] in cases):  # may be a case
+                early = early or seen_jumps < len(jumps)
+                st = _as_case(st, _assumed(table_in, table[1], frame, seen_jumps == len(jumps)),
+                              p in dec.has_pred, object_of)
             if st is None:
                 continue  # every edge into it was decided against: dead for these arguments
             for n in range(first, last):
                 step(insns[n], st, out, start, end)
             cmp = st.get("cmp")
+            if insns[last][2].startswith("notrack j"):  # where the table goes, read before the jump's step
+                self._read_table(dec, first, last, st, start, end)
             step(insns[last], st, out, start, end)
             if p == 0 and table_in is None:
                 frame = {k: v for k, v in st.items() if isinstance(v, Ptr) and v.kind == "frame"}
                 table[0] = frame
-            if insns[last][2].startswith("notrack j"):  # what the table jumps agree on
+            if insns[last][2].startswith("notrack j"):  # what the table jumps agree on, and where they go
+                seen_jumps += 1
                 seen = _meet(table[1], st, object_of)
                 table[1] = seen if table_in is None else _meet(table_in, seen, object_of)
-            taken_known = _decided(cmp, insns[last][2])
-            for s, taken in dec.succs.get(p, ()):
-                if taken is not None and taken_known is not None and taken != taken_known:
-                    continue
-                if s <= p:
-                    back_in[s] = _meet(back_in.get(s), st, object_of)
-                    continue
-                live.add(s)
-                incoming[s] = _meet(incoming.get(s), st, object_of)
+            self._flow_out(dec, p, st, _decided(cmp, insns[last][2]), incoming, back_in, live)
         return out, back_in, used, table[1], early
+
+    def _flow_out(self, dec: Decoded, p: int, st: dict, taken_known: bool | None, incoming: dict, back_in: dict,
+                  live: set) -> None:
+        """Block ``p``'s end state into its successors (a branch a compare decided goes one way only)."""
+        for s, taken in dec.succs.get(p, ()):
+            if taken is not None and taken_known is not None and taken != taken_known:
+                continue
+            if s <= p:
+                back_in[s] = _meet(back_in.get(s), st, self.object_of)
+                continue
+            live.add(s)
+            incoming[s] = _meet(incoming.get(s), st, self.object_of)
+
+    def _read_table(self, dec: Decoded, first: int, last: int, st: dict, start: int, end: int) -> None:
+        """Records where a jump table's entries go (GCC and clang x86-64: ``cmp idx, N; ja``, then
+        ``movsxd r, dword ptr [base + idx*4]; add r, base; notrack jmp r``, base known); a table not read this
+        way makes every block after it a possible case."""
+        read = self._cases.setdefault((start, end), {})
+        if last in read:
+            return
+        targets = _x86_table(dec.insns, first, last, st, self.read_code) if self.machine == EM_X86_64 else None
+        read[last] = targets if targets is not None and all(start <= t < end for t in targets) else None
+
+    def _case_targets(self, start: int, end: int, jumps: list) -> set | None:
+        """Every address the function's jump tables go to, when each table was read (None: not known)."""
+        read = self._cases.get((start, end), {})
+        if any(read.get(j) is None for j in jumps):
+            return None
+        return set().union(*(read[j] for j in jumps))
 
     def _block_state(self, dec: Decoded, p: int, entry: dict, incoming: dict, heads: dict, used: dict,
                      live: set) -> dict | None:
