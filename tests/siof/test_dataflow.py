@@ -423,3 +423,25 @@ def test_a_table_not_read_keeps_every_later_block_a_possible_case(tmp_path: Path
     be a case again, so the rbx set after the switch is not claimed at the call (sound, as before)."""
     events = _sweep(tmp_path, EM_X86_64, _SWITCH.format(second="9b + 0x1000"))
     assert CALLEE not in [ev.args[0] for ev in events if isinstance(ev, Call)]
+
+
+def test_a_jump_table_read_leaves_other_blocks_after_it_alone(tmp_path: Path) -> None:
+    """`cmp idx, N; ja; movsxd r, [base + idx*4]; add r, base; notrack jmp r`: the table's entries say which
+    blocks are cases; the join after the switch is not one, so the rbx both ways into it set is kept (without
+    reading the table every later block had to meet the jump's state, which knows no rbx)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        cmp eax, 1
+        ja 3f
+        lea rdx, [rip + 9f]
+        movsxd rax, dword ptr [rdx + rax*4]
+        add rax, rdx
+        notrack jmp rax
+    1:  nop
+    2:  lea rbx, [rip + g]
+        jmp 4f
+    3:  lea rbx, [rip + g]
+    4:  mov dword ptr [rbx], 1
+        ret
+    9:  .long 1b - 9b
+        .long 2b - 9b""")
+    assert _stores(events) == [DATA] and _derefs(events) == []
