@@ -121,8 +121,13 @@ def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
         if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
             from elfpatch.initscan.analysis import analyze_path  # imports capstone: only for these flags
 
+            before = None
+            if args.deps:  # reads of what earlier objects of the load define are ordered by it
+                from elfpatch.initscan.deporder import defined_before
+
+                before = defined_before(path)
             analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
-                         siof=args.siof or bool(args.fail_on))
+                         siof=args.siof or bool(args.fail_on), before=before)
     listing["warnings"] = list(dict.fromkeys(listing["warnings"] + warnings_of(log, path)))
     return listing
 

@@ -4,9 +4,9 @@ on any input, crafted or huge. Past a limit the analysis does not fail: the func
 ``analysis_notes`` say which limit was reached.
 
 - INSTRUCTIONS: instructions decoded per file, and STEPS instructions walked (a function is walked once per
-  argument tuple and per fixpoint pass); past either, no further function is decoded. SKIM_BYTES: bytes the
-  x86-64 skim searches; past it, no further function is skimmed.
-- FUNCTION_BYTES: one function is decoded (or skimmed) at most this far (a larger one is cut there).
+  argument tuple and per fixpoint pass); past either, no further function is decoded (every function the walk
+  reaches is decoded whole: no byte skim stands in for decoding, so none has a budget).
+- FUNCTION_BYTES: one function is decoded at most this far (a larger one is cut there).
 - ARG_TUPLES: distinct argument tuples one function is walked with; further calls walk it with no argument
   known (a superset of what each tuple would run), so a helper chain passing ``2a``/``2a+1`` stays linear.
 - STATE_SLOTS: stack slots one abstract state remembers; past that the oldest are forgotten, so no state
@@ -19,7 +19,6 @@ from typing import Callable
 
 INSTRUCTIONS = 2_000_000  # libtorch_cpu.so (the largest file measured) decodes 222k
 STEPS = 4_000_000  # and walks 303k
-SKIM_BYTES = 1 << 26  # bytes searched by the x86-64 skim (bytescan.py); libtorch_cpu.so: 7.5 MB
 FUNCTION_BYTES = 1 << 18
 ARG_TUPLES = 8
 STATE_SLOTS = 64
@@ -34,23 +33,11 @@ class Budget:
         self.steps = steps
         self.decoded = 0
         self.walked = 0
-        self.skimmed = 0
         self.cut: dict[int, str] = {}
         self.widened: set[int] = set()  # functions walked with arguments dropped (ARG_TUPLES)
 
     def exhausted(self) -> bool:
         return self.decoded >= self.instructions or self.walked >= self.steps
-
-    def skim(self, addr: int, size: int) -> int:
-        """How many bytes of the function at ``addr`` to skim (0: none, the budget is spent); spends them."""
-        if self.skimmed >= SKIM_BYTES:
-            self.cut_short(addr, "the file's budget of bytes skimmed was spent")
-            return 0
-        if size > FUNCTION_BYTES:
-            self.cut_short(addr, f"longer than {FUNCTION_BYTES} bytes: skimmed that far")
-            size = FUNCTION_BYTES
-        self.skimmed += size
-        return size
 
     def cut_short(self, addr: int, why: str) -> None:
         self.cut.setdefault(addr, why)

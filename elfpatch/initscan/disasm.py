@@ -26,16 +26,22 @@ from capstone import CsError
 
 from elfpatch.elfconst import EM_AARCH64, EM_X86_64
 from elfpatch.initscan.budget import CHUNK, FUNCTION_BYTES, STATE_SLOTS, Budget
+from elfpatch.initscan.jumptable import x86_case_targets
 
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
 # A register's known value: a link-time address in this file (int) or an external symbol's name (str).
-Value = Union[int, str]
+Value = Union[int, str, "Ptr"]
 # Passes over one function's loops before they are cut short. A pass that does not settle lowers some loop
 # head's state (a key lost, an exact address widened to Within) or opens an edge a decided compare had closed;
 # real code settles in one or two. The bound keeps work on a crafted function linear; a function cut short is
 # reported (the analysis says it is incomplete).
 MAX_PASSES = 16
+# Walks of one function's blocks before the state its jump tables' cases start from agrees with the jumps'
+# (see Disassembler._pass); real code agrees at the second. Past it, a case walked before its jump starts from
+# the frame alone.
+TABLE_PASSES = 4
+_FRAME_ONLY: dict = {}  # marker: _walk_blocks's cases before any jump start from the frame alone
 
 
 class Within(int):
@@ -46,6 +52,18 @@ class Within(int):
 
     def __repr__(self) -> str:
         return f"Within({int(self):#x})"
+
+
+class Ptr(NamedTuple):
+    """A pointer whose provenance is known though its address is not: the function's own stack frame
+    ("frame"), memory an allocation call returned ("alloc"), or what the caller passed in argument register
+    ``n`` ("arg"). Never an int: it never compares equal to an address."""
+
+    kind: str
+    n: int = 0
+
+
+FRAME, ALLOC = Ptr("frame"), Ptr("alloc")
 
 
 def _same(a: Value, b: Value) -> bool:
@@ -65,8 +83,24 @@ class Call(NamedTuple):
     tail: bool
 
 
+class Deref(NamedTuple):
+    """A load or store through a pointer the sweep could not resolve to an address: ``base`` is the argument
+    register it came from (Ptr "arg"), another module's object (str: the GOT said so), or None (a pointer of
+    unknown provenance: loaded from memory, returned by a call, computed)."""
+
+    insn: int  # the instruction's address
+    base: Ptr | str | None
+    write: bool
+
+
+class Ret(NamedTuple):
+    """A return: what the result register holds there (a getter returning a reference to a global)."""
+
+    value: Value | None
+
+
 # Events a sweep yields, in code order.
-Event = Union[Access, Call]
+Event = Union[Access, Call, Deref, Ret]
 
 
 class Decoded(NamedTuple):
@@ -75,9 +109,10 @@ class Decoded(NamedTuple):
     succs: dict  # block position -> [(successor position, taken: bool | None)]
     back: frozenset  # block positions some later block jumps back to (loop heads)
     has_pred: frozenset  # block positions some edge leads to
+    table: int  # the first jump table's instruction index (len(insns): none); blocks after it may be its cases
 
 
-_NOTHING = Decoded([], [], {}, frozenset(), frozenset())  # a function not seen (see budget.py)
+_NOTHING = Decoded([], [], {}, frozenset(), frozenset(), 0)  # a function not seen (see budget.py)
 CACHE_INSTRUCTIONS = 400_000  # decoded instructions kept for reuse (about 100 MB); older ones are decoded again
 
 
@@ -109,26 +144,72 @@ _X86_PARTIAL.update({f"r{n}{w}": f"r{n}" for n in range(8, 16) for w in "bw"})
 X86_ARGS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
 X86_CLOBBER = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 _X86_MEM = re.compile(r"(?:(\w+):)?\[([^\]]*)\]")
-_X86_WRITES = ("mov", "stos", "set", "cmov")  # a memory first operand of these is only written
-_X86_READS = ("cmp", "test", "bt", "ucomis", "comis", "push")  # a memory first operand of these is only read
+# What an instruction does to its memory operand, by its semantics (capstone's detailed operand access is the
+# reference: tests/siof/test_operand_access.py checks this table against it). A memory operand that is not the
+# first operand is a source (read), but for the exchanges. A first operand is read and written (add, inc,
+# shl, xadd, ...) unless the mnemonic says otherwise.
+_X86_FIRST_READ = ("cmp", "test", "bt", "ucomis", "comis", "vucomis", "vcomis", "push", "div", "idiv", "mul",
+                   "imul", "fild", "fld", "fcom", "ficom", "fadd", "fiadd", "fsub", "fisub", "fmul", "fimul",
+                   "fdiv", "fidiv", "fbld", "ldmxcsr", "vldmxcsr", "fxrstor", "xrstor", "frstor", "fldenv",
+                   "call", "jmp", "ptest", "vptest", "verr", "verw", "lods", "scas", "kortest", "ktest")
+_X86_FIRST_WRITE = ("mov", "vmov", "kmov", "stos", "set", "fst", "fist", "fnst", "fbstp", "fxsave", "xsave",
+                    "stmxcsr", "vstmxcsr", "fsave", "fnsave", "pop", "pextr", "vpextr", "extractps", "vextract",
+                    "vcvtps2ph", "vpmov", "vcompress", "vpcompress", "vmaskmov", "vpmaskmov", "vscatter",
+                    "vpscatter", "maskmov", "vmaskmovdqu", "sgdt", "sidt", "sldt")
+_X86_NO_ACCESS = ("lea", "nop", "prefetch", "clflush", "clwb", "clflushopt", "cldemote", "endbr", "invlpg",
+                  "bnd")
 # Instructions that write no register operand (bt's siblings btc/btr/bts do: not here).
 _X86_NO_WRITE = frozenset({"cmp", "test", "bt", "ucomiss", "ucomisd", "comiss", "comisd", "vucomiss", "vucomisd",
                            "vcomiss", "vcomisd", "push", "nop", "endbr64"})
 _HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
 # Instructions that write registers not named in their operands: those registers become unknown.
-_X86_IMPLICIT = ("xchg", "cpuid", "rdtsc", "syscall", "div", "idiv", "mul", "imul", "cqo", "cdq", "pop", "stos",
-                 "movs", "cmpxchg")
-_X86_IMPLICIT_CLOBBER = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "r12", "r13", "r14", "r15")
+# Registers instructions write without naming them: these become unknown (what each writes, no more: a
+# `rep stosq` must not forget the rbp that holds an object's address).
+_X86_IMPLICIT = {"div": ("rax", "rdx"), "idiv": ("rax", "rdx"), "mul": ("rax", "rdx"), "cqo": ("rdx",),
+                 "cdq": ("rdx",), "cwd": ("rdx",), "cpuid": ("rax", "rbx", "rcx", "rdx"), "rdtsc": ("rax", "rdx"),
+                 "rdtscp": ("rax", "rcx", "rdx"), "syscall": ("rax", "rcx", "r11"), "rdpid": ("rax",),
+                 "xgetbv": ("rax", "rdx"), "cmpxchg": ("rax",)}
+_X86_STRING = {"stos": ("rdi", "rcx"), "movs": ("rdi", "rsi", "rcx"), "lods": ("rax", "rsi", "rcx"),
+               "scas": ("rdi", "rcx"), "cmps": ("rdi", "rsi", "rcx")}
+
+
+def _x86_implicit(mnem: str, ops: list) -> tuple:
+    """The registers an instruction writes that its operands do not name (one-operand imul/mul/div write rax
+    and rdx; string instructions move rsi/rdi/rcx; xchg and xadd write both operands)."""
+    if mnem == "imul" and len(ops) == 1:
+        return "rax", "rdx"
+    if mnem[:4] in _X86_STRING and len(mnem) == 5 and mnem[4] in "bwdq":
+        return _X86_STRING[mnem[:4]]
+    if mnem in ("xchg", "xadd", "cmpxchg") and len(ops) == 2:
+        second = _X86_ALIAS.get(ops[1]) or _X86_PARTIAL.get(ops[1])
+        return _X86_IMPLICIT.get(mnem, ()) + ((second,) if second else ())
+    return _X86_IMPLICIT.get(mnem, ())
 _PREFIXES = ("bnd ", "notrack ", "rep ", "repe ", "repne ", "lock ", "addr32 ", "data16 ")
 
 
-def _x86_accesses(a: int, mnem: str, mem_first: bool) -> list[Access]:
-    """The global accesses of an instruction whose memory operand is at ``a``."""
-    if not mem_first or mnem.startswith(_X86_READS):
-        return [Access(a, False)]
-    if mnem.startswith(_X86_WRITES):
-        return [Access(a, True)]
-    return [Access(a, False), Access(a, True)]  # read-modify-write
+def x86_memory_access(mnem: str, first: bool) -> tuple[bool, bool] | None:
+    """(read, write) for a memory operand of ``mnem`` (prefixes stripped), the first operand or not; None for
+    an instruction that touches no memory through it (lea, multi-byte nop, prefetch)."""
+    if mnem.startswith(_X86_NO_ACCESS):
+        return None
+    if mnem.startswith(("cmpxchg", "xadd", "xchg")):
+        return True, True
+    if not first:
+        return True, False
+    if mnem.startswith(_X86_FIRST_READ) and not mnem.startswith(("btc", "btr", "bts")):
+        return True, False
+    if mnem.startswith(_X86_FIRST_WRITE):
+        return False, True
+    return True, True  # read-modify-write
+
+
+def _x86_accesses(a: int, rw: tuple[bool, bool]) -> list[Access]:
+    """The global accesses of a memory operand at ``a`` that reads and/or writes (``rw``)."""
+    return [Access(a, w) for w, on in ((False, rw[0]), (True, rw[1])) if on]
+
+
+def _no_result(_target: Value | None, _args: tuple) -> Value | None:
+    return None
 
 
 def _put(st: dict, key: str, value: Value | None) -> None:
@@ -142,6 +223,8 @@ def _put(st: dict, key: str, value: Value | None) -> None:
 def _moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> int | None:
     """A known address moved by ``delta`` (None: by an unknown amount, an index). C's rule that pointer
     arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown."""
+    if isinstance(base, (Ptr, str)):
+        return base  # a pointer moved stays inside what it points into: its provenance holds
     if not isinstance(base, int):
         return None
     if isinstance(base, Within):
@@ -161,9 +244,10 @@ def _moved_by(mnem: str, base: Value | None, imm: int | None, object_of: Callabl
 
 
 def _decides(left: Value | None, right: Value | None) -> bool:
-    """Whether a compare of these two values has a known outcome: both known, neither Within an object."""
-    return left is not None and right is not None and not isinstance(left, Within) \
-        and not isinstance(right, Within)
+    """Whether a compare of these two values has a known outcome: both known, neither Within an object nor a
+    pointer known only by its provenance."""
+    return left is not None and right is not None and not isinstance(left, (Within, Ptr)) \
+        and not isinstance(right, (Within, Ptr))
 
 
 def _imm(text: str) -> int | None:
@@ -179,7 +263,7 @@ def _x86_terms(inner: str, st: dict, ip_next: int) -> tuple[Within | None, int, 
     unscaled register or a scaled index register takes part."""
     total = 0
     sign = 1
-    known = index = scaled = False
+    known = index = scaled = based = False
     for tok in inner.split():
         if tok in "+-":
             sign = 1 if tok == "+" else -1
@@ -194,6 +278,7 @@ def _x86_terms(inner: str, st: dict, ip_next: int) -> tuple[Within | None, int, 
             continue
         reg, _, times = tok.partition("*")
         scale = _imm(times) if times else 1
+        based = based or not times
         value = st.get(_X86_ALIAS.get(reg, reg))
         if isinstance(value, Within) and scale == 1:
             return value, total, known, index, scaled
@@ -204,7 +289,29 @@ def _x86_terms(inner: str, st: dict, ip_next: int) -> tuple[Within | None, int, 
             scaled = True
         else:
             index = True
-    return None, total, known, index, scaled
+    return None, total, known or not based, index, scaled  # no base register: an absolute address (non-PIE)
+
+
+def _x86_provenance(inner: str, st: dict) -> Ptr | str | None:
+    """Where the pointer of a memory operand whose address is not known comes from: the stack pointer or a
+    register holding a pointer of known provenance (Ptr), another module's object (str), or None (unknown)."""
+    found: Ptr | str | None = None
+    unknown = False
+    for tok in inner.split():
+        reg, _, times = tok.partition("*")
+        if times or tok in "+-" or tok == "rip" or _imm(tok) is not None:
+            continue
+        r = _X86_ALIAS.get(reg, reg)
+        if r == "rsp":
+            return FRAME
+        v = st.get(r)
+        if isinstance(v, (Ptr, str)) and not (isinstance(found, Ptr) and found.kind != "arg"):
+            found = v
+        elif not isinstance(v, int):
+            unknown = True
+    if isinstance(found, Ptr) and found.kind != "arg":
+        return found  # frame or allocated memory plus an index: still there
+    return None if unknown else found
 
 
 class _X86:
@@ -214,6 +321,7 @@ class _X86:
     def __init__(self, got: Callable[[int], Value | None], object_of: Callable[[int], int | None]) -> None:
         self.got = got
         self.object_of = object_of
+        self.result: Callable[[Value | None, tuple], Value | None] = _no_result
 
     def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
         """("cond"|"jmp"|"out"|"end"|"none", target) for one instruction."""
@@ -259,6 +367,9 @@ class _X86:
             self._conditional(op, st, out, start, end)
             st["cmp"] = cmp
             return
+        if mnem == "ret":
+            out.append(Ret(st.get("rax")))
+            return
         ops = op.split(", ", 1)
         dst = ops[0]
         dreg = _X86_ALIAS.get(dst)
@@ -266,16 +377,15 @@ class _X86:
             self._lea(ops, dreg, st, nxt)
             return
         self._compare(mnem, ops, st)
-        m = _X86_MEM.search(op)
-        if m:
-            self._memory(m, mnem, ops, dreg, st, out, nxt)
+        if "[" in op:
+            self._memory(addr, mnem, op, ops, dreg, st, out, nxt)
             return
         self._register(mnem, ops, dreg, st)
 
     def _call(self, insn: tuple, tail: bool, op: str, st: dict, out: list, start: int, end: int) -> bool:
         """A call, or a jmp out of the function (a tail call): records it and clobbers the caller-saved
         registers. False for a jmp inside the function: control flow, not a call."""
-        target = _imm(op)
+        target: Value | None = _imm(op)
         args = tuple(st.get(r) for r in X86_ARGS)
         if target is not None:
             if tail and start <= target < end:
@@ -285,10 +395,13 @@ class _X86:
             m = _X86_MEM.search(op)
             slot = self._mem(m.group(2), st, insn[0] + insn[1]) if m and not m.group(1) else None
             out.append(Call(None, slot, args, tail))
+            target = self.got(slot) if isinstance(slot, int) else None
         elif not (tail and insn[2].startswith("notrack")):  # through a register: known when from the GOT
-            out.append(Call(st.get(_X86_ALIAS.get(op, op)), None, args, tail))
+            target = st.get(_X86_ALIAS.get(op, op))
+            out.append(Call(target, None, args, tail))
         for r in X86_CLOBBER:
             st.pop(r, None)
+        _put(st, "rax", self.result(target, args))  # what the callee returns, when the walker knows it
         return True
 
     @staticmethod
@@ -301,6 +414,8 @@ class _X86:
         """``lea``: the register holds the address computed, when it is known."""
         m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
         a = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
+        if a is None and m and not m.group(1):
+            a = _x86_provenance(m.group(2), st)  # an address inside the frame, an allocation or an argument
         if dreg:
             _put(st, dreg, a)
 
@@ -313,27 +428,48 @@ class _X86:
         if _decides(left, right):
             st["cmp"] = left == right
 
-    def _memory(self, m: re.Match, mnem: str, ops: list, dreg: str | None, st: dict, out: list,
+    def _memory(self, insn_addr: int, mnem: str, op: str, ops: list, dreg: str | None, st: dict, out: list,
                 nxt: int) -> None:
-        """An instruction with a memory operand: a stack slot, a GOT load, or an access to global memory."""
-        mem_first = "[" in ops[0]
-        inner = m.group(2)
-        if m.group(1) is None and ("rbp" in inner or "rsp" in inner) and "rip" not in inner:
-            self._stack_slot("m:" + inner, mnem, ops, mem_first, dreg, st)
-            return
-        a = self._mem(inner, st, nxt) if m.group(1) is None else None
-        if a is not None:
-            if not mem_first and mnem == "mov" and dreg and self._got_load(a, dreg, st):
+        """An instruction with memory operands: a stack slot, a GOT load, an access to global memory, or one
+        through a pointer not resolved here (a Deref: the walker decides whether its provenance is proven)."""
+        for m in _X86_MEM.finditer(op):
+            if self._operand(m, insn_addr, mnem, ops, dreg, st, out, nxt):
                 return
-            out.extend(_x86_accesses(a, mnem, mem_first))
         if dreg:
             st.pop(dreg, None)
+        elif ops[0] in _X86_PARTIAL:
+            st.pop(_X86_PARTIAL[ops[0]], None)
+        for r in _x86_implicit(mnem, ops):
+            st.pop(r, None)
 
-    def _stack_slot(self, slot: str, mnem: str, ops: list, mem_first: bool, dreg: str | None, st: dict) -> None:
+    def _operand(self, m: re.Match, insn_addr: int, mnem: str, ops: list, dreg: str | None, st: dict, out: list,
+                 nxt: int) -> bool:
+        """One memory operand; True when the instruction is fully handled (a stack slot or a GOT load)."""
+        first = m.start() < len(ops[0])
+        rw = x86_memory_access(mnem, first)
+        seg, inner = m.group(1), m.group(2)
+        if rw is None or seg in ("fs", "gs"):  # no access; the thread's own block (TLS, stack guard)
+            return False
+        if seg is None and "rip" not in inner and ("rsp" in inner or "rbp" in inner and st.get("rbp") == FRAME):
+            self._stack_slot("m:" + inner, mnem, ops, first, rw, dreg, st)
+            return True
+        a = self._mem(inner, st, nxt)
+        if a is not None:
+            if not first and mnem == "mov" and dreg and self._got_load(a, dreg, st):
+                return True
+            out.extend(_x86_accesses(a, rw))
+            return False
+        base = _x86_provenance(inner, st)
+        if not (isinstance(base, Ptr) and base.kind != "arg"):
+            out.append(Deref(insn_addr, base, rw[1]))
+        return False
+
+    def _stack_slot(self, slot: str, mnem: str, ops: list, mem_first: bool, rw: tuple[bool, bool],
+                    dreg: str | None, st: dict) -> None:
         """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
         if mem_first and mnem == "mov" and len(ops) == 2:
             _put(st, slot, self._value(ops[1], st))
-        elif mem_first and not mnem.startswith(_X86_READS):
+        elif mem_first and rw[1]:
             st.pop(slot, None)
         elif dreg and not mem_first:
             _put(st, dreg, st.get(slot) if mnem == "mov" else None)
@@ -352,7 +488,7 @@ class _X86:
             return
         dst = ops[0]
         if dreg:
-            if mnem == "mov" and len(ops) == 2:
+            if mnem in ("mov", "movabs") and len(ops) == 2:  # movabs: a 64-bit immediate (clang -O0 non-PIE)
                 _put(st, dreg, self._value(ops[1], st))
             elif mnem == "xor" and len(ops) == 2 and ops[0] == ops[1]:
                 st[dreg] = 0
@@ -362,12 +498,13 @@ class _X86:
                 st.pop(dreg, None)
         elif dst in _X86_PARTIAL:
             st.pop(_X86_PARTIAL[dst], None)
-        elif mnem.startswith(_X86_IMPLICIT):
-            for r in _X86_IMPLICIT_CLOBBER:
-                st.pop(r, None)
+        for r in _x86_implicit(mnem, ops):
+            st.pop(r, None)
 
     def _value(self, text: str, st: dict) -> Value | None:
         reg = _X86_ALIAS.get(text)
+        if reg == "rsp":
+            return FRAME
         if reg is not None:
             return st.get(reg)
         m = _X86_MEM.search(text)
@@ -402,12 +539,18 @@ def _a64(reg: str) -> str:
     return reg
 
 
+def _a64_get(st: dict, reg: str) -> Value | None:
+    """A register's known value; the stack pointer always points into the frame."""
+    return FRAME if reg in ("sp", "wsp") else st.get(reg)
+
+
 class _A64:
     args = A64_ARGS
 
     def __init__(self, got: Callable[[int], Value | None], object_of: Callable[[int], int | None]) -> None:
         self.got = got
         self.object_of = object_of
+        self.result: Callable[[Value | None, tuple], Value | None] = _no_result
 
     def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
         if mnem == "b":
@@ -421,23 +564,16 @@ class _A64:
         return "none", None
 
     def step(self, insn: tuple, st: dict, out: list, start: int, end: int) -> None:
-        _addr, _size, mnem, op = insn
+        addr, _size, mnem, op = insn
         cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
-        if mnem in ("bl", "b"):
-            if not self._call(mnem, op, st, out, start, end):
-                st["cmp"] = cmp
-            return
-        if mnem in _A64_INDIRECT:
-            self._indirect(mnem, op, st, out)
-            return
-        if mnem.startswith(_A64_COND) or mnem in ("ret", "retaa", "brk", "udf") or mnem in _A64_QUIET:
+        if self._branch(mnem, op, st, out, start, end, cmp):
             return
         ops = op.split(", ")
         dst = _a64(ops[0]) if ops else ""
         if self._compare(mnem, ops, st) or self._constant(mnem, ops, dst, st):
             return
         if "[" in op:
-            self._memory(mnem, op, ops, dst, st, out)
+            self._memory(addr, mnem, op, ops, dst, st, out)
             return
         if mnem == "ldr" and len(ops) == 2 and ops[1].startswith("#"):  # a literal load
             a = _imm(ops[1])
@@ -446,23 +582,40 @@ class _A64:
         if dst:
             self._set(st, dst, None)
 
+    def _branch(self, mnem: str, op: str, st: dict, out: list, start: int, end: int, cmp: bool | None) -> bool:
+        """Returns, calls, jumps and hints (True: handled)."""
+        if mnem in ("ret", "retaa"):
+            out.append(Ret(st.get("x0")))
+        elif mnem in ("bl", "b"):
+            if not self._call(mnem, op, st, out, start, end):
+                st["cmp"] = cmp
+        elif mnem in _A64_INDIRECT:
+            self._indirect(mnem, op, st, out)
+        else:
+            return mnem.startswith(_A64_COND) or mnem in ("brk", "udf") or mnem in _A64_QUIET
+        return True
+
     def _call(self, mnem: str, op: str, st: dict, out: list, start: int, end: int) -> bool:
         """``bl``, or a ``b`` out of the function (a tail call): records it. False for a ``b`` inside the
         function (control flow, not a call) or to an unknown target."""
         target = _imm(op)
         if target is None or (mnem == "b" and start <= target < end):
             return False
-        out.append(Call(target, None, tuple(st.get(r) for r in A64_ARGS), mnem == "b"))
+        args = tuple(st.get(r) for r in A64_ARGS)
+        out.append(Call(target, None, args, mnem == "b"))
         self._clobber(st)
+        self._set(st, "x0", self.result(target, args))  # what the callee returns, when the walker knows it
         return True
 
     def _indirect(self, mnem: str, op: str, st: dict, out: list) -> None:
         """A call or jump through a register: known when it was loaded from the GOT (its slot too)."""
         reg = op.split(",")[0]
         slot = st.get("slot:" + reg)
-        out.append(Call(st.get(reg), slot if isinstance(slot, int) else None,
-                        tuple(st.get(r) for r in A64_ARGS), mnem.startswith("br")))
+        args = tuple(st.get(r) for r in A64_ARGS)
+        target = st.get(reg)
+        out.append(Call(target, slot if isinstance(slot, int) else None, args, mnem.startswith("br")))
         self._clobber(st)
+        self._set(st, "x0", self.result(target, args))
 
     @staticmethod
     def _clobber(st: dict) -> None:
@@ -488,21 +641,21 @@ class _A64:
             self._set(st, dst, _imm(ops[1]))
         elif mnem in ("add", "sub") and len(ops) >= 3 and not ops[1].startswith("#"):
             imm = _imm(ops[2]) if ops[2].startswith("#") and len(ops) == 3 else None
-            self._set(st, dst, _moved_by(mnem, st.get(_a64(ops[1])), imm, self.object_of))
+            self._set(st, dst, _moved_by(mnem, _a64_get(st, _a64(ops[1])), imm, self.object_of))
         elif mnem in ("mov", "movz") and len(ops) == 2:
-            src = st.get(_a64(ops[1]))
+            src = _a64_get(st, _a64(ops[1]))
             self._set(st, dst, src if src is not None else _imm(ops[1]))
         else:
             return False
         return True
 
-    def _memory(self, mnem: str, op: str, ops: list, dst: str, st: dict, out: list) -> None:
-        """A load or store: a stack slot, a GOT load, or an access to global memory; then the registers it
-        writes."""
+    def _memory(self, addr: int, mnem: str, op: str, ops: list, dst: str, st: dict, out: list) -> None:
+        """A load or store: a stack slot, a GOT load, an access to global memory, or one through a pointer
+        not resolved here (a Deref); then the registers it writes."""
         m = _A64_MEM.search(op)
         is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
-        if m and m.group(1) in ("sp", "x29") and not (m.group(3) or m.group(4) or m.group(5)) \
-                and mnem in ("str", "stur", "ldr", "ldur"):
+        frame = m is not None and (m.group(1) == "sp" or m.group(1) == "x29" and st.get("x29") == FRAME)
+        if frame and not (m.group(3) or m.group(4) or m.group(5)) and mnem in ("str", "stur", "ldr", "ldur"):
             self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)
             return
         a = self._address(m, st)
@@ -510,6 +663,10 @@ class _A64:
             if not is_store and mnem == "ldr" and len(ops) >= 2 and self._got_load(a, dst, st):
                 return
             out.extend(_a64_accesses(a, mnem, is_store))
+        elif not mnem.startswith("prf"):  # an operand the pattern does not parse is not resolved either
+            base = _a64_get(st, _a64(m.group(1))) if m is not None else None
+            if not (isinstance(base, Ptr) and base.kind != "arg"):
+                out.append(Deref(addr, base if isinstance(base, (Ptr, str)) else None, is_store))
         if not is_store:
             for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
                 self._set(st, _a64(r), None)
@@ -533,6 +690,8 @@ class _A64:
         if not m:
             return None
         base = st.get(_a64(m.group(1)))
+        if not isinstance(base, int):
+            return None  # unknown, or a pointer whose provenance (not address) is known
         if m.group(3):  # a register index (maybe extended or shifted): some element of the object
             return _moved(base, None, self.object_of)
         return _moved(base, int(m.group(2), 0) if m.group(2) else 0, self.object_of)
@@ -559,11 +718,14 @@ class _A64:
 # -- the per-file decoder --------------------------------------------------------------------------------
 
 
-def _blocks(kinds: list, index: dict[int, int]) -> tuple[list, dict[int, list]]:
+def _blocks(kinds: list, index: dict[int, int], cases: dict[int, list[int]]) -> tuple[list, dict[int, list]]:
     """Basic blocks as (first, last) instruction indexes in address order, and each one's successors
-    [(block, taken: True/False for a conditional branch's two ways, None for the only way)]."""
+    [(block, taken: True/False for a conditional branch's two ways, None for the only way)]; a table jump
+    (``cases``: its instruction -> its cases' instructions) leads to each of its cases."""
     count = len(kinds)
     leaders = {0}
+    for targets in cases.values():
+        leaders.update(targets)
     for n, (kind, target) in enumerate(kinds):
         if kind != "none":
             leaders.add(n + 1)
@@ -581,6 +743,7 @@ def _blocks(kinds: list, index: dict[int, int]) -> tuple[list, dict[int, list]]:
             out.append((b + 1, False if kind == "cond" else None))
         if kind in ("cond", "jmp") and inside:
             out.append((block_of[index[target]], True if kind == "cond" else None))
+        out.extend((block_of[t], None) for t in cases.get(last, ()))
         succ[b] = out
     return spans, succ
 
@@ -670,6 +833,31 @@ def _bound(st: dict) -> None:
             del st[k]
 
 
+def _with(st: dict | None, more: dict | None, object_of: Callable[[int], int | None]) -> dict | None:
+    """``st`` met with ``more`` (None: nothing more); ``more`` alone when ``st`` is None."""
+    return st if more is None else _meet(st, more, object_of)
+
+
+def _case_base(preset: dict | None, jumps: dict | None, frame: dict) -> dict | None:
+    """What a possible case of a jump table is met with (see Disassembler._walk_blocks): the jumps' state from
+    the walk before, else what the jumps walked so far agree on; before any jump nothing (its edges alone, a
+    walk that is done again) or, under _FRAME_ONLY, the frame."""
+    if preset is not None and preset is not _FRAME_ONLY:
+        return preset
+    if jumps is None and preset is _FRAME_ONLY:
+        return frame
+    return jumps
+
+
+def _case_state(st: dict | None, has_pred: bool, base: dict | None,
+                object_of: Callable[[int], int | None]) -> dict | None:
+    """A possible case's starting state: its edges' (``st``) met with ``base``; ``base`` alone for a block no
+    edge reaches (only the table does)."""
+    if base is None:
+        return st
+    return _meet(None, base, object_of) if st is None or not has_pred else _meet(st, base, object_of)
+
+
 def _states_equal(a: dict | None, b: dict | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -713,6 +901,10 @@ class Disassembler:
                 self._held -= len(self._decoded.pop(next(iter(self._decoded))).insns)
         return dec
 
+    def forget(self, start: int, end: int) -> None:
+        """Drops a function's decoded instructions (a caller that keeps what it needs from them)."""
+        self._decoded.pop((start, end), None)
+
     def _decode(self, start: int, end: int) -> Decoded:
         budget = self.budget
         if budget.exhausted():
@@ -729,7 +921,9 @@ class Disassembler:
         budget.decoded += len(insns)
         flow = self.arch.flow
         kinds = [flow(i[2], i[3]) for i in insns]
-        spans, succ = _blocks(kinds, {i[0]: n for n, i in enumerate(insns)})
+        index = {i[0]: n for n, i in enumerate(insns)}
+        cases = self._cases(insns, index)
+        spans, succ = _blocks(kinds, index, cases or {})
         order, back = _reverse_post_order(spans, succ)
         if not self.extent_known(start):  # a guessed end: what follows the reachable code is another function
             order = self._reachable(start, order, spans, succ, kinds)
@@ -737,7 +931,22 @@ class Disassembler:
         blocks = [spans[b] for b in order]
         succs = {pos[b]: [(pos[s], t) for s, t in succ[b] if s in pos] for b in order}
         has_pred = frozenset(s for edges in succs.values() for s, _ in edges)
-        return Decoded(insns, blocks, succs, frozenset(pos[b] for b in back if b in pos), has_pred)
+        table = len(insns) if cases is not None else \
+            next((n for n, i in enumerate(insns) if i[2].startswith("notrack j")), len(insns))
+        return Decoded(insns, blocks, succs, frozenset(pos[b] for b in back if b in pos), has_pred, table)
+
+    def _cases(self, insns: list, index: dict[int, int]) -> dict[int, list[int]] | None:
+        """Each table jump's case instructions (jump's index -> theirs), when every table jump of the function
+        has its table read (jumptable.py) and every case is an instruction of it; else None."""
+        cases: dict[int, list[int]] = {}
+        for n, i in enumerate(insns):
+            if not i[2].startswith("notrack j"):
+                continue
+            targets = x86_case_targets(insns, n, self.read_code) if self.machine == EM_X86_64 else None
+            if targets is None or any(t not in index for t in targets):
+                return None
+            cases[n] = [index[t] for t in targets]
+        return cases
 
     def _instructions(self, start: int, end: int) -> list:
         """capstone's (address, size, mnemonic, op_str) tuples for [start, end), CHUNK bytes at a time (its
@@ -797,7 +1006,39 @@ class Disassembler:
               heads: dict[int, dict | None]) -> tuple[list, dict[int, dict], dict[int, dict]]:
         """One walk of the blocks in reverse post-order. A loop head starts from what its forward edges agree
         on met with ``heads`` (its back edges' state from the pass before; None: not known yet). Returns the
-        events and, per loop head, what its back edges brought in this pass and the state it started from."""
+        events and, per loop head, what its back edges brought in this pass and the state it started from.
+
+        A block after a jump table in the code may be one of its cases; reverse post-order may put it before
+        the jump (the bounds check's target, a guarded initialization GCC moved past the switch). Like a loop
+        head it then starts from its edges while the jumps' state is not known, and the blocks are walked
+        again, each possible case met with what the jumps agreed on, until that agrees with itself (TABLE_PASSES;
+        else such a case starts from the frame alone, as it would in the first walk: sound, but a callee-saved
+        register holding a registration's destructor is forgotten)."""
+        preset: dict | None = None
+        late: dict[int, dict] = {}
+        for _ in range(TABLE_PASSES):
+            out, back_in, used, jumps = self._walk_blocks(dec, start, end, entry, heads, preset, late)
+            if jumps is None:
+                return out, back_in, used
+            # A case the order puts after a block it falls into (a block that is no loop head): what it brings
+            # there is met in at the next walk, as a loop's back edges are.
+            later = {s: st for s, st in back_in.items() if s not in dec.back}
+            if preset is not None and _states_equal(jumps, preset) and later.keys() == late.keys() \
+                    and all(_states_equal(later[s], late[s]) for s in later):
+                return out, back_in, used
+            preset, late = jumps, later
+            if self.budget.walked >= self.budget.steps:
+                break  # the file's walk budget is spent: once more with the frame-alone rule (sound)
+        return self._walk_blocks(dec, start, end, entry, heads, _FRAME_ONLY, {})[:3]
+
+    def _walk_blocks(self, dec: Decoded, start: int, end: int, entry: dict, heads: dict[int, dict | None],
+                     preset: dict | None, late: dict[int, dict]) -> tuple[list, dict[int, dict], dict[int, dict],
+                                                                           dict | None]:
+        """_pass's walk. A possible case starts from its edges met with ``preset`` (what every jump agreed on in
+        the walk before); without one, from what the jumps walked so far agree on, and before any jump from its
+        edges alone (None: _FRAME_ONLY, from the frame alone). Returns, besides _pass's results, what the jumps
+        agreed on when a case needed it (preset given, or a case came before any jump), else None. ``late``: per
+        block that is no loop head, what blocks walked after it brought it in the walk before."""
         step = self.arch.step
         insns = dec.insns
         object_of = self.object_of
@@ -807,22 +1048,27 @@ class Disassembler:
         used: dict[int, dict] = {}
         live: set[int] = {0}
         walked = 0
+        jumps: dict | None = None  # what the table jumps walked so far agree on
+        frame: dict = {}  # the frame registers the entry block set up
+        early = preset is not None  # whether what the jumps agree on is asked for
         for p, (first, last) in enumerate(dec.blocks):
-            if p in dec.back:  # a loop head (the entry block too, when the function starts with a loop)
-                st = _head_state(entry if p == 0 else incoming.get(p), heads.get(p), object_of)
-                used[p] = dict(st)
-            elif p == 0:
-                st = dict(entry)
-            elif p not in live and p in dec.has_pred:
-                continue  # every edge into it was decided against: dead for these arguments
-            else:
-                st = dict(incoming.pop(p, None) or {})
+            st = self._block_state(dec, p, entry, incoming, heads, used, live)
+            st = _with(st, late.get(p), object_of)  # what blocks walked after it bring (the walk before said)
+            if p and first > dec.table:  # may be a case of a jump table: what the table jumps bring too
+                early = early or jumps is None
+                st = _case_state(st, p in dec.has_pred, _case_base(preset, jumps, frame), object_of)
+            if st is None:
+                continue  # every edge into it was decided against (dead for these arguments), or not known yet
             _bound(st)
             walked += last - first + 1
             for n in range(first, last):
                 step(insns[n], st, out, start, end)
             cmp = st.get("cmp")
             step(insns[last], st, out, start, end)
+            if p == 0:
+                frame = {k: v for k, v in st.items() if isinstance(v, Ptr) and v.kind == "frame"}
+            if insns[last][2].startswith("notrack j"):
+                jumps = _meet(jumps, st, object_of)
             taken_known = _decided(cmp, insns[last][2])
             for s, taken in dec.succs.get(p, ()):
                 if taken is not None and taken_known is not None and taken != taken_known:
@@ -833,7 +1079,21 @@ class Disassembler:
                 live.add(s)
                 incoming[s] = _meet(incoming.get(s), st, object_of)
         self.budget.walked += walked
-        return out, back_in, used
+        return out, back_in, used, (jumps if early and preset is not _FRAME_ONLY and jumps is not None else None)
+
+    def _block_state(self, dec: Decoded, p: int, entry: dict, incoming: dict, heads: dict, used: dict,
+                     live: set) -> dict | None:
+        """The state block ``p`` starts from along its edges (None: dead); a loop head from its forward edges
+        met with what its back edges brought (``used`` records it)."""
+        if p in dec.back:  # a loop head (the entry block too, when the function starts with a loop)
+            st = _head_state(entry if p == 0 else incoming.get(p), heads.get(p), self.object_of)
+            used[p] = dict(st)
+            return st
+        if p == 0:
+            return dict(entry)
+        if p not in live and p in dec.has_pred:
+            return None
+        return dict(incoming.pop(p, None) or {})  # popped: a state is held only until its block is walked
 
     def stub_slot(self, start: int, end: int) -> int | None:
         """The GOT slot a PLT stub jumps through (``jmp *slot`` / ``adrp; ldr x17; br x17``)."""

@@ -263,6 +263,11 @@ class Image:
                                                     sorted(self._disagree)[:5]))
         return out
 
+    def function_containing(self, addr: int) -> int | None:
+        """The start of the last function symbol at or before ``addr`` (None: none)."""
+        i = bisect_right(self._func_starts, addr) - 1
+        return self._func_starts[i] if i >= 0 else None
+
     def is_call_target(self, addr: int) -> bool:
         """A function start (a symbol or an FDE) or a PLT stub: what a real call instruction goes to."""
         return addr in self._funcs or self._plt_lo <= addr < self._plt_hi or self.extents.is_start(addr)

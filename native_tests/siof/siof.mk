@@ -100,3 +100,43 @@ $(SB)/asan/libgot.so: $(SB)/asan/pic_user.o $(SB)/asan/pic_cfg.o
 	g++ $(ASAN) -shared -o $@ $^
 $(SB)/asan/got: $(SB)/asan/siof_main.o $(SB)/asan/libgot.so
 	g++ $(ASAN) -o $@ $< -L$(SB)/asan -lgot -Wl,-rpath,'$$ORIGIN'
+
+# The probe fixtures (probe.hpp): each program's initializers report what they observed (0: read before
+# construction), so running it is the truth; built with GCC and clang at -O0 and -O2 (GCC -O2 also with
+# -fcf-protection: notrack jump tables). NAME := units in link order.
+PROBE_PROGS := probe_mul probe_ref probe_unit probe_tmpl probe_rec probe_init probe_share
+probe_mul := probe_mul_user probe_mul_obj probe_box
+probe_ref := probe_ref_user probe_ref_def probe_box
+probe_unit := probe_unit probe_box
+probe_tmpl := probe_tmpl_user probe_tmpl_inst probe_box
+probe_rec := probe_rec_a probe_rec_b probe_rec_fn probe_rec_obj probe_box
+probe_init := probe_init_user probe_init_def probe_init_fn probe_box
+probe_share := probe_share_b probe_share_a probe_init_fn probe_box
+PROBE_HDRS := probe.hpp probe_tmpl.hpp
+PB := $(B)/probe
+PROBE_VARIANTS := $(if $(call HAVE,g++),gcc-O0 gcc-O2 gcc-O2-cet) $(if $(call HAVE,clang++),clang-O0 clang-O2)
+probe_cxx = $(if $(findstring clang,$(1)),clang++,g++)
+probe_opt = $(if $(findstring O0,$(1)),-O0,-O2) $(if $(findstring cet,$(1)),-fcf-protection=full)
+probe: $(foreach v,$(PROBE_VARIANTS),$(foreach p,$(PROBE_PROGS) probe_ext libprobe_ext.so probe_dep,$(PB)/$(v)/$(p)))
+define probe_variant
+$(PB)/$(1)/.dir:
+	mkdir -p $(PB)/$(1) && touch $$@
+$(PB)/$(1)/%.o: %.cpp $(PROBE_HDRS) $(PB)/$(1)/.dir
+	$(call probe_cxx,$(1)) -std=c++20 $(call probe_opt,$(1)) -g -fPIE -DPROBE_UNIT='"$$(<F)"' -c -o $$@ $$<
+$(PB)/$(1)/pic_%.o: %.cpp $(PROBE_HDRS) $(PB)/$(1)/.dir
+	$(call probe_cxx,$(1)) -std=c++20 $(call probe_opt,$(1)) -g -fPIC -DPROBE_UNIT='"$$(<F)"' -c -o $$@ $$<
+$(PB)/$(1)/libprobe_ext.so: $(PB)/$(1)/pic_probe_ext_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/probe_ext: $(PB)/$(1)/probe_ext_main.o $(PB)/$(1)/libprobe_ext.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_ext -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/libprobe_dep.so: $(PB)/$(1)/pic_probe_dep_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/probe_dep: $(PB)/$(1)/probe_dep_main.o $(PB)/$(1)/libprobe_dep.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_dep -Wl,-rpath,'$$$$ORIGIN'
+$(foreach p,$(PROBE_PROGS),$(eval $(call probe_prog,$(1),$(p))))
+endef
+define probe_prog
+$(PB)/$(1)/$(2): $(foreach u,$($(2)) siof_main,$(PB)/$(1)/$(u).o)
+	$(call probe_cxx,$(1)) -pie -o $$@ $$^
+endef
+$(foreach v,$(PROBE_VARIANTS),$(eval $(call probe_variant,$(v))))

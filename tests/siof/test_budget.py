@@ -164,16 +164,18 @@ def test_walk_budget_cuts_a_fixpoint_short() -> None:
     assert "walked" in budget.cut[0x1000] and not dis.unsettled
 
 
-def test_overlapping_functions_skim_within_budget(tmp_path: Path) -> None:
+def test_overlapping_functions_decode_within_budget(tmp_path: Path) -> None:
     """400 sized functions that all run to the end of one 256 KB stretch of code (symbols may overlap): each is
-    skimmed whole, 100 MB in all uncapped; the per-file skim budget stops that with a note."""
+    decoded whole, 100M instructions in all uncapped; the per-file instruction budget stops that with a note,
+    and the file says it is incomplete."""
     count = 400
     body = "".join(f".type f{k}, @function\nf{k}:\n.fill 16, 1, 0x90\n" for k in range(count))
     body += f".fill {(1 << 18) - 16 * count}, 1, 0x90\nret\n.Lend:\n"
     body += "".join(f".size f{k}, .Lend - f{k}\n" for k in range(count))
     calls = "\n".join(f"call f{k}" for k in range(count))
     f = _analyse(_build(tmp_path, _function("init", calls + "\nret") + body))
-    assert any("bytes skimmed" in n for n in f["analysis_notes"]), f["analysis_notes"]
+    assert any("budget of instructions was spent" in n for n in f["analysis_notes"]), f["analysis_notes"]
+    assert f["analysis_complete"] is False
 
 
 def test_one_site_reached_8_to_the_k_ways_is_listed_once(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from conftest import require_tool
 
 from elfpatch.elfconst import EM_AARCH64, EM_X86_64
-from elfpatch.initscan.disasm import Access, Call, Disassembler, Within
+from elfpatch.initscan.disasm import Access, Call, Deref, Disassembler, Ptr, Within
 
 START = 0x1000
 DATA, SIZE = 0x4000, 0x400  # the global array
@@ -238,3 +238,210 @@ def test_loops_that_never_settle_make_the_analysis_incomplete(siof_build: Path, 
     assert not listing["analysis_complete"]
     assert any("cut short" in n for n in listing["analysis_notes"])
     assert all(not e["analysis"]["complete"] for e in listing["init"] if e.get("analysis"))
+
+
+# -- no access is dropped: what the walker cannot resolve comes out as a Deref ("complete" is a proof) ------
+
+
+def _derefs(events: list) -> list:
+    return [ev.base for ev in events if isinstance(ev, Deref)]
+
+
+def test_a_case_of_a_jump_table_starts_from_the_jump(tmp_path: Path) -> None:
+    """A `notrack jmp` (-fcf-protection) leaves its cases without a decoded edge: a case starts from the state
+    at the jump (the store goes through the rbx set before the switch), never from the block before it in the
+    code (which moved rbx), and it is not dropped (it was: the case started from nothing)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rbx, [rip + g]
+        notrack jmp rax
+        lea rbx, [rip + g + 0x100]
+        ret
+        mov dword ptr [rbx], 1
+        ret""")
+    assert _stores(events) == [DATA] and _derefs(events) == []
+
+
+def test_a_block_after_a_table_that_other_edges_reach_meets_the_jump(tmp_path: Path) -> None:
+    """The default case is reached by a branch before the table and may be a case too: its state is what both
+    agree on (here rbx differs: the store is not resolved, and not dropped)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rbx, [rip + g]
+        cmp eax, 3
+        ja 1f
+        mov rbx, rdi
+        notrack jmp rax
+    1:  mov dword ptr [rbx], 1
+        ret""")
+    assert _stores(events) == [] and _derefs(events) == [None]
+
+
+def test_a_dereferenced_call_result_is_a_deref(tmp_path: Path) -> None:
+    """`call f; mov eax, [rax]`: the callee's result is not known here, so the load is not proven."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        call callee
+        mov eax, dword ptr [rax]
+        ret""")
+    assert _derefs(events) == [None]
+
+
+def test_a_load_through_an_argument_is_the_callers_to_prove(tmp_path: Path) -> None:
+    """Loads through what the caller passed carry the argument register; a pointer loaded through it does
+    not (a load through a loaded pointer is not proven)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        mov rax, qword ptr [rdi + 8]
+        mov ecx, dword ptr [rax]
+        ret""", {"rdi": Ptr("arg", 0)})
+    assert _derefs(events) == [Ptr("arg", 0), None]
+
+
+def test_rbp_is_a_frame_pointer_only_once_it_is_one(tmp_path: Path) -> None:
+    """At -O2 rbp is a general register: `[rbp + 8]` is a stack slot only after `mov rbp, rsp`."""
+    general = _sweep(tmp_path, EM_X86_64, """
+        mov rbp, rsi
+        mov dword ptr [rbp + 8], 1
+        ret""")
+    frame = _sweep(tmp_path, EM_X86_64, """
+        push rbp
+        mov rbp, rsp
+        mov dword ptr [rbp - 8], 1
+        pop rbp
+        ret""")
+    assert _derefs(general) == [None] and _derefs(frame) == []
+
+
+def test_aarch64_a_load_through_an_unknown_register_is_a_deref(tmp_path: Path) -> None:
+    events = _sweep(tmp_path, EM_AARCH64, """
+        ldr x1, [x19, #8]
+        str wzr, [x1]
+        ret""")
+    assert _derefs(events) == [None, None]
+
+
+def test_movabs_loads_its_64_bit_immediate(tmp_path: Path) -> None:
+    """clang -O0 non-PIE passes a registration's destructor and object as `movabs rdi, imm64`: the argument
+    registers hold those addresses at the call (they were unknown: the registration listed no destructor)."""
+    events = _sweep(tmp_path, EM_X86_64, f"""
+        movabs rdi, {CALLEE:#x}
+        movabs rsi, {DATA + 8:#x}
+        call callee
+        ret""")
+    assert [ev.args[:2] for ev in events if isinstance(ev, Call)] == [(CALLEE, DATA + 8)]
+
+
+def test_a_case_walked_before_its_jump_keeps_what_the_jump_holds(tmp_path: Path) -> None:
+    """GCC -O2 -fcf-protection: the switch's bounds check jumps past the table to code that reverse post-order
+    walks before the table's block. That code may be a case, so it starts from what the jump holds, not from
+    the frame alone: the destructor kept in rbx across the switch is still known at the call after it (it was
+    forgotten: the registration listed no destructor)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        push rbx
+        lea rbx, [rip + callee]
+        cmp eax, 3
+        ja 2f
+        notrack jmp rax
+    1:  mov edi, 1
+        call callee
+    2:  mov rdi, rbx
+        call callee
+        pop rbx
+        ret""")
+    assert CALLEE in [ev.args[0] for ev in events if isinstance(ev, Call)]
+
+
+def test_a_case_that_falls_into_a_block_walked_before_it_brings_its_state(tmp_path: Path) -> None:
+    """A case (reached only through the table, so walked last) that falls into the block after the switch:
+    what it changed (rbx) reaches that block, though the order walked the block first; the call there does
+    not claim the rbx the other paths hold."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        push rbx
+        lea rbx, [rip + callee]
+        cmp eax, 3
+        ja 2f
+        notrack jmp rax
+    1:  mov rbx, rsi
+    2:  mov rdi, rbx
+        call callee
+        pop rbx
+        ret""")
+    assert [ev.args[0] for ev in events if isinstance(ev, Call)] == [None]
+
+
+def test_a_block_the_walk_reaches_before_the_table_jump_gets_the_jumps_state(tmp_path: Path) -> None:
+    """The default case, reached by a branch the walk follows before the table jump: a first walk can assume
+    only the frame there; the walk is redone with the state the jump had, so where both agree (rbx) the store
+    is resolved (it was not: registrations after a switch lost their object in LTO -fcf-protection builds)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rbx, [rip + g]
+        cmp eax, 3
+        ja 1f
+        notrack jmp rax
+    1:  mov dword ptr [rbx], 1
+        ret""")
+    assert _stores(events) == [DATA] and _derefs(events) == []
+
+
+_SWITCH = """
+        push rbx
+        lea r12, [rip + g]
+        cmp eax, 1
+        ja 3f
+        lea rdx, [rip + 9f]
+        mov eax, eax
+        movsxd rax, dword ptr [rdx + rax*4]
+        add rax, rdx
+        notrack jmp rax
+    1:  mov rdi, r12
+        call callee
+        jmp 3f
+    2:  mov edi, 2
+        call callee
+    3:  lea rbx, [rip + callee]
+        test esi, esi
+        je 4f
+        mov rdi, rbx
+        call callee
+    4:  pop rbx
+        ret
+        .p2align 2
+    9:  .long 1b - 9b
+        .long {second} - 9b
+"""
+
+
+def test_a_jump_table_read_gives_the_cases_their_edges(tmp_path: Path) -> None:
+    """The compilers' PIC switch (cmp/ja, lea of the table, movsxd, add, notrack jmp): its table is read, so each
+    case gets an edge from the jump (case 1 passes the r12 set before it) and a block after the switch that no
+    entry names is not a case: the rbx set after the switch reaches the call (it was forgotten, every block
+    after a table counting as a possible case: a registration there listed no destructor)."""
+    events = _sweep(tmp_path, EM_X86_64, _SWITCH.format(second="2b"))
+    first = [ev.args[0] for ev in events if isinstance(ev, Call)]
+    assert DATA in first and CALLEE in first
+
+
+def test_a_table_not_read_keeps_every_later_block_a_possible_case(tmp_path: Path) -> None:
+    """A table entry outside the function (here: past its end) is not trusted: every block after the jump may
+    be a case again, so the rbx set after the switch is not claimed at the call (sound, as before)."""
+    events = _sweep(tmp_path, EM_X86_64, _SWITCH.format(second="9b + 0x1000"))
+    assert CALLEE not in [ev.args[0] for ev in events if isinstance(ev, Call)]
+
+
+def test_a_jump_table_read_leaves_other_blocks_after_it_alone(tmp_path: Path) -> None:
+    """`cmp idx, N; ja; movsxd r, [base + idx*4]; add r, base; notrack jmp r`: the table's entries say which
+    blocks are cases; the join after the switch is not one, so the rbx both ways into it set is kept (without
+    reading the table every later block had to meet the jump's state, which knows no rbx)."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        cmp eax, 1
+        ja 3f
+        lea rdx, [rip + 9f]
+        movsxd rax, dword ptr [rdx + rax*4]
+        add rax, rdx
+        notrack jmp rax
+    1:  nop
+    2:  lea rbx, [rip + g]
+        jmp 4f
+    3:  lea rbx, [rip + g]
+    4:  mov dword ptr [rbx], 1
+        ret
+    9:  .long 1b - 9b
+        .long 2b - 9b""")
+    assert _stores(events) == [DATA] and _derefs(events) == []

@@ -1,0 +1,2 @@
+#include "probe.hpp"
+Box g_rec;

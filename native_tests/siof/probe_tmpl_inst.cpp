@@ -1,0 +1,2 @@
+#include "probe_tmpl.hpp"
+template struct Holder<int>;

@@ -1,0 +1,100 @@
+"""`inits --siof` never calls a read clean that the program itself saw happen before construction.
+
+The probe fixtures (native_tests/siof/probe*.cpp, one per class of read the analysis used to miss: a one-operand
+``mul`` of another unit's global, a reference global, a constant pointer table and a getter returning a
+reference, a constructor function and a reader defined before its object in one file, a template static member
+only another unit instantiates, a library reading the program's global, a read behind mutual recursion whose
+summary was made while the other function was on the walk's stack, an object whose only builder is a plain
+function storing through the address it is passed) report what each initializer observed:
+0 is a read before construction. Each such read must be a finding on that object by that reader, or lie in an
+entry of the reader's unit marked incomplete: never a clean, complete result."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_tool, run_cli
+
+PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec", "probe_init"]
+VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
+# The reader's file, when it is not the program: the library's initializer reads the program's global.
+READER_FILE = {"probe_ext": "libprobe_ext.so"}
+# Objects whose early read the analysis must name (a finding), not only say it could not prove: resolved from
+# the instruction (mul), the relocations (reference, pointer table), a getter's result, the unit's own order,
+# and the guard the instantiating unit runs.
+MUST_FIND = {"probe_mul": {"g_mul"}, "probe_ref": {"g_refd", "g_t1", "g_getb"}, "probe_unit": {"g_same", "g_attr"},
+             "probe_tmpl": {"_ZN6HolderIiE1bE"}, "probe_init": {"g_inited"}}
+
+
+def observed_early(exe: Path) -> list[tuple[str, str]]:
+    """(reader unit, object) for every read the program's initializers saw before construction (value 0)."""
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True,
+                         cwd=exe.parent).stdout
+    return [(unit, obj) for unit, obj, value in (line.split() for line in out.splitlines()) if value == "0"]
+
+
+def false_cleans(analysis: dict, early: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The early reads that are neither a finding by that unit on that object nor in an incomplete entry of
+    that unit."""
+    found = {(x["reader"]["source"], x["object"]["symbol"]) for x in analysis["findings"]}
+    incomplete = {e["source"] for e in analysis["init"] if e.get("analysis") and not e["analysis"]["complete"]}
+    return [(unit, obj) for unit, obj in early if (unit, obj) not in found and unit not in incomplete]
+
+
+@pytest.fixture(scope="module")
+def probe_build(siof_build: Path) -> Path:
+    return siof_build.parent / "build" / "probe"
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_no_false_clean(probe_build: Path, program: str, variant: str) -> None:
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    d = probe_build / variant
+    early = observed_early(d / program)
+    assert early, "the fixture reads before construction: the run says so"
+    target = d / READER_FILE.get(program, program)
+    doc = json.loads(run_cli("inits", "--siof", "--json", str(target), check=True).stdout)
+    f = doc["files"][0]
+    assert false_cleans(f, early) == []
+    found = {x["object"]["symbol"] for x in f["findings"] if x["verdict"] == "before-construction"}
+    assert MUST_FIND.get(program, set()) <= found
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_reader_that_builds_through_a_call_reads_its_own(probe_build: Path, variant: str) -> None:
+    """probe_share: each unit calls init_plain(&g_share) before reading it (a build-on-first-use helper that
+    stores through the address): never read early, and never a finding -- a callee's store through the
+    address makes the reader's read `own`, as a direct store does, unless some initializer builds the object
+    for sure (a registrar's insert into a map another unit constructs stays a finding)."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / "probe_share"
+    assert observed_early(exe) == []
+    f = json.loads(run_cli("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    assert f["findings"] == []
+    statuses = {r["status"] for e in f["init"] for r in ((e.get("analysis") or {}).get("reads") or ())}
+    assert statuses == {"own"}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_deps_orders_reads_of_what_earlier_objects_define(probe_build: Path, variant: str) -> None:
+    """probe_dep: the program's initializer reads the library's global (through the GOT, or a copy
+    relocation), and the library's initializers run first: with --deps the read is ordered by the load (the
+    file is complete, no finding). probe_ext's library reads the program's global: the program is not in the
+    library's load, so --deps leaves that read unproven (incomplete, never clean)."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    d = probe_build / variant
+    assert observed_early(d / "probe_dep") == []
+
+    def analysis(*args: str) -> dict:
+        return json.loads(run_cli("inits", "--siof", "--json", *args, check=True).stdout)["files"][0]
+
+    plain, deps = analysis(str(d / "probe_dep")), analysis("--deps", str(d / "probe_dep"))
+    assert deps["findings"] == [] and deps["analysis_complete"]
+    assert plain["findings"] == []
+    if not plain["analysis_complete"]:  # read through the GOT: another module's object, unproven alone
+        assert any("another module's g_lib_box" in n for n in plain["analysis_notes"])
+    lib = analysis("--deps", str(d / "libprobe_ext.so"))
+    assert not lib["analysis_complete"]
