@@ -36,6 +36,8 @@ def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
         return None
     if isinstance(value, str):
         return {"address": None, "symbol": value, "demangled": demangle(value), "section": None}
+    if not isinstance(value, int):
+        return None  # a Ptr: its provenance is known, not an address to name
     name = image.symbol_at(value)
     return {"address": value, "symbol": name, "demangled": demangle(name) if name else None,
             "section": image.section_name(value)}
@@ -240,7 +242,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
                 status = "guarded"
                 unseen_guard.append(name)  # no initializer here runs its guarded initialization: not proven
             reads.append({"object": _obj(image, o), "status": status})
-            if status in VERDICTS:
+            if status in VERDICTS and c is not None:  # a verdict always names its constructor
                 findings.append(_finding(image, status, o, e, entries[c], s.early.get(o, via)))
         if unseen_guard:
             notes.append(
@@ -279,8 +281,10 @@ def _constructors(summaries: list) -> dict[int, int]:
 def _guards_run(image: Image | None, summaries: list) -> dict[str, int]:
     """guard variable name -> position of the first initializer that runs its guarded initialization."""
     out: dict[str, int] = {}
+    if image is None:
+        return out
     for pos, s in enumerate(summaries):
-        for g in s.guards if s is not None and image is not None else ():
+        for g in s.guards if s is not None else ():
             name = image.symbol_at(g)
             if name:
                 out.setdefault(name, pos)

@@ -20,7 +20,7 @@ exactly from the loop's entry state).
 from __future__ import annotations
 
 import re
-from typing import Callable, NamedTuple, Union
+from typing import Callable, NamedTuple, Union, overload
 
 from capstone import CsError
 
@@ -220,7 +220,11 @@ def _put(st: dict, key: str, value: Value | None) -> None:
         st[key] = value
 
 
-def _moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> int | None:
+@overload
+def _moved(base: int, delta: int | None, object_of: Callable[[int], int | None]) -> int | None: ...
+@overload
+def _moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None: ...
+def _moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None:
     """A known address moved by ``delta`` (None: by an unknown amount, an index). C's rule that pointer
     arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown."""
     if isinstance(base, (Ptr, str)):
@@ -387,7 +391,7 @@ class _X86:
         registers. False for a jmp inside the function: control flow, not a call."""
         target: Value | None = _imm(op)
         args = tuple(st.get(r) for r in X86_ARGS)
-        if target is not None:
+        if isinstance(target, int):  # an immediate: _imm gives an int or None
             if tail and start <= target < end:
                 return False
             out.append(Call(target, None, args, tail))
@@ -413,7 +417,7 @@ class _X86:
     def _lea(self, ops: list, dreg: str | None, st: dict, nxt: int) -> None:
         """``lea``: the register holds the address computed, when it is known."""
         m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
-        a = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
+        a: Value | None = self._mem(m.group(2), st, nxt) if m and not m.group(1) else None
         if a is None and m and not m.group(1):
             a = _x86_provenance(m.group(2), st)  # an address inside the frame, an allocation or an argument
         if dreg:
@@ -655,7 +659,8 @@ class _A64:
         m = _A64_MEM.search(op)
         is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
         frame = m is not None and (m.group(1) == "sp" or m.group(1) == "x29" and st.get("x29") == FRAME)
-        if frame and not (m.group(3) or m.group(4) or m.group(5)) and mnem in ("str", "stur", "ldr", "ldur"):
+        if frame and m is not None and not (m.group(3) or m.group(4) or m.group(5)) \
+                and mnem in ("str", "stur", "ldr", "ldur"):
             self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)
             return
         a = self._address(m, st)

@@ -233,7 +233,8 @@ def _table(elf: ElfFile, where: tuple, notes: list[str]) -> Extents | None:
         raise EhFrameError(".eh_frame_hdr: its table runs past the segment")
     table = array("i", bytes(elf.data[at + 4: at + 4 + 8 * count]))
     off, end, addr, _ = where
-    reader, cies, cache = _Reader(elf, off, end), {}, {}
+    reader, cache = _Reader(elf, off, end), {}
+    cies: dict[int, int] = {}
     fdes, base = table[1::2], hdr.p_vaddr
 
     def end_at(i: int) -> int | None:

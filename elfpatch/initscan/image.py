@@ -355,9 +355,10 @@ class Image:
                 if pltgot is not None and head[:2] == b"\xff\x35" and \
                         start + 6 + int.from_bytes(head[2:6], "little", signed=True) == pltgot + 8:
                     return self._stubs_from(start)
-                start = self.extents.next_start(start)
-                if start is None:
+                nxt = self.extents.next_start(start)
+                if nxt is None:
                     break
+                start = nxt
         return []
 
     def _stubs_from(self, start: int) -> list[tuple[int, int]]:

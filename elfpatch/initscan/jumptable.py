@@ -66,7 +66,7 @@ def x86_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> 
             break
         k -= 1
     count = _bound(insns, k + 1, index) if table is not None else None
-    if count is None or not 0 < count <= MAX_CASES:
+    if table is None or count is None or not 0 < count <= MAX_CASES:
         return None
     try:
         raw = read(table, 4 * count)

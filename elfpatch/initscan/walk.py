@@ -180,7 +180,7 @@ class Walker:
             hit = self._helper[name] = bool(_TU_HELPER.search(name))
         return hit
 
-    def callee(self, target: Value) -> tuple[int | None, str | None]:
+    def callee(self, target: int | str) -> tuple[int | None, str | None]:
         """(address here or None, symbol name) of a call target, seeing through PLT stubs. The name is "" for
         a function defined here whose name matters to no rule (decoding 100k long C++ names costs seconds)."""
         hit = self._callee.get(target)
@@ -204,7 +204,7 @@ class Walker:
         self._callee[target] = out
         return out
 
-    def named(self, target: Value) -> tuple[int | None, str | None]:
+    def named(self, target: int | str) -> tuple[int | None, str | None]:
         """callee(), with the name of a function defined here even when no rule of the walk needed it (a
         constructor check does)."""
         where, name = self.callee(target)
@@ -349,7 +349,7 @@ class Walker:
 
     def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc) -> None:
         guard = acc.guard
-        listed = set(acc.regs) if sub.registrations else ()  # one site once: a call tree reaching it 2^k ways
+        listed = set(acc.regs) if sub.registrations else set()  # one site once: a call tree reaching it 2^k ways
         for r in sub.registrations:
             r = r if r.guard is not None or guard is None else r._replace(guard=guard)
             if r not in listed:
@@ -407,7 +407,7 @@ class Walker:
         else:
             acc.read(obj[0], (), True)
 
-    def _call_target(self, ev: Call) -> Value | None:
+    def _call_target(self, ev: Call) -> int | str | None:
         """Where a call goes, or None when it is not a call we can follow (an unknown register or slot)."""
         target = ev.target
         if target is None and ev.slot is not None:
