@@ -8,12 +8,10 @@ Writable data is never read here: an initializer could change it before the load
 """
 from __future__ import annotations
 
-from elfpatch.elfconst import ET_EXEC, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE
+from elfpatch.elfconst import ET_EXEC, PT_GNU_RELRO, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ElfPatchError
 from elfpatch.relocs import Relocator
-
-PT_GNU_RELRO = 0x6474E552
 
 
 def _constant_ranges(elf: ElfFile) -> list[tuple[int, int]]:
