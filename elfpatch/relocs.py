@@ -20,7 +20,7 @@ from typing import Iterable, NamedTuple
 
 from elfpatch.elfconst import DT_REL, DT_RELA, DT_RELAENT, DT_RELASZ, DT_RELENT, DT_RELSZ, EM_MIPS, SHN_UNDEF
 from elfpatch.elffile import ElfFile, SymbolTable
-from elfpatch.errors import ParseError
+from elfpatch.errors import ElfPatchError, ParseError
 
 
 class Target(NamedTuple):
@@ -113,6 +113,17 @@ class Relocator:
         if value is None:
             return Target(None, name)
         return Target((value + base) & self._mask, name)
+
+    def pointee(self, vaddr: int) -> int | str | None:
+        """What the word at ``vaddr`` points to once relocated: an address, or (bound to another module) a
+        symbol's name; None for a null word or one that cannot be read (past the file, a broken symbol index):
+        not resolvable, never fatal to the caller's analysis."""
+        try:
+            t = self.word(vaddr)
+        except ElfPatchError:
+            return None
+        value = t.value if t.value is not None else t.symbol
+        return None if value == 0 else value
 
     @property
     def _mask(self) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from elfpatch.elfconst import ET_EXEC, PT_GNU_RELRO, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE
 from elfpatch.elffile import ElfFile
-from elfpatch.errors import ElfPatchError
 from elfpatch.relocs import Relocator
 
 
@@ -42,13 +41,6 @@ class ConstantPointers:
         if any(lo <= addr < hi for lo, hi in self._ranges):
             if self._reloc is None:
                 self._reloc = Relocator(self._elf, self._ranges)
-            try:
-                t = self._reloc.word(addr)
-            except ElfPatchError:  # past the file, or a broken symbol index: not resolvable, not fatal
-                t = None
-            if t is not None:
-                value = t.value if t.value is not None else t.symbol
-                if value == 0:
-                    value = None
+            value = self._reloc.pointee(addr)
         self._cache[addr] = value
         return value

@@ -389,13 +389,6 @@ class Image:
             return self._got_cache[addr]
         value: Value | None = None
         if self._reloc is not None and any(lo <= addr < hi for lo, hi in self.got_ranges):
-            try:
-                t = self._reloc.word(addr)
-            except ElfPatchError:  # a slot past the file, or a broken symbol index: not resolvable, not fatal
-                t = None
-            if t is not None:
-                value = t.value if t.value is not None else t.symbol
-                if value == 0:
-                    value = None
+            value = self._reloc.pointee(addr)
         self._got_cache[addr] = value
         return value

@@ -18,19 +18,6 @@ from unique.adversary import NOBODY, USERS, arena, give, need_user, one_error_li
 pytestmark = pytest.mark.root
 
 
-@pytest.fixture
-def expected(unique_build: Path, tmp_path: Path) -> bytes:
-    out = tmp_path / "expected.so"
-    proc = run("root", "unique", "-o", str(out), str(unique_build / "libholder_v1.so"))
-    assert proc.returncode == 0, proc.stderr
-    return out.read_bytes()
-
-
-@pytest.fixture
-def original(unique_build: Path) -> bytes:
-    return (unique_build / "libholder_v1.so").read_bytes()
-
-
 def place(data: bytes, path: Path, user: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)

@@ -19,18 +19,6 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def original(unique_build: Path) -> bytes:
-    return (unique_build / "libholder_v1.so").read_bytes()
-
-
-@pytest.fixture
-def expected(unique_build: Path, tmp_path: Path) -> bytes:
-    out = tmp_path / "expected.so"
-    assert run("root", "unique", "-o", str(out), str(unique_build / "libholder_v1.so")).returncode == 0
-    return out.read_bytes()
-
-
-@pytest.fixture
 def box(request: pytest.FixtureRequest) -> Iterator[Path]:
     user = request.node.callspec.params.get("user", "root") if hasattr(request.node, "callspec") else "root"
     need_user(user)
