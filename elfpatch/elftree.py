@@ -8,7 +8,7 @@ import os
 
 from elfpatch.elfconst import ELFDATA2MSB, ELFMAG, ET_DYN, ET_EXEC
 from elfpatch.errors import ElfPatchError
-from elfpatch.targets import Exclude
+from elfpatch.targets import Exclude, read_head
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,15 +44,9 @@ def _tree(root: str, exclude: Exclude) -> list[str]:
 def _loadable(path: str) -> bool:
     """Whether the ELF header's e_type (the 2 bytes at 16, in the file's byte order) is ET_EXEC or ET_DYN."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+        head = read_head(path, size=18)
     except OSError:
         return True  # unreadable: reading it says why, as for a PATH
-    try:
-        head = os.pread(fd, 18, 0)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
     if len(head) < 18 or head[:4] != ELFMAG:
         return False
     e_type = int.from_bytes(head[16:18], "big" if head[5] == ELFDATA2MSB else "little")

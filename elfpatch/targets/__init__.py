@@ -208,16 +208,16 @@ def error_report(path: str, exc: ElfPatchError, member: str | None = None) -> Fi
     return FileReport(path, ERROR, error=exc.message, member=member, exception=exc)
 
 
-def read_head(path: str, dir_fd: int | None = None) -> bytes:
-    """The first 8 bytes of a file (raises OSError). O_NONBLOCK: a FIFO must not hang the run; only
-    regular files have a kind. With ``dir_fd`` (a tree walk's directory), ``path`` is a name in it and a
-    symlink put there since the walk is not followed."""
+def read_head(path: str, dir_fd: int | None = None, size: int = 8) -> bytes:
+    """The first ``size`` bytes of a file (raises OSError); b"" when it is not a regular file. O_NONBLOCK: a
+    FIFO must not hang the run; only regular files have a kind. With ``dir_fd`` (a tree walk's directory),
+    ``path`` is a name in it and a symlink put there since the walk is not followed."""
     nofollow = os.O_NOFOLLOW if dir_fd is not None else 0
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return b""
-        return os.pread(fd, 8, 0)
+        return os.pread(fd, size, 0)
     finally:
         os.close(fd)
 
