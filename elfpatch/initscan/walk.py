@@ -260,10 +260,9 @@ class Walker:
         """A jump into a function's .cold part: its exception paths, which end in _Unwind_Resume (no return)."""
         return isinstance(target, int) and ".cold" in (self.image.function_name(target) or "")
 
-    def walk(self, addr: int, args: tuple, depth: int, stack: frozenset = frozenset(),
-             exact: bool = True) -> Summary:
+    def walk(self, addr: int, args: tuple, depth: int, stack: frozenset = frozenset()) -> Summary:
         """What the function at ``addr`` (and what it calls, ``depth`` calls deep) registers, constructs and
-        reads, decoded whole (``exact`` is kept for callers; every function is decoded). A summary that could
+        reads, decoded whole. A summary that could
         not follow a recursive call (its function still on the stack) is never final: the skipped call counts
         as unproven (``cut`` names it), so every entry that reuses it is incomplete."""
         key = (addr, args, depth)
