@@ -50,6 +50,30 @@ def _function(name: str, body: str) -> str:
     return f".globl {name}\n.type {name}, @function\n{name}:\n{body}\n.size {name}, .-{name}\n"
 
 
+def test_a_state_never_holds_more_than_its_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound itself, measured: every abstract state the walk bounds holds at most STATE_SLOTS stack slots
+    after it, however many the code writes (a state that kept them all is what made blocks x slots grow)."""
+    from elfpatch.inits import list_initializers
+    from elfpatch.initscan import disasm
+    from elfpatch.initscan.analysis import analyze_path
+    from elfpatch.initscan.budget import STATE_SLOTS
+
+    slots = "\n".join(f"mov qword ptr [rbp - {8 * (i + 1)}], {i + 1}" for i in range(4 * STATE_SLOTS))
+    blocks = "\n".join(f"test eax, eax\nje .Lc{i}\nnop\n.Lc{i}:" for i in range(50))
+    lib = _build(tmp_path, _function("init", f"push rbp\nmov rbp, rsp\n{slots}\n{blocks}\npop rbp\nret"))
+    seen: list[int] = []
+    bound = disasm._bound
+
+    def measured(st: dict) -> None:
+        bound(st)
+        seen.append(sum(k.startswith("m:") for k in st))
+
+    monkeypatch.setattr(disasm, "_bound", measured)
+    listing = list_initializers(str(lib))
+    analyze_path(str(lib), listing)
+    assert seen and max(seen) <= STATE_SLOTS
+
+
 def test_blocks_times_slots_is_not_quadratic(tmp_path: Path) -> None:
     """Many stack slots held across many blocks: a state keeps at most STATE_SLOTS slots, so the walk's memory
     does not grow with blocks x slots (the old walk kept every block's copy of every slot: over 1 GB)."""
