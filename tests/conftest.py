@@ -48,7 +48,7 @@ SLOW_TESTS = {
     "test_system_libraries_match_pyelftools_and_readelf", "test_system_libraries_match_lief",
     "test_a_users_test_file", "test_concurrent_runs_on_one_tree_patch_each_file_once",
     "test_wheel_installs_with_pip_and_its_library_unloads", "test_large_member_reuses_deflate_blocks",
-    "test_two_runs_at_once_patch_exactly_once",
+    "test_two_runs_at_once_patch_exactly_once", "test_readme_install_command_gives_a_working_entry_point",
     # the header-lie matrices (lies x with/without .symtab, lies x ELF class and byte order)
     "test_loader_judges_each_lie", "test_loader_view_matches_lief_and_readelf",
 }

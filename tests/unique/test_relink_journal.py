@@ -65,6 +65,7 @@ def test_repair_never_replaces_a_name_changed_since_the_kill(user: str, change: 
         new, want = v2.read_bytes(), patched(v2, tmp_path / "v2.so")
     else:
         new = want = bytes(len(v1.read_bytes()))
+    _after_ctime(c)  # so the rewrite gets a ctime of its own, on a coarse clock too
     with open(c, "r+b") as f:  # as cp does: the same inode, truncated and written
         f.truncate(0)
         f.write(new)
@@ -104,3 +105,17 @@ def test_relink_that_times_out_is_finished_by_the_next_run(user: str, box: Path,
     assert proc.returncode == 0, proc.stderr
     assert len({p.stat().st_ino for p in names}) == 1 and names[0].stat().st_nlink == 4
     assert names[0].read_bytes() == patched(v1, tmp_path / "v1.so") and temps_in(box) == []
+
+
+def _after_ctime(path: Path) -> None:
+    """Waits (by touching a scratch file beside it, no timer) until the file system's clock stamps a ctime
+    later than ``path``'s: on kernels with coarse timestamps two changes a few ms apart can share one."""
+    probe = path.with_name(".ctime-probe")
+    recorded = path.stat().st_ctime_ns
+    try:
+        while True:
+            probe.write_bytes(b"")
+            if probe.stat().st_ctime_ns > recorded:
+                return
+    finally:
+        probe.unlink(missing_ok=True)
