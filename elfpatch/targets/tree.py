@@ -326,6 +326,7 @@ def process_group(group: Group, job: Job, root: str, dirs: Dirs | None = None) -
 # -- re-pointing hard links ------------------------------------------------------------------------------
 
 JOURNAL_KIND = "elfpatch-links"
+MAX_JOURNAL = 1 << 20  # bytes of a journal's record, written or read: a count from a file is bounded first
 _JOURNAL_HEAD = b'{"journal": "elfpatch-links"'
 DONE, SWITCHED, DIFFERS, FAILED = "done", "switched", "differs", "failed"
 
@@ -394,7 +395,9 @@ class Journal:
         import json
 
         data = json.dumps(self.record).encode()
-        size = os.fstat(self.fd).st_size
+        if len(data) > MAX_JOURNAL:  # a replay reads no more: refuse a record it could never finish
+            raise OSError(errno.EFBIG, f"the record would pass {MAX_JOURNAL} bytes (too many hard links)")
+        size = min(os.fstat(self.fd).st_size, MAX_JOURNAL)
         os.pwrite(self.fd, data.ljust(size), 0)
 
     def note(self) -> None:
@@ -425,7 +428,9 @@ class Journal:
         self.new_fd = self.old_fd = -1
         if remove:
             try:
-                os.unlink(self.name, dir_fd=self.dir_fd)
+                st, mine = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False), os.fstat(self.fd)
+                if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):  # never another file put at its name
+                    os.unlink(self.name, dir_fd=self.dir_fd)
             except OSError:
                 pass
         os.close(self.fd)
@@ -475,7 +480,11 @@ class Links:
         j = self.journal
         if j is None:
             return
-        now = self.place.lstat()
+        try:
+            now = self.place.lstat()
+        except OSError:  # cannot tell how the names stand: the journal stays for the next run to judge
+            j.finish(remove=False)
+            return
         renamed_ = now is not None and [now.st_dev, now.st_ino] == j.record["new"][:2]
         j.finish(remove=not renamed_ or not j.record["others"])
 
@@ -599,7 +608,8 @@ def _trusted_journal(dfd: int, jname: str) -> int | None:
     except OSError:
         return None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_nlink != 1:
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_nlink != 1 \
+            or st.st_size > MAX_JOURNAL:
         os.close(fd)
         return None
     try:
@@ -677,7 +687,7 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
         j = Journal(dfd, jname, fd, {})
         done = False
         try:
-            j.record = json.loads(os.pread(fd, 1 << 20, 0))
+            j.record = json.loads(os.pread(fd, MAX_JOURNAL, 0))
             if j.record.get("journal") != JOURNAL_KIND:
                 raise ValueError("not a journal of this version")
             n, done = _replay(j, os.path.dirname(jpath), by_path, job)
