@@ -979,6 +979,9 @@ class Disassembler:
                 reach.update(s for s, _ in succ.get(b, ()))
         if any(kinds[spans[b][1]][0] in ("table", "out") and kinds[spans[b][1]][1] is None for b in reach):
             self.budget.cut_short(start, "no size, no FDE and a jump through a register")
+        last = len(kinds) - 1  # a reachable block that runs on past the guessed end: its code is not seen
+        if any(spans[b][1] == last and kinds[last][0] in ("none", "cond") for b in reach):
+            self.budget.cut_short(start, "no size, no FDE and code that runs past the guessed end")
         return [b for b in order if b in reach]
 
     def sweep(self, start: int, end: int, entry: dict) -> list:

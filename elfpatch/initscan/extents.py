@@ -194,11 +194,18 @@ def _records(r: _Reader, off: int, end: int, vaddr_of, datarel: int | None, star
             if enc != DW_EH_PE_omit:
                 start, p = r.encoded(enc, body + 4, vaddr_of, datarel)
                 size, _ = r.encoded(enc & 0x0F, p, vaddr_of, datarel)
-                if start and size > 0:
-                    starts.append(start)
-                    ends.append(start + size)
+                _add(start, size, off, starts, ends)
         off = nxt
     raise EhFrameError(f".eh_frame: more than {MAX_RECORDS} records")
+
+
+def _add(start: int, size: int, off: int, starts: array, ends: array) -> None:
+    """One FDE's [start, start + size), if it covers code; one past the address space is a lying record."""
+    if start and size > 0:
+        if start + size >= 1 << 64:
+            raise EhFrameError(f".eh_frame: FDE at offset {off:#x} runs past the address space")
+        starts.append(start)
+        ends.append(start + size)
 
 
 def _full_parse(elf: ElfFile, where: tuple, notes: list[str]) -> Extents:

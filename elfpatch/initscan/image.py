@@ -237,6 +237,7 @@ class Image:
         if size:
             if fde is not None and fde != addr + size and self.extents.is_start(addr):
                 self._disagree.add(addr)
+                return max(fde, addr + size)  # code the unwinder says is the function's is decoded too
             return addr + size
         if fde is not None:
             return fde

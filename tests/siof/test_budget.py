@@ -243,3 +243,29 @@ def test_symbol_size_checked_against_its_fde(tmp_path: Path) -> None:
     f = _analyse(_build(tmp_path, body, name="sized"))
     assert any("size and .eh_frame extent disagree" in n and "init" in n for n in f["analysis_notes"]), \
         f["analysis_notes"]
+
+
+def test_code_past_a_guessed_end_makes_the_file_incomplete(tmp_path: Path) -> None:
+    """No symbol size and no FDE, and the function runs on into the next one (hand-written code): what it
+    runs past its guessed end is not decoded, so the file must not claim complete, and a note names it."""
+    register = "lea rdi, [rip + dtor]\nlea rsi, [rip + {o}]\nlea rdx, [rip + {o}]\ncall __cxa_atexit@PLT\n"
+    body = ("init:\n" + register.format(o="obj1")  # no ret: falls into next_fn at run time
+            + _function("next_fn", register.format(o="obj2") + "ret")
+            + "dtor:\nret\n.bss\nobj1: .zero 16\nobj2: .zero 16\n.text\n")
+    f = _analyse(_build(tmp_path, body, name="runson"))
+    assert f["analysis_complete"] is False
+    assert any("runs past the guessed end" in n for n in f["analysis_notes"]), f["analysis_notes"]
+
+
+def test_an_fde_past_the_address_space_is_a_lying_record() -> None:
+    """A 64-bit FDE whose start plus size passes 2**64 is refused as a record (a note where it is read), never
+    an OverflowError out of the analysis."""
+    from array import array
+
+    from elfpatch.initscan.extents import EhFrameError, _add
+
+    starts, ends = array("Q"), array("Q")
+    _add(0x1000, 0x20, 0, starts, ends)
+    assert (list(starts), list(ends)) == ([0x1000], [0x1020])
+    with pytest.raises(EhFrameError):
+        _add((1 << 64) - 0x10, 0x20, 0x40, starts, ends)
