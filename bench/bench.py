@@ -290,8 +290,8 @@ def reader_counts(path: Path) -> dict:
     sys.path.insert(0, str(ROOT))
     import mmap
 
-    from elfpatch.elffile import ElfFile
-    from elfpatch.symbols import unique_indexes
+    from elfpatch.elf.file import ElfFile
+    from elfpatch.elf.symbols import unique_indexes
 
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         elf = ElfFile(m, str(path))

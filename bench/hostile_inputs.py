@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from elfpatch import zipfmt  # noqa: E402
+from elfpatch.formats import zipfmt  # noqa: E402
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 # The child's own peak RSS (VmHWM), printed last on stderr: ru_maxrss of children would count the pages a

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Union, overload
 
+from elfpatch.elf.symbols import TARGET_BINDINGS, NameFilter
 from elfpatch.errors import ElfPatchError
 from elfpatch.report import ERROR, FileReport
-from elfpatch.symbols import TARGET_BINDINGS, NameFilter
 from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job
 from elfpatch.targets.dispatch import process
 
 if TYPE_CHECKING:
-    from elfpatch.collisions import Audit
+    from elfpatch.auditing.collisions import Audit
 
 Paths = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 Globs = Union[str, Iterable[str]]
@@ -90,7 +90,7 @@ def patch(paths: Paths, to: str = "global", symbols: Globs = (), inplace: bool =
 def audit(paths: Paths, exclude: Globs = (), raise_errors: bool = True) -> Audit:
     """What `elfpatch audit` reports: unique names that several files (and packages) define; nothing written.
     ``result.to_json()`` is the ``--json`` document; ``result.exit_status()`` the CLI's status."""
-    from elfpatch.collisions import audit_job, run_audit
+    from elfpatch.auditing.collisions import audit_job, run_audit
 
     names = _paths(paths)
     job = audit_job(_globs(exclude, "exclude"))
@@ -117,7 +117,7 @@ def list_initializers(paths: Paths, exclude: Globs = (),
     "status", "error", "init", "fini", "warnings"}``; a directory gives the ELF executables and shared objects
     of its tree, less those ``exclude`` (--exclude) matches. A file that fails raises its ElfPatchError, or
     with ``raise_errors=False`` is an entry with status "error" and no listing."""
-    from elfpatch import inits
+    from elfpatch.inits import order as inits
 
     if isinstance(paths, (str, bytes, os.PathLike)):
         path = os.fsdecode(paths)
@@ -128,15 +128,15 @@ def list_initializers(paths: Paths, exclude: Globs = (),
 
 
 def _elf_paths(paths: Paths, exclude: Globs) -> list[tuple[str, ElfPatchError | None]]:
-    from elfpatch.elftree import elf_paths
+    from elfpatch.targets.elftree import elf_paths
 
     return list(elf_paths(_paths(paths), Exclude(_globs(exclude, "exclude"))))
 
 
 def _entry(path: str, walk_error: ElfPatchError | None, raise_errors: bool) -> dict[str, Any]:
     """One ``files`` entry of `inits --json` for ``path`` (the warnings logged before a failure kept)."""
-    from elfpatch.inits import list_initializers as listing_of
-    from elfpatch.warnlog import WarningLog, warnings_of
+    from elfpatch.commands.warnlog import WarningLog, warnings_of
+    from elfpatch.inits.order import list_initializers as listing_of
 
     with WarningLog() as log:
         try:

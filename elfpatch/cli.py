@@ -1,4 +1,4 @@
-"""argparse root. Each subcommand lives in elfpatch/main_<name>.py and registers its own parser.
+"""argparse root. Each subcommand lives in elfpatch/commands/<name>.py and registers its own parser.
 
 A subcommand module provides ``register(subparsers)``; the parser it adds sets ``func`` to a callable
 ``run(args) -> int`` returning the exit status (0 ok, 1 a gate tripped, 2 an error).
@@ -10,8 +10,8 @@ import importlib
 import os
 import sys
 
+from elfpatch.commands.helpformat import formatter
 from elfpatch.errors import EXIT_ERROR, ElfPatchError, error_line, on_logger
-from elfpatch.helpformat import formatter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         if only is None or name == only:
-            importlib.import_module(f"elfpatch.main_{name}").register(sub)
+            importlib.import_module(f"elfpatch.commands.{name}").register(sub)
     return parser
 
 
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
-    from elfpatch.cliopts import first_bad
+    from elfpatch.commands.options import first_bad
 
     bad = first_bad(args)
     if bad is not None:  # a number option out of range: one error line, as any bad input

@@ -2,8 +2,8 @@
 writer every command shares."""
 from __future__ import annotations
 
+from elfpatch.elf.records import Record
 from elfpatch.errors import ElfPatchError, one_line
-from elfpatch.records import Record
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class FileReport:
         self.member = member
         self.reason = reason  # why a file was skipped
         self.exception = exception  # what made status "error", for the API to raise as it was (not in JSON)
-        self.package: Any = None  # the owning package (elfpatch.packages.Package), where known
+        self.package: Any = None  # the owning package (elfpatch.auditing.packages.Package), where known
         self.facts: Any = None  # what Job.inspect found in the image (elfpatch audit)
         self.warnings = warnings if warnings is not None else []  # e.g. section headers that lie
         self.excluded_by: tuple[str, ...] = ()  # --exclude globs that passed over members (not in JSON)

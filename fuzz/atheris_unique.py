@@ -34,18 +34,18 @@ import atheris
 with atheris.instrument_imports():
     import elfpatch
     import elfpatch.api
-    import elfpatch.arfmt
-    import elfpatch.elffile
-    import elfpatch.plan
-    import elfpatch.spans
-    import elfpatch.symbols
+    import elfpatch.elf.file
+    import elfpatch.elf.symbols
+    import elfpatch.formats.arfmt
+    import elfpatch.formats.spans
+    import elfpatch.formats.zipfmt
+    import elfpatch.formats.zsplice
+    import elfpatch.fs.commit
+    import elfpatch.patching.plan
     import elfpatch.targets
     import elfpatch.targets.archive
     import elfpatch.targets.elf
     import elfpatch.targets.wheel
-    import elfpatch.write
-    import elfpatch.zipfmt
-    import elfpatch.zsplice
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -60,7 +60,7 @@ WORK = Path(tempfile.mkdtemp(prefix="elfpatch-atheris-"))
 
 def read_elf(data: bytes) -> None:
     """The in-memory reader alone: headers, tables, every symbol with its name."""
-    elf = elfpatch.elffile.ElfFile(data)
+    elf = elfpatch.elf.file.ElfFile(data)
     for table in elf.symbol_tables():
         for sym in table:
             _ = sym.name, sym.bind

@@ -142,8 +142,8 @@ def test_unique_imports_no_heavy_modules(tmp_path: Path) -> None:
     assert proc.stdout.splitlines()[-1] == "HEAVY:", proc.stdout
 
 
-LAZY = ("typing", "logging", "hashlib", "ctypes.util", "shutil", "json", "subprocess", "elfpatch.collisions",
-        "elfpatch.packages", "elfpatch.main_audit", "elfpatch.main_dlcheck", "elfpatch.main_inits")
+LAZY = ("typing", "logging", "hashlib", "ctypes.util", "shutil", "json", "subprocess", "elfpatch.auditing.collisions",
+        "elfpatch.auditing.packages", "elfpatch.commands.audit", "elfpatch.commands.dlcheck", "elfpatch.commands.inits")
 
 
 def test_unique_check_imports_only_what_it_uses(unique_build: Path) -> None:

@@ -41,7 +41,7 @@ def test_verbose_has_one_meaning(capsys: pytest.CaptureFixture[str]) -> None:
     """Guarantee: -v/--verbose means the same in every command that has it, "also list what has no finding"
     (it was "every file of a tree" in unique and "names within one package" in audit, worded unrelated)."""
     from elfpatch.cli import build_parser
-    from elfpatch.cliopts import VERBOSE
+    from elfpatch.commands.options import VERBOSE
 
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     having = {}

@@ -1,4 +1,4 @@
-"""What the type checker sees: records (``elfpatch.records.Record``, a plain namedtuple at run time) are named
+"""What the type checker sees: records (``elfpatch.elf.records.Record``, a plain namedtuple at run time) are named
 tuples to mypy, so their constructors and fields are checked; and no record field hides a tuple method."""
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_no_record_field_shadows_a_tuple_method() -> None:
 
 
 SNIPPET = """\
-from elfpatch.edits import Edit
+from elfpatch.patching.edits import Edit
 
 e = Edit(1, 2, 3, "why")
 reveal_type(e.offset)

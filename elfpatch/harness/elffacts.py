@@ -6,10 +6,10 @@ import os
 from functools import lru_cache
 from typing import NamedTuple
 
-from elfpatch.elfconst import DF_1_NODELETE, DT_FLAGS_1, DT_NEEDED, DT_SONAME, SHN_UNDEF
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.const import DF_1_NODELETE, DT_FLAGS_1, DT_NEEDED, DT_SONAME, SHN_UNDEF
+from elfpatch.elf.file import ElfFile
+from elfpatch.elf.symbols import unique_applies, unique_indexes
 from elfpatch.errors import ElfPatchError
-from elfpatch.symbols import unique_applies, unique_indexes
 
 # What GCC calls to register a thread_local's destructor; glibc keeps the object loaded until it has run.
 THREAD_ATEXIT = frozenset({"__cxa_thread_atexit", "__cxa_thread_atexit_impl"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence, TextIO
 
+from elfpatch.elf.symbols import demangle
 from elfpatch.harness.blockers import (
     NODELETE_FLAG,
     NODELETE_REFERENCE,
@@ -14,7 +15,6 @@ from elfpatch.harness.blockers import (
     UNIQUE_SYMBOL,
     is_system,
 )
-from elfpatch.symbols import demangle
 
 MAX_SYMBOLS = 4
 

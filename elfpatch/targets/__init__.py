@@ -1,5 +1,5 @@
 """What a PATH can be. Each kind opens its bytes, finds the ELF images inside, plans their edits and commits
-them through elfpatch.write: an ELF file, an ar archive or a wheel (each its own module), or a directory
+them through elfpatch.fs.commit: an ELF file, an ar archive or a wheel (each its own module), or a directory
 tree of them (tree.py). dispatch.py sends a PATH to its kind.
 
 This module holds what every kind shares (the job, the outcome, how a file's kind is told) and imports none
@@ -9,17 +9,17 @@ from __future__ import annotations
 import os
 import stat
 
-from elfpatch.elfconst import ELFMAG, STB_GLOBAL, STB_WEAK
+from elfpatch.elf.const import ELFMAG, STB_GLOBAL, STB_WEAK
+from elfpatch.elf.symbols import NameFilter
 from elfpatch.errors import ElfPatchError, warn
 from elfpatch.report import ERROR, PATCHED, FileReport
-from elfpatch.symbols import NameFilter
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Sequence
 
-    from elfpatch.source import Place, Source
-    from elfpatch.write import Verifier
+    from elfpatch.fs.commit import Verifier
+    from elfpatch.fs.source import Place, Source
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
 ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
@@ -227,7 +227,7 @@ def kind_of(head: bytes, path: str) -> str | None:
     named *.whl), or None for anything else."""
     if head[:4] == ELFMAG:  # the common case first: no import on its path
         return ELF
-    from elfpatch.arfmt import is_archive
+    from elfpatch.formats.arfmt import is_archive
 
     if is_archive(head):
         return ARCHIVE
@@ -254,7 +254,7 @@ def renamed(reports: list[FileReport], job: Job) -> bool:
 def open_source(path: str, job: Job, place: Place | None = None) -> Source:
     """The input of a kind, opened as the job needs it: locked when the job writes over it, writable for
     --inplace, relative to ``place`` when a tree walk found it."""
-    from elfpatch.source import LOCK_TIMEOUT, Source
+    from elfpatch.fs.source import LOCK_TIMEOUT, Source
 
     writes = job.writes and not job.output
     timeout = job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT
@@ -263,7 +263,7 @@ def open_source(path: str, job: Job, place: Place | None = None) -> Source:
 
 def commit(src: Source, edits: list, verify: Verifier, job: Job) -> None:
     """Write ``edits`` to the file behind ``src`` the way the job asks: in place, or atomically (to -o OUT)."""
-    from elfpatch.write import replace_atomic, write_inplace
+    from elfpatch.fs.commit import replace_atomic, write_inplace
 
     if job.inplace:
         write_inplace(src, edits, verify, fsync=job.fsync)

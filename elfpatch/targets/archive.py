@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import stat
 
-from elfpatch import arfmt
-from elfpatch.elfconst import ELFMAG
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.const import ELFMAG
+from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError, UnsupportedError
-from elfpatch.plan import ImagePlan, plan_image, verify_image
+from elfpatch.formats import arfmt
+from elfpatch.fs.source import Place, Source
+from elfpatch.patching.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
-from elfpatch.source import Place, Source
 from elfpatch.targets import DRY_RUN, Job, commit, open_source
 from elfpatch.targets.elf import process_elf, status_for
 

@@ -1,9 +1,9 @@
 """One ELF file on disk: plan its edits from one read-only map, then commit them atomically or in place."""
 from __future__ import annotations
 
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.file import ElfFile
 from elfpatch.errors import UnsupportedError
-from elfpatch.plan import ImagePlan, plan_image, verify_image
+from elfpatch.patching.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import FOUND, PATCHED, SKIPPED, UNCHANGED, WOULD_PATCH, FileReport
 from elfpatch.targets import commit, open_source
 
@@ -11,7 +11,7 @@ TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     import mmap
 
-    from elfpatch.source import Place
+    from elfpatch.fs.source import Place
     from elfpatch.targets import Job
 
 

@@ -12,7 +12,7 @@ from elfpatch.targets import ARCHIVE, WHEEL, Job, error_report, renamed
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
-    from elfpatch.source import Place
+    from elfpatch.fs.source import Place
 
 
 def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,

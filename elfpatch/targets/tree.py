@@ -9,7 +9,7 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
 - Symlinks are never followed: a link (to a file or a directory, inside the tree or out of it) is left as it
   is and counted as skipped; a target inside the tree is visited under its own name. Temps and journals of
   elfpatch runs are passed over (never inputs): those a process holds a lock on or that carry the marker
-  only elfpatch writes (elfpatch.write.temp_state), or, for a journal, that begin as one; a file is never
+  only elfpatch writes (elfpatch.fs.commit.temp_state), or, for a journal, that begin as one; a file is never
   passed over for its name alone.
 - Hard links: each inode is processed once, under its first name in sorted order. When the default mode
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
@@ -39,13 +39,13 @@ import sys
 import time
 from typing import Callable, Iterable, NamedTuple
 
-from elfpatch import teststop
 from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line
+from elfpatch.fs import teststop
+from elfpatch.fs.commit import JOURNAL_RE, TEMP_RE, before_install, link_temp_name, mark_temp, temp_state
+from elfpatch.fs.source import Place
 from elfpatch.report import ERROR, FileReport
-from elfpatch.source import Place
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
-from elfpatch.write import JOURNAL_RE, TEMP_RE, before_install, link_temp_name, mark_temp, temp_state
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
@@ -438,7 +438,7 @@ class Journal:
 
 class Links:
     """The names of one inode this run re-points: its journal, written just before the first name's rename
-    (``before_rename``, elfpatch.write's hook) and brought up to date just after it."""
+    (``before_rename``, elfpatch.fs.commit's hook) and brought up to date just after it."""
 
     def __init__(self, place: Place, first: Name, group: Group) -> None:
         self.place, self.first, self.group = place, first, group
@@ -495,7 +495,7 @@ def _rel(first: Name, other: Name) -> str:
 
 def _switch_one(j: Journal, fp: Place, first: Name, other: Name) -> tuple[str, str]:
     """Point ``other`` at the journal's new inode if it still names the old one exactly as recorded."""
-    from elfpatch.write import check_replaceable
+    from elfpatch.fs.commit import check_replaceable
 
     try:
         with place_of(other) as op:
@@ -566,7 +566,7 @@ def relink(links: Links, job: Job) -> list[FileReport]:
     """Point every other name of the group at the first name's new inode, each switch atomic. The journal
     lists what is left while it runs; a name that fails stays in it for the next writing run to finish.
     Returns an error report for each name not re-pointed."""
-    from elfpatch.source import LOCK_TIMEOUT, lock_file
+    from elfpatch.fs.source import LOCK_TIMEOUT, lock_file
 
     j, first, others = links.journal, links.first, links.group.names[1:]
     assert j is not None
@@ -622,7 +622,7 @@ def _trusted_journal(dfd: int, jname: str) -> int | None:
 
 def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[int, bool]:
     """Finish what a journal records: (how many names were switched, whether the journal is done with)."""
-    from elfpatch.source import LOCK_TIMEOUT, lock_file
+    from elfpatch.fs.source import LOCK_TIMEOUT, lock_file
 
     first = by_path.get(os.path.join(base, j.record["first"]))
     if first is None:
@@ -734,7 +734,7 @@ _worker_dirs = Dirs()  # a pool process's (it starts empty: the parent keeps non
 def _init_worker() -> None:
     """A pool process says a lock wait at once through the handlers it inherited (its other warnings travel
     back with its reports, which would be too late for this one)."""
-    from elfpatch.source import wait_log
+    from elfpatch.fs.source import wait_log
 
     waits = wait_log()
     waits.handlers, waits.propagate = list(LOG.handlers), False

@@ -8,7 +8,7 @@ Memory stays bounded whatever the sizes: an ELF member over 32 MiB is inflated i
 smaller ones are in memory at once, compressed data is copied by the kernel (``Span``), never read into the
 process, and the central directory costs a few bytes per member (``zipfmt.Directory``, ``zipfmt.Written``).
 Member names are only ever strings: nothing is extracted to the file system. The new wheel goes through the
-one commit protocol (elfpatch.write: a temp beside the target, metadata, identity check), verified (every
+one commit protocol (elfpatch.fs.commit: a temp beside the target, metadata, identity check), verified (every
 changed member's new stream inflated and checked against the patched bytes' size and CRC, the central
 directory re-read), then renamed over the original (or to -o OUT); a failure leaves the original untouched
 and no temp file behind.
@@ -20,26 +20,26 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 
-from elfpatch import zipfmt, zsplice
-from elfpatch.edits import check_old_bytes
-from elfpatch.elfconst import ELFMAG
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.const import ELFMAG
+from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError, VerifyError, WriteError
-from elfpatch.plan import ImagePlan, plan_image, verify_image
+from elfpatch.formats import zipfmt, zsplice
+from elfpatch.formats.spans import Scratch, Span
+from elfpatch.formats.wheel_queue import Patched, Queue
+from elfpatch.formats.wheel_record import SIGNATURES, Record
+from elfpatch.fs.commit import open_temp, replace_atomic
+from elfpatch.fs.source import Source
+from elfpatch.patching.edits import check_old_bytes
+from elfpatch.patching.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
-from elfpatch.source import Source
-from elfpatch.spans import Scratch, Span
 from elfpatch.targets import open_source
 from elfpatch.targets.elf import status_for
-from elfpatch.targets.wheel_queue import Patched, Queue
-from elfpatch.targets.wheel_record import SIGNATURES, Record
-from elfpatch.write import open_temp, replace_atomic
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     import mmap
 
-    from elfpatch.source import Place
+    from elfpatch.fs.source import Place
     from elfpatch.targets import Job
 
 
@@ -221,7 +221,7 @@ class _Writer:
         self.scratch_dir = os.path.dirname(self.target)
         self.workers = _workers()
         self.pool = ThreadPoolExecutor(self.workers)
-        self.temp, self.dest = open_temp(src, job.output)  # the one commit protocol (elfpatch.write)
+        self.temp, self.dest = open_temp(src, job.output)  # the one commit protocol (elfpatch.fs.commit)
         self.fd = self.temp.fd
         self.out = os.fdopen(self.fd, "w+b", closefd=False)
         self.queue = Queue(src.fd, src.data, self.path, self.out, self.written, self.pool, self.scratch_dir)

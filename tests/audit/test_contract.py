@@ -176,7 +176,7 @@ def test_unreadable_reference_name_is_no_error_where_check_has_none(site: Path) 
     may audit fail on it (the loader would refuse the file; the report still covers the rest)."""
     import struct
 
-    from elfpatch.elffile import ElfFile
+    from elfpatch.elf.file import ElfFile
 
     user = site / "pkgc" / "_c.so"
     data = bytearray(user.read_bytes())

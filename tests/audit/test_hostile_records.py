@@ -13,7 +13,7 @@ from jsonschema_check import cli_json
 
 import elfpatch
 from audit.helpers import install
-from elfpatch.packages import Owners, Package
+from elfpatch.auditing.packages import Owners, Package
 
 NEVER_HANG = 120  # seconds; a hang is what is tested, not speed
 

@@ -1,4 +1,4 @@
-"""Package ownership (elfpatch.packages): dist-info RECORDs, conda-meta records, wheel names; malformed
+"""Package ownership (elfpatch.auditing.packages): dist-info RECORDs, conda-meta records, wheel names; malformed
 records own nothing and never fail."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from elfpatch.packages import Owners, Package, wheel_package
+from elfpatch.auditing.packages import Owners, Package, wheel_package
 
 
 def write(path: Path, text: str | bytes) -> Path:

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import assert_own_error
 
-from elfpatch.elfconst import DT_INIT_ARRAYSZ, DT_RELA, DT_RELASZ
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.const import DT_INIT_ARRAYSZ, DT_RELA, DT_RELASZ
+from elfpatch.elf.file import ElfFile
+from elfpatch.elf.loadorder import LdCache, resolve
 from elfpatch.errors import ElfPatchError, ParseError, UnsupportedError
-from elfpatch.inits import initializers, list_initializers
-from elfpatch.loadorder import LdCache, resolve
+from elfpatch.inits.order import initializers, list_initializers
 from inits.helpers import run_trace, slot_map, variant_dir
 
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import require_tool, run_cli
 from jsonschema_check import cli_json
 
-from elfpatch.inits import list_initializers
+from elfpatch.inits.order import list_initializers
 from inits.helpers import (
     CROSS_VARIANTS,
     FINI_KINDS,

@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli
 from jsonschema_check import cli_json
 
-from elfpatch.loadorder import LdCache, resolve
+from elfpatch.elf.loadorder import LdCache, resolve
 from inits.helpers import FINI_KINDS, INIT_KINDS, run_trace, token, user_entries, variant_dir
 
 CHAIN = {"chain_main", "libchain_mid.so", "libchain_base.so"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import elfpatch.loadorder as loadorder
+import elfpatch.elf.loadorder as loadorder
 
 NEEDED, DIRS = 40, 200
 
@@ -56,6 +56,6 @@ def test_ld_so_cache_that_is_a_fifo_does_not_block(tmp_path: Path) -> None:
     maps only a regular file), not a wait for a writer that never comes."""
     fifo = tmp_path / "ld.so.cache"
     os.mkfifo(fifo)
-    code = "import sys\nfrom elfpatch.loadorder import LdCache\nprint(len(LdCache(sys.argv[1]).entries))\n"
+    code = "import sys\nfrom elfpatch.elf.loadorder import LdCache\nprint(len(LdCache(sys.argv[1]).entries))\n"
     proc = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout == "0\n", proc.stderr

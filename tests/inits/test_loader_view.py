@@ -18,7 +18,7 @@ from unique.lies import (
     single_null_shdr,
 )
 
-from elfpatch.inits import FINI_KINDS, INIT_KINDS, list_initializers
+from elfpatch.inits.order import FINI_KINDS, INIT_KINDS, list_initializers
 from inits.helpers import run_trace, slot_map, token, user_entries
 
 LIES = {"dynamic-offset": dynamic_offset, "dynamic-offset-with-sections": dynamic_offset_with_sections,

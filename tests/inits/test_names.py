@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from elfpatch.inits import parse_cdtor_name
+from elfpatch.inits.order import parse_cdtor_name
 
 
 @pytest.mark.parametrize(("name", "expected"), [

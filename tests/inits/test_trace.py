@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from elfpatch.inits import list_initializers
-from elfpatch.loadorder import resolve
+from elfpatch.elf.loadorder import resolve
+from elfpatch.inits.order import list_initializers
 from inits.helpers import (
     FINI_KINDS,
     INIT_KINDS,

@@ -1,4 +1,4 @@
-"""`inits --dtors --siof` stays bounded on crafted code (elfpatch/initscan/budget.py): each input is generated
+"""`inits --dtors --siof` stays bounded on crafted code (elfpatch/inits/budget.py): each input is generated
 assembly built here, small, and analysed in a child under an address-space cap (RLIMIT_AS) and a CPU-time cap
 (RLIMIT_CPU). The guarantee checked is termination within the caps with a normal exit, and the note that says
 which limit cut the analysis short; never how long it took."""
@@ -53,10 +53,10 @@ def _function(name: str, body: str) -> str:
 def test_a_state_never_holds_more_than_its_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound itself, measured: every abstract state the walk bounds holds at most STATE_SLOTS stack slots
     after it, however many the code writes (a state that kept them all is what made blocks x slots grow)."""
-    from elfpatch.inits import list_initializers
-    from elfpatch.initscan import disasm
-    from elfpatch.initscan.analysis import analyze_path
-    from elfpatch.initscan.budget import STATE_SLOTS
+    from elfpatch.inits import disasm
+    from elfpatch.inits.analysis import analyze_path
+    from elfpatch.inits.budget import STATE_SLOTS
+    from elfpatch.inits.order import list_initializers
 
     slots = "\n".join(f"mov qword ptr [rbp - {8 * (i + 1)}], {i + 1}" for i in range(4 * STATE_SLOTS))
     blocks = "\n".join(f"test eax, eax\nje .Lc{i}\nnop\n.Lc{i}:" for i in range(50))
@@ -123,8 +123,8 @@ def test_argument_tuples_are_capped(tmp_path: Path) -> None:
 
 def test_instruction_budget_cuts_the_file_with_a_note() -> None:
     """Past the file's instruction budget no function is decoded; the ones asked for are named as cut."""
-    from elfpatch.initscan.budget import Budget
-    from elfpatch.initscan.disasm import EM_X86_64, Disassembler
+    from elfpatch.inits.budget import Budget
+    from elfpatch.inits.disasm import EM_X86_64, Disassembler
 
     code = b"\x90" * 64 + b"\xc3"
     budget = Budget(instructions=10)
@@ -140,8 +140,8 @@ def test_capstone_error_is_one_function_unseen(monkeypatch: pytest.MonkeyPatch) 
     the next function decodes."""
     import capstone
 
-    from elfpatch.initscan.budget import Budget
-    from elfpatch.initscan.disasm import EM_X86_64, Disassembler
+    from elfpatch.inits.budget import Budget
+    from elfpatch.inits.disasm import EM_X86_64, Disassembler
 
     code = b"\x90\xc3" * 8
     budget = Budget()
@@ -178,8 +178,8 @@ def test_unsized_function_ends_at_its_reachable_code(tmp_path: Path) -> None:
 def test_walk_budget_cuts_a_fixpoint_short() -> None:
     """Past the file's budget of instructions walked, a loop's fixpoint stops after its current pass and the
     function is named as cut (its first pass's events stand)."""
-    from elfpatch.initscan.budget import Budget
-    from elfpatch.initscan.disasm import EM_X86_64, Disassembler
+    from elfpatch.inits.budget import Budget
+    from elfpatch.inits.disasm import EM_X86_64, Disassembler
 
     code = b"\xb8\x01\x00\x00\x00\x83\xc0\x01\xeb\xfb"  # mov eax, 1; L: add eax, 1; jmp L (rax changes each pass)
     budget = Budget(steps=1)
@@ -262,7 +262,7 @@ def test_an_fde_past_the_address_space_is_a_lying_record() -> None:
     an OverflowError out of the analysis."""
     from array import array
 
-    from elfpatch.initscan.extents import EhFrameError, _add
+    from elfpatch.inits.extents import EhFrameError, _add
 
     starts, ends = array("Q"), array("Q")
     _add(0x1000, 0x20, 0, starts, ends)

@@ -50,7 +50,7 @@ def test_json_contract(gcc_build: Path) -> None:
 def test_capstone_only_for_the_analysis_flags(gcc_build: Path) -> None:
     """`elfpatch unique` and a plain `inits` listing never import the disassembler."""
     exe = str(gcc_build / "gcc-O2" / "dtors")
-    code = ("import sys; from elfpatch.cli import main; import elfpatch.main_unique; "
+    code = ("import sys; from elfpatch.cli import main; import elfpatch.commands.unique; "
             f"rc = [main(['unique', '--check', {exe!r}]), main(['inits', {exe!r}])]; "
             "print('capstone' in sys.modules, rc)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

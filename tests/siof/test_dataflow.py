@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import require_tool
 
-from elfpatch.elfconst import EM_AARCH64, EM_X86_64
-from elfpatch.initscan.disasm import Access, Call, Deref, Disassembler, Ptr, Within
+from elfpatch.elf.const import EM_AARCH64, EM_X86_64
+from elfpatch.inits.disasm import Access, Call, Deref, Disassembler, Ptr, Within
 
 START = 0x1000
 DATA, SIZE = 0x4000, 0x400  # the global array
@@ -221,10 +221,10 @@ def test_a_pointer_difference_is_not_an_address(tmp_path: Path) -> None:
 def test_loops_that_never_settle_make_the_analysis_incomplete(siof_build: Path, monkeypatch) -> None:
     """The fixpoint is bounded; should a function's loops ever be cut short at the bound, its loop heads assume
     nothing (stores can be missed), so the file must not be called complete."""
-    from elfpatch.elffile import ElfFile
-    from elfpatch.inits import initializers
-    from elfpatch.initscan import disasm
-    from elfpatch.initscan.analysis import analyze
+    from elfpatch.elf.file import ElfFile
+    from elfpatch.inits import disasm
+    from elfpatch.inits.analysis import analyze
+    from elfpatch.inits.order import initializers
 
     path = siof_build / "siof" / "O2" / "loop_ctor"
     elf = ElfFile(path.read_bytes(), str(path))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import require_tool
 
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
-from elfpatch.inits import initializers
-from elfpatch.initscan.analysis import analyze
+from elfpatch.inits.analysis import analyze
+from elfpatch.inits.order import initializers
 
 
 @pytest.mark.parametrize("fixture", ["gcc-O2/libdtors.so", "clang-O0/dtors", "a64-gcc-O2/libdtors.so"])

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import require_tool
 
-from elfpatch.elfconst import EM_AARCH64, EM_X86_64
-from elfpatch.initscan.disasm import _PREFIXES, _X86_MEM, Access, Deref, Disassembler, x86_memory_access
+from elfpatch.elf.const import EM_AARCH64, EM_X86_64
+from elfpatch.inits.disasm import _PREFIXES, _X86_MEM, Access, Deref, Disassembler, x86_memory_access
 
 capstone = pytest.importorskip("capstone")
 
@@ -117,7 +117,7 @@ def test_the_table_agrees_with_capstone_on_compiled_code(siof_build: Path) -> No
     """Every memory operand of every instruction in the x86-64 fixture builds: the table's read/write is
     capstone's, except where capstone is known wrong (CAPSTONE_WRONG)."""
     require_tool("g++", packages="g++")
-    from elfpatch.elffile import ElfFile
+    from elfpatch.elf.file import ElfFile
 
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
@@ -169,7 +169,7 @@ A64_TEXT = [
 
 @pytest.mark.parametrize("machine,table", [(EM_X86_64, X86_TEXT), (EM_AARCH64, A64_TEXT)], ids=["x86-64", "a64"])
 def test_operand_text_is_what_the_decoder_parses(machine: int, table: list) -> None:
-    from elfpatch.initscan.disasm import _disassembler
+    from elfpatch.inits.disasm import _disassembler
 
     md = _disassembler(machine)
     for hexa, mnem, op_str in table:

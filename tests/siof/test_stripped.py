@@ -1,4 +1,4 @@
-"""Stripped files (no .symtab): function extents come from .eh_frame FDEs (elfpatch/initscan/extents.py), so
+"""Stripped files (no .symtab): function extents come from .eh_frame FDEs (elfpatch/inits/extents.py), so
 decoding stops at each function's end and every registration the library makes at run time (the LD_PRELOAD
 shim's log) is listed once; objects without a symbol are reported by address and section."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import require_tool, run_cli
 
-from elfpatch.elfconst import STT_FUNC
-from elfpatch.elffile import ElfFile
-from elfpatch.initscan.extents import eh_frame_extents
+from elfpatch.elf.const import STT_FUNC
+from elfpatch.elf.file import ElfFile
+from elfpatch.inits.extents import eh_frame_extents
 
 # Translation units with nothing exported: their initializers sit side by side in .text.startup with no
 # dynamic symbol between them (what a stripped Debian library looks like).

@@ -29,7 +29,7 @@ from oracle import assert_error_line, assert_own_error
 from unique.helpers import info_offsets
 
 import elfpatch
-from elfpatch import arfmt
+from elfpatch.formats import arfmt
 from targets.helpers import DIST, build_wheel, record_hash, wheel_files
 
 EXAMPLES = int(os.environ.get("ELFPATCH_FUZZ_EXAMPLES", "150"))

@@ -17,7 +17,7 @@ from elfpatch.targets.tree import PARALLEL_MIN_FILES, Group, _parallel, workers
 
 
 def hook(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "elfpatch.targets.hook", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elfpatch.commands.hook", *args], capture_output=True, text=True,
                           cwd=cwd)
 
 
@@ -26,7 +26,7 @@ def test_hook_declaration() -> None:
     entries = dict(line.strip().lstrip("- ").split(": ", 1) for line in text.splitlines()
                    if line.strip() and not line.lstrip().startswith("#"))
     assert entries["id"] == "elfpatch-unique-check"
-    assert entries["entry"] == "python -m elfpatch.targets.hook" and entries["language"] == "python"
+    assert entries["entry"] == "python -m elfpatch.commands.hook" and entries["language"] == "python"
     assert entries["types"] == "[binary]"
 
 
@@ -91,7 +91,7 @@ def test_hook_option_value_is_never_taken_for_a_file(unique_build: Path, tmp_pat
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The splitter reads `unique`'s own parser: ``--exclude libfoo.so`` keeps its value even when a file of
     that name is staged (it was taken as a PATH, leaving a bare --exclude to swallow the next file)."""
-    from elfpatch.targets.hook import split
+    from elfpatch.commands.hook import split
 
     shutil.copy(unique_build / "libholder_v1.so", tmp_path / "libfoo.so")
     shutil.copy(unique_build / "libholder_v1.so", tmp_path / "libbar.so")

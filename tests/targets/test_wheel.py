@@ -84,7 +84,7 @@ def test_fallback_paths_give_the_same_wheel(unique_build: Path, tmp_path: Path, 
                                             stored: bool) -> None:
     """Without libz's inflate(Z_BLOCK) (whole-member re-deflate) and with every member in a temp file, the
     patched member is the same bytes, and RECORD and the zip agree."""
-    from elfpatch import spans, zsplice
+    from elfpatch.formats import spans, zsplice
 
     monkeypatch.setattr(zsplice, "_libz", None)
     monkeypatch.setattr(spans, "MEMORY_LIMIT", 0)

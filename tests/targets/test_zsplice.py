@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from elfpatch import zipfmt, zsplice
 from elfpatch.errors import ParseError, VerifyError
-from elfpatch.spans import Span
+from elfpatch.formats import zipfmt, zsplice
+from elfpatch.formats.spans import Span
 
 pytestmark = pytest.mark.skipif(zsplice.libz() is None, reason="needs the system libz.so.1 for inflate(Z_BLOCK)")
 

@@ -1,6 +1,6 @@
 """Helpers for the adversarial tests: run `python -m elfpatch` as root or as `nobody`, stopped at a named phase.
 
-A run started with ``stop=PHASE`` stops itself there (ELFPATCH_TEST_STOP, elfpatch.teststop); ``os.waitpid``
+A run started with ``stop=PHASE`` stops itself there (ELFPATCH_TEST_STOP, elfpatch.fs.teststop); ``os.waitpid``
 with WUNTRACED returns once it has, so the test acts at exactly that moment (no timer), then continues it or
 kills it. ``nobody`` gets the interpreter's own copy of the package in a world-readable temp directory: the
 checkout (and its venv) may sit in a directory nobody cannot enter.

@@ -25,7 +25,7 @@ def temps(directory: Path) -> list[str]:
 def info_offsets(image: bytes) -> set[int]:
     """Offsets of every st_info byte of every symbol table in ``image`` (empty if it does not parse)."""
     import elfpatch
-    from elfpatch.elffile import ElfFile
+    from elfpatch.elf.file import ElfFile
 
     try:
         elf = ElfFile(image)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import struct
 from typing import Callable
 
-from elfpatch.elfconst import PN_XNUM, PT_DYNAMIC, SHT_DYNSYM, SHT_PROGBITS, STB_GNU_UNIQUE
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.const import PN_XNUM, PT_DYNAMIC, SHT_DYNSYM, SHT_PROGBITS, STB_GNU_UNIQUE
+from elfpatch.elf.file import ElfFile
 
 # (offset, format) of header fields, by ELF class.
 EHDR = {64: {"e_phoff": (0x20, "Q"), "e_shoff": (0x28, "Q"), "e_phnum": (0x38, "H"), "e_shentsize": (0x3A, "H"),

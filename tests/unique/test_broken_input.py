@@ -9,8 +9,8 @@ import pytest
 from conftest import run_cli
 from jsonschema_check import cli_json
 
-from elfpatch.elfconst import DT_GNU_HASH, DT_HASH, DT_SYMTAB, PT_DYNAMIC
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.const import DT_GNU_HASH, DT_HASH, DT_SYMTAB, PT_DYNAMIC
+from elfpatch.elf.file import ElfFile
 from unique.helpers import drop_section_headers, info_offsets
 
 Mutation = Callable[[bytearray, ElfFile], None]

@@ -8,7 +8,7 @@ import pytest
 from conftest import run_cli
 from jsonschema_check import cli_json
 
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.file import ElfFile
 from unique.helpers import changed_offsets
 
 MANGLED = {"_ZN6HolderIiE5valueE": "Holder<int>::value", "_ZZ7countervE1c": "counter()::c"}

@@ -1,7 +1,7 @@
 """The demangler against c++filt: a glob on demangled names (--symbol, --keep) is never silently blind.
 
 elfpatch demangles with libstdc++'s own __cxa_demangle after bounding the demangled length by a walk of the
-mangled name (elfpatch.mangled); a name the walk cannot bound, or whose demangled form is too long, is not
+mangled name (elfpatch.elf.mangled); a name the walk cannot bound, or whose demangled form is too long, is not
 demangled, and a glob that could have matched it warns. The reference is `c++filt -i` (no verbose
 expansion of std::string and the like: what `nm -C` prints and __cxa_demangle prints)."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from conftest import run_cli
 from jsonschema_check import cli_json
 
-from elfpatch import mangled, symbols
-from elfpatch.symbols import NameFilter
+from elfpatch.elf import mangled, symbols
+from elfpatch.elf.symbols import NameFilter
 
 COUNTER = ("_ZZ7counterINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEESt6vectorIS5_SaIS5_EEEDTplcldtfp_5count"
            "fp0_Ecldtfp_4sizeEERKSt3mapIT_T0_St4lessISB_ESaISt4pairIKSB_SC_EEERSG_E5calls")

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import elfpatch
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.file import ElfFile
 
 PACKAGE = Path(elfpatch.__file__).parent
 ELF_NAME = re.compile(r"(?:DT|PT|SHT|SHN|STB|STT|ET|EM|DF_1|ELFCLASS|ELFDATA|ELFOSABI|PN)_[A-Z0-9_]+$|ELFMAG$")
@@ -29,12 +29,12 @@ def test_elf_constants_are_defined_once() -> None:
                     for n in names:
                         if isinstance(n, ast.Name) and ELF_NAME.match(n.id):
                             defined.setdefault(name, []).append(n.id)
-    assert list(defined) == ["elfconst.py"], {k: v for k, v in defined.items() if k != "elfconst.py"}
+    assert list(defined) == ["elf/const.py"], {k: v for k, v in defined.items() if k != "elf/const.py"}
 
 
 def test_symbol_entries_and_headers_are_decoded_in_elffile_only() -> None:
     for name, tree in modules().items():
-        if name == "elffile.py":
+        if name == "elf/file.py":
             continue
         strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         assert not strings & {"IBBHQQ", "IIIBBH"}, f"{name} decodes symbol entries itself"
@@ -42,10 +42,10 @@ def test_symbol_entries_and_headers_are_decoded_in_elffile_only() -> None:
 
 
 def test_loadorder_does_not_import_inits() -> None:
-    tree = modules()["loadorder.py"]
+    tree = modules()["elf/loadorder.py"]
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert "elfpatch.inits" not in imported
+    assert "elfpatch.inits.order" not in imported
 
 
 def test_one_dynamic_string_reader(unique_build: Path) -> None:

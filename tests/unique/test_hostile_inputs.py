@@ -17,8 +17,9 @@ import pytest
 from jsonschema_check import cli_json
 
 import elfpatch
-from elfpatch import mangled, symbols, zipfmt, zsplice
-from elfpatch.spans import Span
+from elfpatch.elf import mangled, symbols
+from elfpatch.formats import zipfmt, zsplice
+from elfpatch.formats.spans import Span
 
 # Peak RSS of the child's own process image, printed last on stderr (ru_maxrss would count the forking parent).
 _PEAK = (
@@ -46,7 +47,7 @@ def test_initializer_name_parsing_is_linear() -> None:
     every dot (60 KB took 4-8 s, 1 MB would take hours); the suffixes are now taken off the end in one pass.
     The child gets 20 s of CPU for names totalling 4 MB."""
     code = (
-        "from elfpatch.inits import parse_cdtor_name\n"
+        "from elfpatch.inits.order import parse_cdtor_name\n"
         "n = 1 << 20\n"
         "for name in ('_GLOBAL__sub_I_a' + '.part' * (n // 5) + 'x', '_GLOBAL__sub_I_a.cc' + '.part.1' * (n // 7),\n"
         "             '_GLOBAL__sub_I_' + '.cold' * (n // 5), '_GLOBAL__sub_I_00101_' + '9.' * (n // 2)):\n"

@@ -1,6 +1,6 @@
 """SIGKILL during a run on a ~100 MB library (and a wheel holding it), at every phase of the run for sure.
 
-Each kill is aimed with the test-only stop point (ELFPATCH_TEST_STOP=PHASE, elfpatch.teststop): the run stops
+Each kill is aimed with the test-only stop point (ELFPATCH_TEST_STOP=PHASE, elfpatch.fs.teststop): the run stops
 itself at the phase, the test checks where it is (for ``copying``: the run's own temp, seen through
 /proc/PID/fd, is shorter than the file), then SIGKILLs it. No timer decides which phase is hit, so the
 campaign holds on a loaded machine.
@@ -36,7 +36,7 @@ import elfpatch
 
 BLOB = 100_000_000  # bytes of random data in .rodata: the library is ~100 MB
 SEED = 20240611
-# Phases of a default-mode run, in order (elfpatch.teststop); the file is the original until "renamed".
+# Phases of a default-mode run, in order (elfpatch.fs.teststop); the file is the original until "renamed".
 PHASES = ("locked", "mapped", "temp", "copying", "written", "verified", "linked", "renamed")
 WHEEL_PHASES = ("locked", "mapped", "temp", "written", "verified", "linked", "renamed")
 

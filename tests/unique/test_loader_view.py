@@ -15,8 +15,8 @@ import pytest
 from conftest import CROSS_ARCHES, require_tool, run_cli
 from jsonschema_check import cli_json
 
-from elfpatch.elfconst import ELFOSABI_GNU, STB_GNU_UNIQUE
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.const import ELFOSABI_GNU, STB_GNU_UNIQUE
+from elfpatch.elf.file import ElfFile
 from unique.helpers import changed_offsets, info_offsets
 from unique.lies import EXTENDED, LOADER_LIES, P_OFFSET_READERS_FOOLED, SYMTAB_LOST
 

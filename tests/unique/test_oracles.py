@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import CROSS_ARCHES
 
-from elfpatch.elffile import ElfFile
-from elfpatch.symbols import unique_applies, unique_indexes
+from elfpatch.elf.file import ElfFile
+from elfpatch.elf.symbols import unique_applies, unique_indexes
 
 
 def system_elves(limit: int = 60) -> list[str]:

@@ -7,9 +7,9 @@ import gc
 import weakref
 from pathlib import Path
 
-from elfpatch.elffile import ElfFile
-from elfpatch.plan import plan_image
-from elfpatch.symbols import STB_GLOBAL, NameFilter
+from elfpatch.elf.file import ElfFile
+from elfpatch.elf.symbols import STB_GLOBAL, NameFilter
+from elfpatch.patching.plan import plan_image
 
 
 def test_an_elf_file_is_freed_without_the_cyclic_gc(unique_build: Path) -> None:

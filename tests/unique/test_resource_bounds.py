@@ -15,8 +15,8 @@ import pytest
 from targets.helpers import build_wheel, wheel_files
 
 import elfpatch
-from elfpatch.elfconst import DT_GNU_HASH, DT_STRSZ, PN_XNUM, PT_DYNAMIC
-from elfpatch.elffile import ElfFile
+from elfpatch.elf.const import DT_GNU_HASH, DT_STRSZ, PN_XNUM, PT_DYNAMIC
+from elfpatch.elf.file import ElfFile
 from unique.helpers import drop_section_headers
 from unique.lies import set_shdr
 from unique.test_broken_input import Mutation, dynamic_entry, hash_table_field, poke, poke_section

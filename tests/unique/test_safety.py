@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli
 
 import elfpatch
-from elfpatch import write
+from elfpatch.fs import commit as write
 from unique.helpers import temps
 
 
@@ -102,7 +102,7 @@ def test_only_runs_that_create_a_temp_clean_temps(lib: Path) -> None:
     assert not stale.exists()
 
 
-# Phases of a default-mode run (elfpatch.teststop), in order; the file is the original up to the rename.
+# Phases of a default-mode run (elfpatch.fs.teststop), in order; the file is the original up to the rename.
 ATOMIC_PHASES = ("locked", "mapped", "temp", "written", "verified", "linked", "renamed")
 
 

@@ -1,0 +1,1 @@
+"""The subcommands: each registers its own parser and runs; what their options share."""

@@ -1,0 +1,83 @@
+"""The pre-commit hook (.pre-commit-hooks.yaml): `elfpatch unique --check` over the staged files that are
+ELF files, ar archives or wheels by their first bytes. Other files pre-commit hands over by name (a linker
+script called libc.so, a COFF object) are passed over silently, as a tree walk passes over them.
+
+    python -m elfpatch.commands.hook [unique options] FILE...
+
+Options are those of `elfpatch unique` (--symbol GLOB, --to, --json, --exclude GLOB); they are told from
+files by that parser's own definition, so an option's value (`--exclude libfoo.so`) stays its value even when
+a file has that name. Every other argument naming an existing regular file is taken as a file.
+Exit status as `elfpatch unique --check`: 0 clean, 1 unique symbols found, 2 an error.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+from elfpatch.targets import kind_of, read_head
+
+
+def _unique_options() -> dict[str, bool]:
+    """Each option string of `elfpatch unique` -> whether it takes a value, read from its parser."""
+    import argparse
+
+    from elfpatch.commands.unique import register
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub)
+    parser = sub.choices["unique"]
+    return {opt: a.nargs != 0 for a in parser._actions for opt in a.option_strings}
+
+
+def _takes_value(arg: str, options: dict[str, bool]) -> bool:
+    """Whether ``arg`` is an option whose value is the next argument (not ``--opt=v`` nor ``-oV``); a long
+    option may be abbreviated, as argparse allows, when the prefix is unambiguous."""
+    if arg in options:
+        return options[arg]
+    if not arg.startswith("--") or "=" in arg:
+        return False
+    matches = [o for o in options if o.startswith(arg)]
+    return len(matches) == 1 and options[matches[0]]
+
+
+def split(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(options, target files) of the hook's arguments: an option's value is never taken for a file; after
+``--`` no argument is an option."""
+    options: list[str] = []
+    files: list[str] = []
+    known = _unique_options()
+    value_next = only_paths = False
+    for arg in args:
+        if value_next:
+            options.append(arg)
+            value_next = False
+        elif arg.startswith("-") and not only_paths:
+            options.append(arg)
+            only_paths = arg == "--"
+            value_next = _takes_value(arg, known)
+        elif not os.path.isfile(arg):
+            options.append(arg)  # not a staged file: elfpatch says what it is
+        elif _is_target(arg):
+            files.append(arg)
+    return options, files
+
+
+def _is_target(path: str) -> bool:
+    try:
+        return kind_of(read_head(path), path) is not None
+    except OSError:
+        return True  # let elfpatch say why it cannot be read
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from elfpatch.cli import main as cli_main
+
+    options, files = split(sys.argv[1:] if argv is None else argv)
+    if not files:
+        return 0
+    return cli_main(["unique", "--check", *options, *files])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,264 @@
+"""`elfpatch inits`: what runs at load and unload, in the loader's order, with names and source files."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from elfpatch.commands.options import Count
+from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
+from elfpatch.report import envelope, write_document
+
+HELP = """\
+List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
+(executables only), DT_INIT, legacy .ctors, DT_INIT_ARRAY by index; at exit or dlclose: DT_FINI_ARRAY in
+reverse, DT_FINI, legacy .dtors. Addresses are link-time addresses, as nm shows them.
+--dtors and --siof disassemble each initializer (x86-64 and AArch64) and follow its calls up to --depth:
+--dtors lists the exit-time destructors it registers (__cxa_atexit, atexit, __cxa_thread_atexit), --siof what
+it constructs and reads, with a verdict for every read of a global that another initializer constructs.
+Exit status: 0 success, 1 a file has more than --max static initializers, more than --max-dtors exit-time
+destructors, or a --fail-on finding; 2 an error (one line per file)."""
+FAIL_ON = {"before-construction": ("before-construction",),
+           "order-dependent": ("before-construction", "order-dependent")}
+
+
+MAX_DEPTH = 64  # the walk recurses once per call level
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inits", help="list static initializers and finalizers in execution order",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--max", metavar="N", type=Count(), default=None,
+                   help="exit 1 when a file has more than N static initializers (preinit_array, init_array "
+                        "and .ctors entries that are not the toolchain's own)")
+    p.add_argument("--deps", action="store_true",
+                   help="follow DT_NEEDED as the loader would and print the order of the whole load: "
+                        "initializers dependencies first, finalizers at exit")
+    p.add_argument("--dtors", action="store_true",
+                   help="list the exit-time destructors each initializer registers, in registration order")
+    p.add_argument("--siof", action="store_true",
+                   help="what each initializer constructs and reads; static-initialization-order verdicts")
+    p.add_argument("--depth", metavar="N", type=Count(MAX_DEPTH), default=3,
+                   help=f"follow calls this deep from each initializer (default 3, at most {MAX_DEPTH})")
+    p.add_argument("--fail-on", metavar="VERDICT", choices=sorted(FAIL_ON), default=None,
+                   help="exit 1 on a --siof finding of this verdict (order-dependent includes "
+                        "before-construction)")
+    p.add_argument("--max-dtors", metavar="N", type=Count(), default=None,
+                   help="exit 1 when a file registers more than N exit-time destructors")
+    p.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                   help="pass over files whose path relative to a tree's root, or a PATH as given, matches "
+                        "GLOB (repeatable; a GLOB without / also matches the file name alone)")
+    p.add_argument("paths", metavar="PATH", nargs="+",
+                   help="an ELF file, or a directory: every ELF file of its tree (symlinks not followed)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from elfpatch.inits.order import static_initializer_count
+
+    files, loads, errors = _list_all(args)
+    listed = [f for f in files if "init" in f]  # a file that failed has no listing
+    counts = {f["path"]: static_initializer_count(f) for f in listed}
+    over = [p for p, n in counts.items() if args.max is not None and n > args.max]
+    summary = {"files": len(files), "errors": errors, "static_initializers": counts, "max": args.max,
+               "over_max": over}
+    gate = _analysis_gates(listed, args, summary)
+    if args.json:
+        write_document(envelope("inits", files, summary, **({"loads": loads} if args.deps else {})), sys.stdout)
+    else:
+        _write_text(sys.stdout, listed, loads, counts, args)
+    sys.stdout.flush()
+    if errors:
+        return EXIT_ERROR
+    return EXIT_FOUND if over or gate else EXIT_OK
+
+
+def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """(entries, loads, errors) over ``args.paths``: one entry per file (a directory's ELF files), status
+    "listed" or "error" (a file that fails has no listing; one whose load (--deps) fails keeps its listing;
+    a tree that cannot be walked is its PATH's); each error is on stderr too."""
+    from elfpatch.commands.warnlog import WarningLog, warnings_of
+    from elfpatch.targets import Exclude
+    from elfpatch.targets.elftree import elf_paths
+
+    files: list[dict[str, Any]] = []
+    loads: list[dict[str, Any]] = []
+    for path, walk_error in elf_paths(args.paths, Exclude(args.exclude)):
+        with WarningLog() as log:  # what was logged before a failure stays in the failed file's warnings
+            try:
+                if walk_error is not None:
+                    raise walk_error
+                entry = {"path": path, "status": "listed", "error": None, **_listing(path, args)}
+            except ElfPatchError as exc:
+                entry = _failed({"path": path, "status": "error", "error": None,
+                                 "warnings": warnings_of(log, path)}, path, exc)
+        files.append(entry)
+        if args.deps and entry["error"] is None:
+            try:
+                loads.append(_load(path, entry))
+            except ElfPatchError as exc:
+                _failed(entry, path, exc)
+    return files, loads, sum(f["status"] == "error" for f in files)
+
+
+def _failed(entry: dict[str, Any], path: str, exc: ElfPatchError) -> dict[str, Any]:
+    """``entry`` marked failed by ``exc`` (its stderr line printed): the message names another file (a
+    dependency) when the error is about that one."""
+    print(error_line(exc.path or path, exc.message), file=sys.stderr)
+    other = exc.path is not None and exc.path != path
+    entry.update(status="error", error=f"{exc.path}: {exc.message}" if other else exc.message)
+    return entry
+
+
+def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One file's initializers, with the disassembly's findings when a flag asks for them."""
+    from elfpatch.commands.warnlog import WarningLog, warnings_of
+    from elfpatch.inits.order import list_initializers
+
+    with WarningLog() as log:  # also on stderr; the JSON's "warnings" must not miss them
+        listing = list_initializers(path)
+        if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
+            from elfpatch.inits.analysis import analyze_path  # imports capstone: only for these flags
+
+            before = None
+            if args.deps:  # reads of what earlier objects of the load define are ordered by it
+                from elfpatch.inits.deporder import defined_before
+
+                before = defined_before(path)
+            analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
+                         siof=args.siof or bool(args.fail_on), before=before)
+    listing["warnings"] = list(dict.fromkeys(listing["warnings"] + warnings_of(log, path)))
+    return listing
+
+
+def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summary: dict[str, Any]) -> bool:
+    """Whether --max-dtors or --fail-on fails the run; their figures go into ``summary`` (only when the
+    disassembly ran)."""
+    gate = False
+    if any("analysis_complete" in f for f in files):
+        summary["analysis_complete"] = all(f["analysis_complete"] for f in files)
+        if args.max_dtors is not None:
+            over_dtors = [f["path"] for f in files if len(f["exit_time_destructors"]) > args.max_dtors]
+            summary["max_dtors"], summary["over_max_dtors"] = args.max_dtors, over_dtors
+            gate = gate or bool(over_dtors)
+        if args.fail_on:
+            failing = [f["path"] for f in files
+                       if any(x["verdict"] in FAIL_ON[args.fail_on] for x in f.get("findings", ()))]
+            summary["fail_on"], summary["failing"] = args.fail_on, failing
+            gate = gate or bool(failing)
+    return gate
+
+
+def _load(path: str, listing: dict[str, Any]) -> dict[str, Any]:
+    """The whole load of ``path``: its objects, and every initializer and finalizer in execution order."""
+    from elfpatch.elf.loadorder import resolve
+    from elfpatch.inits.order import list_initializers
+
+    load = resolve(path)
+    listings = [listing] + [list_initializers(o.info.path) for o in load.objects[1:]]
+    init: list[dict[str, Any]] = []
+    order = list(load.init_order)
+    if load.initfirst is not None:  # glibc runs the DF_1_INITFIRST object even before the preinit array
+        i = order.pop(0)
+        init += _tagged(listings[i]["init"], load.objects, i, drop_preinit=True)
+    if load.main_program:
+        init += [e for e in _tagged(listing["init"], load.objects, 0) if e["kind"] == "preinit_array"]
+    for i in order:
+        init += _tagged(listings[i]["init"], load.objects, i, drop_preinit=True)
+    fini: list[dict[str, Any]] = []
+    for i in load.fini_order:
+        fini += _tagged(listings[i]["fini"], load.objects, i)
+    return {
+        "path": path,
+        "main_program": load.main_program,
+        "initfirst": None if load.initfirst is None else load.objects[load.initfirst].info.path,
+        "objects": [{"path": o.info.path, "needed_name": o.name, "needed_by": o.needed_by}
+                    for o in load.objects],
+        "missing": [{"name": m.name, "needed_by": m.needed_by} for m in load.missing],
+        "init_order": [load.objects[i].info.path for i in load.init_order],
+        "fini_order": [load.objects[i].info.path for i in load.fini_order],
+        "init": init,
+        "fini": fini,
+    }
+
+
+def _tagged(entries: list[dict[str, Any]], objects: list[Any], index: int,
+            drop_preinit: bool = False) -> list[dict[str, Any]]:
+    obj = objects[index].info.path
+    return [{"object": obj, **e} for e in entries if not (drop_preinit and e["kind"] == "preinit_array")]
+
+
+# -- text ------------------------------------------------------------------------------------------------
+
+_HEADER = ("KIND", "INDEX", "ADDRESS", "PRIO", "SOURCE", "SYMBOL")
+
+
+def _row(e: dict[str, Any]) -> tuple[str, ...]:
+    name = one_line(e["demangled"] or e["symbol"] or "?")  # names come from the file: any byte but NUL
+    if e["toolchain"]:
+        name += "  [toolchain]"
+    return (e["kind"], "-" if e["index"] is None else str(e["index"]),
+            "?" if e["address"] is None else f"{e['address']:#x}",
+            "-" if e["priority"] is None else str(e["priority"]), one_line(e["source"] or "-"), name)
+
+
+def _table(out: TextIO, rows: list[tuple[str, ...]], indent: str) -> None:
+    if not rows:
+        out.write(f"{indent}(nothing)\n")
+        return
+    widths = [max(len(r[i]) for r in [_HEADER, *rows]) for i in range(len(_HEADER) - 1)]
+    for r in [_HEADER, *rows]:
+        cells = [c.ljust(w) for c, w in zip(r, widths)] + [r[-1]]
+        out.write(indent + "  ".join(cells).rstrip() + "\n")
+
+
+def _write_text(out: TextIO, files: list[dict[str, Any]], loads: list[dict[str, Any]], counts: dict[str, int],
+                args: argparse.Namespace) -> None:
+    loads_by_path = {ld["path"]: ld for ld in loads}
+    for n, f in enumerate(files):
+        if n:
+            out.write("\n")
+        count = counts[f["path"]]
+        budget = "" if args.max is None else f" (max {args.max}{', over' if count > args.max else ''})"
+        out.write(f"{one_line(f['path'])}: {count} static initializer{'s' if count != 1 else ''}{budget}\n")
+        unnamed = sum(1 for e in f["init"] + f["fini"]
+                      if e["symbol"] is None and e["kind"] not in ("init", "fini"))
+        if unnamed:
+            out.write(f"  note: {unnamed} entries have no symbol (stripped?): the count may include the "
+                      "toolchain's frame_dummy\n")
+        out.write("  at load, in order:\n")
+        _table(out, [_row(e) for e in f["init"]], "    ")
+        out.write("  at exit or dlclose, in order:\n")
+        _table(out, [_row(e) for e in f["fini"]], "    ")
+        if "analysis_complete" in f:
+            from elfpatch.inits.report import write_analysis
+
+            write_analysis(out, f)
+        load = loads_by_path.get(f["path"])
+        if load is not None:
+            _write_load(out, load)
+
+
+def _write_load(out: TextIO, load: dict[str, Any]) -> None:
+    out.write(f"  whole load ({len(load['objects'])} objects), initializers, dependencies first:\n")
+    _grouped(out, load["init"], load["init_order"], load["main_program"], load["initfirst"])
+    out.write("  whole load, finalizers at exit:\n")
+    _grouped(out, load["fini"], load["fini_order"], False, None)
+    for m in load["missing"]:
+        out.write(f"  not found: {m['name']} (needed by {m['needed_by']})\n")
+
+
+def _grouped(out: TextIO, entries: list[dict[str, Any]], order: list[str], preinit: bool,
+             initfirst: str | None) -> None:
+    """One block per object in ``order``; the main program's preinit entries get a block of their own, first
+    (after a DF_1_INITFIRST object)."""
+    blocks: list[tuple[str, list[dict[str, Any]]]] = []
+    for obj in order:
+        blocks.append((obj, [e for e in entries if e["object"] == obj and e["kind"] != "preinit_array"]))
+    pre = [e for e in entries if e["kind"] == "preinit_array"] if preinit else []
+    if pre:
+        blocks.insert(1 if initfirst else 0, (f"{pre[0]['object']} (preinit, before every library)", pre))
+    for title, rows in blocks:
+        out.write(f"    {title}\n")
+        _table(out, [_row(e) for e in rows], "      ")

@@ -1,0 +1,219 @@
+"""The expressions of the Itanium C++ ABI grammar, for the bound walk of elfpatch.elf.mangled: ``decltype(...)``
+types (``DT``/``Dt``), expression template arguments (``X...E``), array bounds and ``noexcept(...)``.
+
+They follow libiberty's d_expression_1 (cp-demangle.c), which is what c++filt and ``__cxa_demangle`` run:
+the same productions in the same order, so that the types inside an expression are registered as
+substitution candidates where the demangler registers them. Each piece is charged an over-estimate of what
+the demangler prints for it (an operator's spelling and parentheses: at most OPERATOR characters).
+"""
+from __future__ import annotations
+
+TYPE_CHECKING = False  # for the checker only: nothing more is imported at run time
+
+OPERATOR = 48  # "reinterpret_cast<", "(", ")", " ", "...": the text around one expression node
+
+# Operator codes and their operand counts (libiberty's cplus_demangle_operators); cv, li and v<digit>
+# (vendor operators) are read apart.
+ARITY = {
+    "aN": 2, "aS": 2, "aa": 2, "ad": 1, "an": 2, "at": 1, "aw": 1, "az": 1, "cc": 2, "cl": 2, "cm": 2,
+    "co": 1, "dV": 2, "dX": 3, "da": 1, "dc": 2, "de": 1, "di": 2, "dl": 1, "ds": 2, "dt": 2, "dv": 2,
+    "dx": 2, "eO": 2, "eo": 2, "eq": 2, "fL": 3, "fR": 3, "fl": 2, "fr": 2, "ge": 2, "gs": 1, "gt": 2,
+    "ix": 2, "lS": 2, "le": 2, "ls": 2, "lt": 2, "mI": 2, "mL": 2, "mi": 2, "ml": 2, "mm": 1, "na": 3,
+    "ne": 2, "ng": 1, "nt": 1, "nw": 3, "nx": 1, "oR": 2, "oo": 2, "or": 2, "pL": 2, "pl": 2, "pm": 2,
+    "pp": 1, "ps": 1, "pt": 2, "qu": 3, "rM": 2, "rS": 2, "rc": 2, "rm": 2, "rs": 2, "sP": 1, "sZ": 1,
+    "sc": 2, "ss": 2, "st": 1, "sz": 1, "te": 1, "ti": 1, "tr": 0, "tw": 1,
+}
+_TYPE_OPERAND = frozenset(("st", "at", "ti"))  # sizeof, alignof, typeid of a type
+_CASTS = frozenset(("dc", "sc", "cc", "rc"))  # the new-style casts: a type, then an expression
+
+
+class ExpressionWalk:
+    """Mixed into the bound walk, whose cursor (``s``, ``i``), grammar (``_type``, ``_unqualified``,
+    ``_template_args``, ...) and ``_GiveUp`` it uses. Every method returns a bound on the printed length."""
+
+    s: str
+    i: int
+    GiveUp: type[Exception]
+    subs: list[int]
+    pack: int
+    depth: int
+    expressions: bool
+
+    if TYPE_CHECKING:  # the host walk's grammar (elfpatch.elf.mangled._Walk), declared for the type checker only
+        def _peek(self, k: int = 0) -> str: ...
+        def _take(self, text: str) -> bool: ...
+        def _number(self) -> int: ...
+        def _enter(self) -> None: ...
+        def _unqualified(self, last: int) -> tuple[int, bool]: ...
+        def _source_name(self) -> int: ...
+        def _template_param(self) -> int: ...
+        def _template_args(self) -> int: ...
+        def _template_arg(self) -> int: ...
+        def _literal(self) -> int: ...
+        def _type(self) -> int: ...
+
+    def _expression(self) -> int:
+        self._enter()
+        self.expressions = True
+        try:
+            return self._expression_inner()
+        finally:
+            self.depth -= 1
+
+    def _expression_inner(self) -> int:
+        c, nxt = self._peek(), self._peek(1)
+        if c == "L":
+            return self._literal()
+        if c == "T":
+            return self._template_param()
+        if c.isdigit():  # a name: decltype(f(t))
+            return self._name_with_args()
+        special = _LEADS.get(c + nxt)
+        if special is not None:
+            return special(self)
+        if c == "u":
+            return self._vendor_expression()
+        return self._operation()
+
+    def _pack_expansion(self) -> int:
+        """sp <expression>: the pattern once per element."""
+        self.i += 2
+        return (self._expression() + OPERATOR) * self.pack
+
+    def _operator_name(self) -> int:
+        """on <operator-name> [<template-args>]: operator+(t)."""
+        self.i += 2
+        return self._name_with_args()
+
+    def _braced(self) -> int:
+        """il <expression>* E, tl <type> <expression>* E: a braced initializer list, typed or not."""
+        typed = self._peek() == "t"
+        self.i += 2
+        total = self._type() if typed else 0
+        return total + self._list("E")
+
+    def _vendor_expression(self) -> int:
+        """u <source-name> <template-arg>* E."""
+        self.i += 1
+        total = self._source_name()
+        while not self._take("E"):
+            total += self._template_arg() + OPERATOR
+        return total + OPERATOR
+
+    def _list(self, end: str) -> int:
+        """<expression>* ``end``."""
+        total = OPERATOR
+        while not self._take(end):
+            total += self._expression() + OPERATOR
+        return total
+
+    def _name_with_args(self) -> int:
+        total = self._unqualified(0)[0]
+        if self._peek() == "I":
+            total += self._template_args()
+        return total
+
+    def _function_param(self) -> int:
+        """fp T (this), fp [<cv>] [<number>] _: printed "{parm#N}" or "this"."""
+        self.i += 2
+        if self._take("T"):
+            return OPERATOR
+        while self._peek() in ("r", "V", "K"):
+            self.i += 1
+        if self._peek() != "_":
+            self._number()
+        if not self._take("_"):
+            raise self.GiveUp
+        return OPERATOR
+
+    def _unresolved(self) -> int:
+        """sr <type> <base name>, or sr <qualifier> E <base name>: the qualifier then is no candidate."""
+        self.i += 2
+        before = len(self.subs)
+        total = self._type()
+        if self._take("E") and len(self.subs) > before:
+            self.subs.pop()
+        return total + self._name_with_args() + OPERATOR
+
+    def _operation(self) -> int:
+        code = self.s[self.i : self.i + 2]
+        if code == "cv":  # a cast: one operand, or _ <expression>* E
+            self.i += 2
+            total = self._type() + OPERATOR
+            return total + (self._list("E") if self._take("_") else self._expression())
+        if code == "li":  # a literal operator: operator"" <source-name>, then its operand
+            self.i += 2
+            return self._source_name() + self._expression() + OPERATOR
+        if code[:1] == "v" and code[1:].isdigit():  # a vendor operator: v <digit> <source-name>, N operands
+            self.i += 2
+            total = self._source_name() + OPERATOR
+            return total + sum(self._expression() for _ in range(int(code[1])))
+        arity = ARITY.get(code)
+        if arity is None:
+            raise self.GiveUp
+        self.i += 2
+        if code in _TYPE_OPERAND:
+            return self._type() + OPERATOR
+        return (self._unary, self._binary, self._ternary)[arity - 1](code) if arity else OPERATOR
+
+    def _unary(self, code: str) -> int:
+        if code in ("pp", "mm"):
+            self._take("_")  # the prefix form, pp_ and mm_
+        if code == "sP":  # sizeof...(<template-arg>* E)
+            total = OPERATOR
+            while not self._take("E"):
+                total += self._template_arg() + OPERATOR
+            return total
+        return self._expression() + OPERATOR
+
+    def _binary(self, code: str) -> int:
+        if code in _CASTS:
+            left = self._type()
+        elif code[0] == "f":  # a fold: its operator, then the operand
+            left = self._fold_operator()
+        elif code == "di":  # a designated initializer: .name = expr
+            left = self._unqualified(0)[0]
+        else:
+            left = self._expression()
+        if code == "cl":
+            right = self._list("E")
+        elif code in ("dt", "pt") and self.s[self.i : self.i + 2] not in ("gs", "sr"):
+            right = self._name_with_args()  # a member name
+        else:
+            right = self._expression()
+        return left + right + OPERATOR
+
+    def _ternary(self, code: str) -> int:
+        if code in ("qu", "dX"):
+            return self._expression() + self._expression() + self._expression() + OPERATOR
+        if code[0] == "f":
+            return self._fold_operator() + self._expression() + self._expression() + OPERATOR
+        # new and new[]: <expression>* _ <type> (E | pi <expression>* E | <initializer list>)
+        total = self._list("_") + self._type()
+        if self._take("E"):
+            return total + OPERATOR
+        if self._take("pi"):
+            return total + self._list("E")
+        if self.s.startswith("il", self.i):
+            return total + self._expression()
+        raise self.GiveUp
+
+    def _fold_operator(self) -> int:
+        code = self.s[self.i : self.i + 2]
+        if code not in ARITY:
+            raise self.GiveUp
+        self.i += 2
+        return OPERATOR
+
+    def _decltype(self) -> tuple[int, bool]:
+        """DT <expression> E, Dt <expression> E: "decltype (...)", a substitution candidate."""
+        self.i += 2
+        total = self._expression()
+        if not self._take("E"):
+            raise self.GiveUp
+        return total + OPERATOR, True
+
+
+_LEADS = {"sr": ExpressionWalk._unresolved, "sp": ExpressionWalk._pack_expansion,
+          "fp": ExpressionWalk._function_param, "on": ExpressionWalk._operator_name,
+          "il": ExpressionWalk._braced, "tl": ExpressionWalk._braced}

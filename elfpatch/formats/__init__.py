@@ -1,0 +1,1 @@
+"""Container formats: ar archives, zip and wheels, and splicing their bytes."""

@@ -1,0 +1,1 @@
+"""The file system: opening inputs, locks, the SIGBUS guard, the one commit protocol."""

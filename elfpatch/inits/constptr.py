@@ -1,0 +1,46 @@
+"""Pointers the loader writes once and nothing changes after: what a word of read-only data holds.
+
+A reference global (``Config& names = g_config;``), a constant pointer table (``Config* const tbl[] = {&a}``)
+or a vtable live in ``.data.rel.ro`` (RELRO: made read-only once relocated, before any initializer runs) or in
+``.rodata``. Loading such a word yields the address its relocation names (PIC), or the word in place
+(non-PIC), so a load through it reaches a named object: the walk sees the object, not an unknown pointer.
+Writable data is never read here: an initializer could change it before the load runs.
+"""
+from __future__ import annotations
+
+from elfpatch.elf.const import ET_EXEC, PT_GNU_RELRO, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE
+from elfpatch.elf.file import ElfFile
+from elfpatch.elf.relocs import Relocator
+
+
+def _constant_ranges(elf: ElfFile) -> list[tuple[int, int]]:
+    """[lo, hi) of the data no code can write and whose words are pointers when code loads one to use it: the
+    RELRO segment, and in a non-PIC executable (ET_EXEC: no relocations, every word in place) the read-only
+    sections too. A PIC file's read-only sections hold no pointers (those need relocating: RELRO)."""
+    ranges = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments if p.p_type == PT_GNU_RELRO]
+    if elf.e_type == ET_EXEC:
+        ranges += [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
+                   if s.sh_flags & SHF_ALLOC and not s.sh_flags & (SHF_WRITE | SHF_EXECINSTR) and s.sh_addr]
+    return ranges
+
+
+class ConstantPointers:
+    """The relocated value of a word in constant data (None: not constant data, or not resolvable)."""
+
+    def __init__(self, elf: ElfFile) -> None:
+        self._elf = elf
+        self._ranges = _constant_ranges(elf)
+        self._reloc: Relocator | None = None  # read on first use: a large library's tables cost seconds
+        self._cache: dict[int, int | str | None] = {}
+
+    def word(self, addr: int) -> int | str | None:
+        """The address (or, bound to another module, the symbol name) the word at ``addr`` holds."""
+        if addr in self._cache:
+            return self._cache[addr]
+        value: int | str | None = None
+        if any(lo <= addr < hi for lo, hi in self._ranges):
+            if self._reloc is None:
+                self._reloc = Relocator(self._elf, self._ranges)
+            value = self._reloc.pointee(addr)
+        self._cache[addr] = value
+        return value

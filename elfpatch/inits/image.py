@@ -1,0 +1,395 @@
+"""The facts about one image that the initializer analysis looks up by address: which function starts where
+(and where it ends), which data object covers an address, what a GOT slot holds once relocated, and which
+PLT stub jumps through which slot.
+
+Symbols come from ``.symtab`` (``.dynsym`` when stripped) in one strided pass per table; names are decoded only
+for the addresses the analysis meets. GOT slots are resolved by relocs.Relocator (plus DT_JMPREL, which holds
+the PLT's JUMP_SLOT relocations).
+"""
+from __future__ import annotations
+
+import sys
+from bisect import bisect_right
+from itertools import compress
+from typing import Sequence, Union
+
+from elfpatch.elf.const import (
+    DT_JMPREL,
+    DT_PLTGOT,
+    DT_PLTREL,
+    DT_PLTRELSZ,
+    DT_RELA,
+    DT_RELAENT,
+    DT_RELENT,
+    EM_X86_64,
+    PT_DYNAMIC,
+    PT_GNU_RELRO,
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+    SHF_TLS,
+    SHF_WRITE,
+    SHT_NOBITS,
+    ST_SHNDX_OFFSET,
+    STB_LOCAL,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    STT_NOTYPE,
+    STT_OBJECT,
+)
+from elfpatch.elf.file import ElfFile, SymbolTable
+from elfpatch.elf.relocs import Relocator
+from elfpatch.errors import ElfPatchError
+from elfpatch.inits.extents import eh_frame_extents
+
+MAX_FUNCTION = 1 << 16  # a function with no size and no FDE is swept at most this far (up to the next start first)
+# Data that no initializer constructs and that a read of says nothing about order: the ABI's own objects.
+_NOT_DATA_PREFIXES = ("_ZTV", "_ZTI", "_ZTS", "_ZTT", "_ZGV", "__dso_handle", "__TMC_END__", "_GLOBAL_OFFSET",
+                      "_DYNAMIC", "__init_array", "__fini_array", "__bss_start", "_edata", "_end")
+
+Value = Union[int, str]
+# st_info -> the classes kept (0: dropped), ranked so that FUNC beats NOTYPE and GLOBAL beats LOCAL.
+_NOTYPE_LOCAL, _NOTYPE_GLOBAL, _FUNC_LOCAL, _FUNC_GLOBAL, _OBJECT = 1, 2, 3, 4, 5
+
+
+def _classify(st_info: int) -> int:
+    typ, local = st_info & 0xF, (st_info >> 4) == STB_LOCAL
+    if typ in (STT_FUNC, STT_GNU_IFUNC):
+        return _FUNC_LOCAL if local else _FUNC_GLOBAL
+    if typ == STT_NOTYPE:
+        return _NOTYPE_LOCAL if local else _NOTYPE_GLOBAL
+    return _OBJECT if typ == STT_OBJECT else 0
+
+
+_CLASS = bytes(_classify(b) for b in range(256))
+_ONLY = {c: bytes(1 if b == c else 0 for b in range(256)) for c in range(1, 6)}
+_NONZERO = bytes([0] + [255] * 255)
+
+
+class _GotRelocator(Relocator):
+    """Relocator that also reads the PLT's relocation table (JUMP_SLOT entries live only there)."""
+
+    def __init__(self, elf: ElfFile, ranges: list[tuple[int, int]]) -> None:
+        super().__init__(elf, ranges)
+        if self.ranges and elf.dynamic() and elf.dynamic_value(DT_JMPREL) is not None:
+            rela = elf.dynamic_value(DT_PLTREL) == DT_RELA
+            self._read_table(DT_JMPREL, DT_PLTRELSZ, DT_RELAENT if rela else DT_RELENT, rela=rela)
+
+
+MAX_GOT = 1 << 24
+
+
+def _loader_got(elf: ElfFile) -> list[tuple[int, int]]:
+    """Where the GOT is in a file without section headers, as GNU ld lays it out: ``.got`` from the end of the
+    dynamic section (PT_DYNAMIC) to ``.got.plt`` (DT_PLTGOT: three reserved words, then one slot per PLT
+    relocation), or to the end of PT_GNU_RELRO. Nothing when the tags do not say (the GOT is then not read)."""
+    pltgot = elf.dynamic_value(DT_PLTGOT)
+    dyn = next((p for p in elf.segments if p.p_type == PT_DYNAMIC), None)
+    relro = next((p for p in elf.segments if p.p_type == PT_GNU_RELRO), None)
+    word = elf.elfclass // 8
+    relent = elf.dynamic_value(DT_RELAENT if elf.dynamic_value(DT_PLTREL) == DT_RELA else DT_RELENT) or 3 * word
+    lo = dyn.p_vaddr + dyn.p_memsz if dyn is not None else pltgot
+    hi = max(pltgot + word * (3 + (elf.dynamic_value(DT_PLTRELSZ) or 0) // relent) if pltgot else 0,
+             relro.p_vaddr + relro.p_memsz if relro is not None else 0)
+    if lo is None or not 0 < hi - lo <= MAX_GOT:
+        return []
+    return [(lo, hi)]
+
+
+class Image:
+    def __init__(self, elf: ElfFile) -> None:
+        self.elf = elf
+        tables = {t.name: t for t in elf.symbol_tables()}
+        self.stripped = ".symtab" not in tables
+        self.table = tables.get(".symtab") or tables.get(".dynsym")
+        self.writable = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
+                         if s.sh_flags & SHF_ALLOC and s.sh_flags & SHF_WRITE and s.sh_addr]
+        if not elf.sections:  # no section headers: the writable segments (PF_W)
+            self.writable = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments
+                             if p.p_type == 1 and p.p_flags & 2]
+        self.code = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
+                     if s.sh_flags & SHF_EXECINSTR and s.sh_addr and s.sh_type != SHT_NOBITS]
+        if not self.code:  # no section headers: the executable segments
+            self.code = [(p.p_vaddr, p.p_vaddr + p.p_filesz) for p in elf.segments if p.p_type == 1 and p.p_flags & 1]
+        # The sections an address can lie in (not .tdata/.tbss: a TLS template overlaps the sections after it).
+        self._alloc = sorted((s for s in elf.sections if s.sh_flags & SHF_ALLOC and not s.sh_flags & SHF_TLS
+                              and s.sh_addr and s.sh_size), key=lambda s: s.sh_addr)
+        self._alloc_starts = [s.sh_addr for s in self._alloc]
+        self.plt = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name.startswith(".plt")]
+        got = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections if s.name in (".got", ".got.plt")]
+        if not elf.sections:
+            got = _loader_got(elf)
+        self.got_ranges = got
+        self._reloc = _GotRelocator(elf, got) if got else None
+        self._plt_lo = min((lo for lo, _ in self.plt), default=0)
+        self._plt_hi = max((hi for _, hi in self.plt), default=0)
+        spans = self.writable + got
+        # Where a data reference worth a look can point: the writable sections and the GOT.
+        self.data_span = (min((lo for lo, _ in spans), default=0), max((hi for _, hi in spans), default=0))
+        self._got_cache: dict[int, Value | None] = {}
+        self._in_code: dict[int, bool] = {}
+        self._object_at: dict[int, tuple[int, str] | None] = {}
+        self._name_cache: dict[int, str] = {}
+        self._load_symbols()
+        self.extents = eh_frame_extents(elf)
+        if not elf.sections and elf.e_machine == EM_X86_64:
+            self.plt = self._loader_plt()
+            self._plt_lo = min((lo for lo, _ in self.plt), default=0)
+            self._plt_hi = max((hi for _, hi in self.plt), default=0)
+        self._disagree: set[int] = set()  # sized function symbols whose FDE says another end
+
+    # -- symbols -------------------------------------------------------------------------------------
+
+    def _load_symbols(self) -> None:
+        """Function starts and data objects from the symbol table, column by column at C speed: st_info
+        classifies every entry through one translate(), itertools.compress keeps the wanted entries, and
+        nothing loops in Python per symbol (a 530k-symbol table costs a few tenths of a second)."""
+        self._funcs: dict[int, int] = {}  # address -> index of the best function symbol there
+        self._objects: dict[int, int] = {}  # address -> index of an object symbol there
+        self._guard_names: set[str] | None = None
+        self._names: Sequence[int] = ()
+        self._sizes: Sequence[int] = ()
+        if self.table is not None:
+            self._scan(self.table)
+        self._func_starts = sorted(self._funcs)
+        self._obj_starts = sorted(self._objects)
+
+    def _scan(self, table: SymbolTable) -> None:
+        elf = self.elf
+        ent, n = table.entsize, table.count
+        blob = elf.read(table.offset, n * ent)
+        info = table.info_bytes()
+        sh = ST_SHNDX_OFFSET[elf.elfclass]  # undefined entries (st_shndx 0) are dropped
+        shndx = int.from_bytes(blob[sh::ent], "little") | int.from_bytes(blob[sh + 1::ent], "little")
+        defined = shndx.to_bytes(n, "little").translate(_NONZERO)
+        classes = (int.from_bytes(info.translate(_CLASS), "little")
+                   & int.from_bytes(defined, "little")).to_bytes(n, "little")
+        names: Sequence[int]
+        values: Sequence[int]
+        sizes: Sequence[int]
+        if elf.little == (sys.byteorder == "little"):
+            words = memoryview(blob).cast("Q" if elf.elfclass == 64 else "I")
+            stride = ent // words.itemsize
+            if elf.elfclass == 64:
+                names, values, sizes = words[0::stride], words[1::stride], words[2::stride]
+            else:
+                names, values, sizes = words[0::stride], words[1::stride], words[2::stride]
+        else:  # a foreign byte order: unpack (slower, and only for cross-built files)
+            rows = list(table.entries())
+            names, values, sizes = [r.st_name for r in rows], [r.st_value for r in rows], [r.st_size for r in rows]
+        self._names, self._sizes = names, sizes
+        index = range(n)
+        # Lowest rank first, so that a better symbol at the same address replaces it.
+        for cls in (_NOTYPE_LOCAL, _NOTYPE_GLOBAL, _FUNC_LOCAL, _FUNC_GLOBAL):
+            mask = classes.translate(_ONLY[cls])
+            found = dict(zip(compress(values, mask), compress(index, mask)))
+            if cls in (_NOTYPE_LOCAL, _NOTYPE_GLOBAL):  # mapping symbols ($x, $d) and local labels are no functions
+                found = {a: i for a, i in found.items() if not self._label(i)}
+            self._funcs.update(found)
+        mask = classes.translate(_ONLY[_OBJECT])
+        self._objects = dict(zip(compress(values, mask), compress(index, mask)))
+
+    def _label(self, i: int) -> bool:
+        table = self.table
+        assert table is not None  # symbol indices exist only when there is a table
+        st_name = self._names[i] & 0xFFFFFFFF
+        if not 0 < st_name < table.str_size:
+            return True
+        head = bytes(self.elf.data[table.str_offset + st_name: table.str_offset + st_name + 2])
+        return head[:1] == b"$" or head == b".L"
+
+    def _name_of(self, i: int) -> str:
+        name = self._name_cache.get(i)
+        if name is None:
+            assert self.table is not None  # symbol indices exist only when there is a table
+            name = self._name_cache[i] = self.table.string(self._names[i] & 0xFFFFFFFF)
+        return name
+
+    def function_name(self, addr: int) -> str | None:
+        i = self._funcs.get(addr)
+        return self._name_of(i) if i is not None else None
+
+    def call_name(self, addr: int, markers: tuple[bytes, ...]) -> str | None:
+        """The function's name when its first 64 bytes contain one of ``markers`` (or it is short enough to be
+        read whole), "" when they do not, None when no function symbol starts at ``addr``."""
+        i = self._funcs.get(addr)
+        if i is None:
+            return None
+        st_name = self._names[i] & 0xFFFFFFFF
+        table = self.table
+        assert table is not None  # symbol indices exist only when there is a table
+        if not 0 <= st_name < table.str_size:
+            return ""
+        start = table.str_offset + st_name
+        head = bytes(self.elf.data[start: start + 64])
+        if any(m in head for m in markers):
+            return self._name_of(i)
+        return ""
+
+    def is_function(self, addr: int) -> bool:
+        return addr in self._funcs
+
+    def function_end(self, addr: int) -> int:
+        """Where the function at ``addr`` ends: its symbol's size, else the FDE covering it (.eh_frame), else a
+        guess (see extent_known): the next function or FDE start, the code section's end, MAX_FUNCTION."""
+        i = self._funcs.get(addr)
+        size = self._sizes[i] if i is not None else 0
+        fde = self.extents.end_of(addr)
+        if size:
+            if fde is not None and fde != addr + size and self.extents.is_start(addr):
+                self._disagree.add(addr)
+                return max(fde, addr + size)  # code the unwinder says is the function's is decoded too
+            return addr + size
+        if fde is not None:
+            return fde
+        i = bisect_right(self._func_starts, addr)
+        end = self._func_starts[i] if i < len(self._func_starts) else addr + MAX_FUNCTION
+        end = min(end, self.extents.next_start(addr) or end)
+        for lo, hi in self.code:
+            if lo <= addr < hi:
+                end = min(end, hi)
+        return min(end, addr + MAX_FUNCTION)
+
+    def extent_known(self, addr: int) -> bool:
+        """Whether function_end(addr) is known (a symbol's size or an FDE), not guessed: past a guessed end the
+        decoder keeps only the code reachable from ``addr``."""
+        i = self._funcs.get(addr)
+        return bool(i is not None and self._sizes[i]) or self.extents.end_of(addr) is not None
+
+    def notes(self) -> list[str]:
+        """What the image's own facts leave open (bad .eh_frame data, sizes the FDEs contradict)."""
+        out = list(self.extents.notes)
+        if self._disagree:
+            out.append(f"{len(self._disagree)} function symbol(s) whose size and .eh_frame extent disagree (the "
+                       "size is used): " + ", ".join(self.function_name(a) or f"{a:#x}" for a in
+                                                    sorted(self._disagree)[:5]))
+        return out
+
+    def function_containing(self, addr: int) -> int | None:
+        """The start of the last function symbol at or before ``addr`` (None: none)."""
+        i = bisect_right(self._func_starts, addr) - 1
+        return self._func_starts[i] if i >= 0 else None
+
+    def is_call_target(self, addr: int) -> bool:
+        """A function start (a symbol or an FDE) or a PLT stub: what a real call instruction goes to."""
+        return addr in self._funcs or self._plt_lo <= addr < self._plt_hi or self.extents.is_start(addr)
+
+    def in_plt(self, addr: int) -> bool:
+        return any(lo <= addr < hi for lo, hi in self.plt)
+
+    def in_code(self, addr: int) -> bool:
+        hit = self._in_code.get(addr)
+        if hit is None:
+            hit = self._in_code[addr] = any(lo <= addr < hi for lo, hi in self.code)
+        return hit
+
+    def object_at(self, addr: int) -> tuple[int, str] | None:
+        """(start, symbol) of the writable data object covering ``addr``; None for anything else."""
+        if addr in self._object_at:
+            return self._object_at[addr]
+        hit = self._object_at[addr] = self._find_object(addr)
+        return hit
+
+    def object_start(self, addr: int) -> int | None:
+        """The start of the writable data object covering ``addr`` (None: none)."""
+        hit = self.object_at(addr)
+        return hit[0] if hit is not None else None
+
+    def _find_object(self, addr: int) -> tuple[int, str] | None:
+        if not any(lo <= addr < hi for lo, hi in self.writable):
+            return None
+        i = bisect_right(self._obj_starts, addr) - 1
+        if i < 0:
+            return None
+        start = self._obj_starts[i]
+        j = self._objects[start]
+        if not (addr == start or addr < start + self._sizes[j]):
+            return None
+        name = self._name_of(j)
+        if name.startswith(_NOT_DATA_PREFIXES):
+            return None
+        return start, name
+
+    def symbol_at(self, addr: int) -> str | None:
+        """A name for an address: the function starting there, else the object covering it."""
+        name = self.function_name(addr)
+        if name is not None:
+            return name
+        i = bisect_right(self._obj_starts, addr) - 1
+        if i >= 0:
+            start = self._obj_starts[i]
+            j = self._objects[start]
+            if addr == start or addr < start + self._sizes[j]:
+                return self._name_of(j)
+        return None
+
+    def guarded(self, name: str) -> bool:
+        """Whether an object has an ABI guard variable (inline and template variables, local statics)."""
+        if self._guard_names is None:  # built on first use: only --siof asks
+            # Tested on the string table's bytes: decoding every object's name costs a second on libtorch.
+            assert self.table is not None  # objects (what is asked about) exist only when there is a table
+            data, base, size, names = self.elf.data, self.table.str_offset, self.table.str_size, self._names
+            self._guard_names = {self._name_of(j) for j in self._objects.values()
+                                 if 0 < (o := names[j] & 0xFFFFFFFF) < size and data[base + o: base + o + 4] == b"_ZGV"}
+        guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
+        return guard in self._guard_names
+
+    def section_name(self, addr: int) -> str | None:
+        """The allocated section ``addr`` lies in (None: none, or no section headers)."""
+        i = bisect_right(self._alloc_starts, addr) - 1
+        if i >= 0 and addr < self._alloc[i].sh_addr + self._alloc[i].sh_size:
+            return self._alloc[i].name
+        return None
+
+    def is_guard(self, addr: int) -> bool:
+        name = self.symbol_at(addr)
+        return bool(name and name.startswith("_ZGV"))
+
+    def _loader_plt(self) -> list[tuple[int, int]]:
+        """The PLT of an x86-64 file without section headers: the FDE that starts with PLT0 (``push
+        [rip + GOT+8]``, the first of an executable segment's first FDEs to do so), and the FDEs right after it
+        that start with a stub (``[endbr64] [bnd] jmp [rip + slot]``: .plt.got, .plt.sec)."""
+        pltgot = self.elf.dynamic_value(DT_PLTGOT)
+        starts = [self.extents.next_start(lo - 1) for lo, _ in self.code]
+        for start in (a for a in starts[:4] if a is not None):
+            for _ in range(4):
+                head = self._head(start)
+                if pltgot is not None and head[:2] == b"\xff\x35" and \
+                        start + 6 + int.from_bytes(head[2:6], "little", signed=True) == pltgot + 8:
+                    return self._stubs_from(start)
+                nxt = self.extents.next_start(start)
+                if nxt is None:
+                    break
+                start = nxt
+        return []
+
+    def _stubs_from(self, start: int) -> list[tuple[int, int]]:
+        spans = []
+        end = self.extents.end_of(start)
+        while end is not None:
+            spans.append((start, end))
+            start, end = end, self.extents.end_of(end)
+            if end is None or not any(self._head(start)[k:k + 2] == b"\xff\x25" for k in (0, 1, 4, 5)):
+                break
+        return spans
+
+    def _head(self, addr: int) -> bytes:
+        try:
+            return self.read_code(addr, 8)
+        except ElfPatchError:
+            return b""
+
+    # -- code and the GOT ----------------------------------------------------------------------------
+
+    def read_code(self, addr: int, size: int) -> bytes:
+        return self.elf.read(self.elf.vaddr_to_offset(addr, size), size)
+
+    def got(self, addr: int) -> Value | None:
+        """What GOT slot ``addr`` holds once relocated: an address here, an external symbol's name, or None
+        when ``addr`` is not a GOT slot."""
+        if addr in self._got_cache:
+            return self._got_cache[addr]
+        value: Value | None = None
+        if self._reloc is not None and any(lo <= addr < hi for lo, hi in self.got_ranges):
+            value = self._reloc.pointee(addr)
+        self._got_cache[addr] = value
+        return value

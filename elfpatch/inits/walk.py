@@ -1,0 +1,483 @@
+"""Follow one initializer through its calls: the exit-time destructors it registers, in order, and the
+global objects it constructs and reads, with the call path to each read.
+
+Depth counts calls into other functions; the translation unit's own initializer helpers (GCC's
+``__static_initialization_and_destruction_0``, clang's ``__cxx_global_var_init.N``) cost nothing, so that -O0
+and -O2 builds look alike. Calls through the PLT or the GOT that bind to this file's own definitions are
+followed like direct calls (a -fPIC library reaches its exported functions so).
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, NamedTuple
+
+from elfpatch.elf.const import SHN_UNDEF, STT_OBJECT
+from elfpatch.inits.budget import ARG_TUPLES
+from elfpatch.inits.disasm import ALLOC, Access, Call, Deref, Disassembler, Ptr, Ret, Value
+from elfpatch.inits.image import Image
+
+SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
+         "__cxa_thread_atexit_impl": "thread_atexit"}
+GUARD_ACQUIRE, GUARD_RELEASE = "__cxa_guard_acquire", "__cxa_guard_release"
+_TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
+                        r"|_GLOBAL__I_\d|__tls_init|^_ZTH")  # _ZTH<var>: a thread_local's init, __tls_init's alias
+_CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
+_SYMBOL_VERSION = re.compile(r"@.*$")
+# Names the walk acts on contain one of these in their first bytes (SINKS, guards, the unit helpers, even
+# mangled: _Z41__static_initialization_and_destruction_0ii); other defined functions' names are not decoded.
+_NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction_0", b"__cxx_global_var_init",
+                 b"_GLOBAL__", b"__tls_init", b"_ZTH")
+# Helpers cost no depth: a file could chain thousands of them. Past this many nested calls, stop (and say so).
+# Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
+# the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
+MAX_CHAIN = 16
+
+
+class Registration(NamedTuple):
+    kind: str
+    dtor: Value | None
+    obj: Value | None
+    guard: int | None  # the guard variable the registration runs under, if any
+    site: int | None = None  # the function whose call registers: one site, one entry (see analysis)
+
+
+class Unproven(NamedTuple):
+    """A memory access whose address the walk could not prove own or named (see Summary.unproven)."""
+
+    via: tuple  # function addresses from the walked function down to the one that makes the access
+    insn: int  # the instruction (or, for a pointer passed on, the call) that makes it
+    base: str | None  # another module's object it reaches (a symbol), or None: a pointer of unknown provenance
+
+
+class Summary(NamedTuple):
+    registrations: list  # [Registration] in order
+    constructs: dict  # object start -> strong (True: ctor call or __cxa_atexit object; False: a store)
+    reads: dict  # object start -> via (tuple of function addresses from the walked function down)
+    indirect: int
+    depth_limited: int
+    unresolved: int  # registrations whose destructor could not be told
+    # "complete is a proof": accesses through a pointer that is not the function's frame, memory it allocated,
+    # a named object or derived from one of those. unproven counts them; unproven_at keeps the first few.
+    unproven: int
+    unproven_at: tuple
+    arg_derefs: dict  # argument register n -> (via, insn, write): accesses through what the caller passed there
+    early: dict  # object start -> via: loaded before this walk touched it otherwise, and then built here
+    touched: dict  # object start -> (by a load: bool, via): how this walk first touched it, in run order
+    guards: frozenset  # guard variables this walk sets (the guarded initializations it runs)
+    cut: frozenset  # functions on the call stack whose recursive calls this summary could not follow
+    strange: int  # calls to an address no function starts at (bytes decoded as a call): not followed
+    call_stores: frozenset  # objects a callee stores into through the address this walk passed it
+    foreign: frozenset  # other modules' objects (symbols) read: the unproven accesses the load order may order
+    foreign_unproven: int  # how many of ``unproven`` reach one of them
+
+
+EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
+MAX_UNPROVEN_AT = 3
+# Calls whose result is memory they allocated (C and C++ allocation functions, Itanium-mangled).
+ALLOCATORS = frozenset({"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "strdup", "strndup",
+                        "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
+                        "_ZnamSt11align_val_t", "_Znwj", "_Znaj", "__cxa_allocate_exception"})
+# How deep a chain of getters is followed to know what a call returns, and the largest function taken for a
+# getter (a reference getter is a few instructions; with a function-local static's guard, about a hundred bytes).
+MAX_RETURN_CHAIN = 4
+MAX_GETTER = 256
+
+
+def is_constructor(name: str) -> bool:
+    return name.startswith("_ZN") and bool(_CTOR.search(name))
+
+
+# Placement new, operator new(size_t, void*) and new[] (size_t is m on LP64, j on ILP32): an out-of-line call at
+# -O0, whose second argument is the storage an object is then built in (the constructor gets it back as the
+# call's result, which the decoder does not follow).
+_PLACEMENT_NEW = frozenset({"_ZnwmPv", "_ZnamPv", "_ZnwjPv", "_ZnajPv"})
+
+
+def constructed_argument(name: str | None) -> int | None:
+    """Which argument of a call to ``name`` is the object it constructs: a constructor's ``this`` (0), placement
+    new's storage (1); None for any other function (its global arguments are reads)."""
+    if not name:
+        return None
+    if name in _PLACEMENT_NEW:
+        return 1
+    return 0 if is_constructor(name) else None
+
+
+class _Acc:
+    """What one walk of one function gathers, in run order (see Walker._exact)."""
+
+    def __init__(self, addr: int) -> None:
+        self.addr = addr
+        self.regs: list = []
+        self.constructs: dict[int, bool] = {}
+        self.reads: dict[int, tuple] = {}
+        self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = 0
+        self.unproven_at: list = []
+        self.arg_derefs: dict[int, tuple] = {}
+        self.touched: dict[int, tuple] = {}  # object -> (first touched by a load, via)
+        self.early: dict[int, tuple] = {}
+        self.guards: set[int] = set()
+        self.cut: set[int] = set()
+        self.call_stores: set[int] = set()
+        self.foreign: set[str] = set()
+        self.foreign_unproven = 0
+        self.guard: int | None = None  # the guard what follows runs under
+
+    def read(self, o: int, via: tuple, load: bool) -> None:
+        """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
+        part of building it, as an inlined constructor's helpers are)."""
+        self.reads.setdefault(o, via)
+        self.touched.setdefault(o, (load, via))
+
+    def construct(self, o: int, strong: bool) -> None:
+        self.constructs[o] = strong or self.constructs.get(o, False)
+        self.touched.setdefault(o, (False, ()))
+
+    def unprove(self, via: tuple, insn: int, base: str | None, count: int = 1) -> None:
+        self.unproven += count
+        if base is not None:
+            self.foreign.add(base)
+            self.foreign_unproven += count
+        if len(self.unproven_at) < MAX_UNPROVEN_AT:
+            self.unproven_at.append(Unproven(via, insn, base))
+
+    def deref(self, n: int, via: tuple, insn: int, write: bool) -> None:
+        known = self.arg_derefs.get(n)
+        self.arg_derefs[n] = (via, insn, write) if known is None else (known[0], known[1], known[2] or write)
+
+    def summary(self) -> Summary:
+        early = dict(self.early)  # a unit's reader that loads the object before the unit builds it
+        early.update((o, via) for o, (load, via) in self.touched.items() if load and self.constructs.get(o) is True)
+        self.cut.discard(self.addr)
+        return Summary(self.regs, self.constructs, self.reads, self.indirect, self.depth_limited,
+                       self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early, self.touched,
+                       frozenset(self.guards), frozenset(self.cut), self.strange, frozenset(self.call_stores),
+                       frozenset(self.foreign), self.foreign_unproven)
+
+
+class Walker:
+    def __init__(self, image: Image, dis: Disassembler, pointer: Callable[[int], Value | None] | None = None) -> None:
+        """``pointer``: what a GOT slot or a word of constant data holds once relocated (default: the GOT)."""
+        self.image = image
+        self.dis = dis
+        self.pointer = pointer or image.got
+        self._memo: dict[tuple, Summary] = {}
+        self._callee: dict[Value, tuple[int | None, str | None]] = {}
+        self._helper: dict[str, bool] = {}
+        self._returns: dict[int, Value | None] = {}
+        self._sweeps: dict[tuple, list] = {}
+        self._returning: list[int] = []  # getters being swept for their result (a chain, bounded)
+        self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
+        self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
+        dis.arch.result = self.result
+
+    def is_helper(self, name: str | None) -> bool:
+        """A translation unit's own initializer helper (followed without costing depth)."""
+        if not name:
+            return False
+        hit = self._helper.get(name)
+        if hit is None:
+            hit = self._helper[name] = bool(_TU_HELPER.search(name))
+        return hit
+
+    def callee(self, target: int | str) -> tuple[int | None, str | None]:
+        """(address here or None, symbol name) of a call target, seeing through PLT stubs. The name is "" for
+        a function defined here whose name matters to no rule (decoding 100k long C++ names costs seconds)."""
+        hit = self._callee.get(target)
+        if hit is not None:
+            return hit
+        if isinstance(target, str):
+            out: tuple[int | None, str | None] = (None, _SYMBOL_VERSION.sub("", target))
+        else:
+            image = self.image
+            name = image.call_name(target, _NAME_MARKERS)
+            out = (target, name)
+            if name is None or not image.is_function(target):
+                # Only a PLT stub jumps through a slot (any code when the file has no section headers to say).
+                stub = image.in_plt(target) if image.plt else image.in_code(target)
+                slot = self.dis.stub_slot(target, image.function_end(target)) if stub else None
+                bound = image.got(slot) if slot is not None else None
+                if isinstance(bound, str):
+                    out = (None, _SYMBOL_VERSION.sub("", bound))
+                elif isinstance(bound, int) and bound != target:
+                    out = (bound, image.call_name(bound, _NAME_MARKERS))
+        self._callee[target] = out
+        return out
+
+    def named(self, target: int | str) -> tuple[int | None, str | None]:
+        """callee(), with the name of a function defined here even when no rule of the walk needed it (a
+        constructor check does)."""
+        where, name = self.callee(target)
+        if name == "" and where is not None:
+            name = self.image.function_name(where)
+        return where, name
+
+
+    def seed(self, args: tuple) -> dict:
+        """The entry state of a walk: the argument registers known, the others pointers the caller passed."""
+        regs = {}
+        for i, r in enumerate(self.dis.arg_registers):
+            v = args[i] if i < len(args) else None
+            regs[r] = v if v is not None else Ptr("arg", i)
+        return regs
+
+    def result(self, target: Value | None, args: tuple) -> Value | None:
+        """What a call returns, when the walk knows: memory an allocation function returned, placement new's
+        storage, or a getter's result (a global, or one of its own arguments) -- else None (unknown)."""
+        if target is None or isinstance(target, Ptr):
+            return None
+        where, name = self.callee(target)
+        if name in ALLOCATORS:
+            return ALLOC
+        if name in _PLACEMENT_NEW:
+            return args[1] if len(args) > 1 else None
+        if where is None or not self.image.is_function(where):
+            return None
+        value = self._returned(where)
+        if isinstance(value, Ptr) and value.kind == "arg":
+            return args[value.n] if value.n < len(args) else None
+        return value
+
+    def _returned(self, where: int) -> Value | None:
+        """The one value every ``ret`` of a function returns (None: differs, unknown, or a tail call)."""
+        if where in self._returns:
+            return self._returns[where]
+        end = self.image.function_end(where)
+        if where in self._returning or len(self._returning) >= MAX_RETURN_CHAIN or end - where > MAX_GETTER:
+            return None  # not cached when the chain is what stopped it
+        self._returning.append(where)
+        try:
+            events = self._events(where, end, ())
+        finally:
+            self._returning.pop()
+        values = {ev.value for ev in events if isinstance(ev, Ret)}
+        tail = any(isinstance(ev, Call) and ev.tail and not self._cold(ev.target) for ev in events)
+        value = values.pop() if len(values) == 1 and not tail else None
+        self._returns[where] = value
+        return value
+
+    def _cold(self, target: Value | None) -> bool:
+        """A jump into a function's .cold part: its exception paths, which end in _Unwind_Resume (no return)."""
+        return isinstance(target, int) and ".cold" in (self.image.function_name(target) or "")
+
+    def walk(self, addr: int, args: tuple, depth: int, stack: frozenset = frozenset()) -> Summary:
+        """What the function at ``addr`` (and what it calls, ``depth`` calls deep) registers, constructs and
+        reads, decoded whole. A summary that could
+        not follow a recursive call (its function still on the stack) is never final: the skipped call counts
+        as unproven (``cut`` names it), so every entry that reuses it is incomplete."""
+        key = (addr, args, depth)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        out = self._exact(addr, self.image.function_end(addr), args, depth, stack | {addr})
+        self._memo[key] = out
+        return out
+
+    def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
+        acc = _Acc(addr)
+        for ev in self._events(addr, end, args):
+            if isinstance(ev, Access):
+                self._access(ev, acc)
+            elif isinstance(ev, Deref):
+                self._deref(ev, acc)
+            elif isinstance(ev, Call):
+                self._call(ev, acc, depth, stack)
+        return acc.summary()
+
+    def _events(self, addr: int, end: int, args: tuple) -> list:
+        """The function's events for these arguments: one sweep, whatever the depth it is reached at (shared
+        with the getter check)."""
+        events = self._sweeps.get((addr, args))
+        if events is None:
+            events = self._sweeps[(addr, args)] = self.dis.sweep(addr, end, self.seed(args))
+            self.dis.forget(addr, end)  # its events are what the walk needs again, not its instructions
+        return events
+
+    def _deref(self, ev: Deref, acc: _Acc) -> None:
+        """A load or store through a pointer not resolved to an address: the caller's to prove when it came
+        in an argument register, else unproven."""
+        if isinstance(ev.base, Ptr) and ev.base.kind == "arg":
+            acc.deref(ev.base.n, (), ev.insn, ev.write)
+        elif not isinstance(ev.base, Ptr):
+            acc.unprove((), ev.insn, ev.base)
+
+    def _call(self, ev: Call, acc: _Acc, depth: int, stack: frozenset) -> None:
+        target = self._call_target(ev)
+        if target is None:
+            acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
+            return
+        where, name = self._entered(ev, *self.named(target), stack)
+        if where == -1:
+            acc.strange += 1  # a call no function starts at: not code a compiler calls
+            return
+        if name in SINKS:
+            acc.unresolved += self._register(SINKS[name], ev.args, acc)
+            return
+        if name == GUARD_ACQUIRE:
+            if isinstance(ev.args[0], int):
+                acc.guard = ev.args[0]
+                acc.guards.add(ev.args[0])
+            return
+        if name == GUARD_RELEASE:
+            return
+        self._arguments(name, ev.args, acc)
+        if where is None:
+            return  # another object's function: it cannot see this file's globals but through us
+        if where in stack:
+            acc.cut.add(where)
+            acc.unprove((where,), where, None)  # a recursive call: what it touches this time is not followed
+            return
+        sub = self._follow(where, name, ev.args, depth, stack)
+        if sub is None:
+            acc.depth_limited += 1
+            return
+        self._merge(sub, where, ev.args, acc)
+
+    def _entered(self, ev: Call, where: int | None, name: str | None,
+                 stack: frozenset) -> tuple[int | None, str | None]:
+        """(where, name) of the code a call or jump enters; where -1 for a call no function starts at (a file
+        with symbols). A jump into the middle of a function (a .cold part's landing pads) enters its whole
+        code, swept once from its start: every block of it is swept, so what the entered part touches is among
+        its events."""
+        if where is None or self.image.stripped or self.image.is_call_target(where):
+            return where, name
+        inside = self.image.function_containing(where) if ev.tail else None
+        if inside is None or inside in stack:
+            return -1, None
+        return inside, ""
+
+    def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc) -> None:
+        guard = acc.guard
+        listed = set(acc.regs) if sub.registrations else set()  # one site once: a call tree reaching it 2^k ways
+        for r in sub.registrations:
+            r = r if r.guard is not None or guard is None else r._replace(guard=guard)
+            if r not in listed:
+                acc.regs.append(r)
+                listed.add(r)
+        for o, (load, via) in sub.touched.items():  # first: in the callee's order
+            acc.touched.setdefault(o, (load, (where, *via)))
+        for o, strong in sub.constructs.items():
+            acc.construct(o, strong)
+        for o, via in sub.reads.items():
+            acc.reads.setdefault(o, (where, *via))
+        for o, via in sub.early.items():
+            acc.early.setdefault(o, (where, *via))
+        acc.indirect += sub.indirect
+        acc.depth_limited += sub.depth_limited
+        acc.unresolved += sub.unresolved
+        acc.strange += sub.strange
+        if sub.unproven:
+            for u in sub.unproven_at:
+                acc.unprove((where, *u.via), u.insn, u.base, 0)
+            acc.unproven += sub.unproven
+            acc.foreign |= sub.foreign
+            acc.foreign_unproven += sub.foreign_unproven
+        acc.guards |= sub.guards
+        acc.cut |= sub.cut
+        acc.call_stores |= sub.call_stores
+        for n, (via, insn, write) in sub.arg_derefs.items():
+            self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
+
+    def _passed(self, v: Value | None, via: tuple, insn: int, write: bool, acc: _Acc) -> None:
+        """A callee dereferences what this function passed it: proven when it is an address (its object is
+        already a read, see _arguments; a store through it builds the object, as `init(&g)` does), this frame
+        or memory allocated here; the caller's to prove when it is one of this function's own arguments;
+        unproven otherwise."""
+        if isinstance(v, Ptr):
+            if v.kind == "arg":
+                acc.deref(v.n, via, insn, write)
+        elif isinstance(v, int):
+            o = self.image.object_at(v) if write else None
+            if o is not None:
+                acc.call_stores.add(o[0])
+        else:
+            acc.unprove(via, insn, v)
+
+    def _access(self, ev: Access, acc: _Acc) -> None:
+        """Notes a load or store of a global, and the guard what follows runs under."""
+        obj = self.image.object_at(ev.address)
+        if obj is None:
+            if ev.write and self.image.is_guard(ev.address):
+                acc.guard = ev.address  # an inline variable's guard set: what follows runs once
+                acc.guards.add(ev.address)
+            return
+        if ev.write:
+            acc.construct(obj[0], False)
+        else:
+            acc.read(obj[0], (), True)
+
+    def _call_target(self, ev: Call) -> int | str | None:
+        """Where a call goes, or None when it is not a call we can follow (an unknown register or slot)."""
+        target = ev.target
+        if target is None and ev.slot is not None:
+            target = self.pointer(ev.slot)
+        if isinstance(target, Ptr) or target is None or (isinstance(target, int) and not self.image.in_code(target)):
+            return None
+        return target
+
+    def _register(self, kind: str, args: tuple, acc: _Acc) -> int:
+        """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
+        dtor, obj = args[0], (args[1] if kind != "atexit_c" else None)
+        dtor = dtor if not isinstance(dtor, Ptr) else None
+        obj = obj if not isinstance(obj, Ptr) else None
+        acc.regs.append(Registration(kind, dtor, obj, acc.guard, acc.addr))
+        if isinstance(obj, int):
+            o = self.image.object_at(obj)
+            if o is not None:
+                acc.construct(o[0], True)  # the object whose destructor is registered was just built
+        return 1 if dtor is None else 0
+
+    def foreign_object(self, name: str) -> bool:
+        """Whether ``name`` is a data object another module defines (an undefined STT_OBJECT symbol here)."""
+        if self._foreign is None:
+            tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
+            self._foreign = frozenset(sym.name for t in tables for sym in t
+                                      if sym.st_shndx == SHN_UNDEF and sym.st_info & 0xF == STT_OBJECT)
+        return _SYMBOL_VERSION.sub("", name) in self._foreign
+
+    def _arguments(self, name: str | None, args: tuple, acc: _Acc) -> None:
+        """Globals passed to a call: the object a constructor or placement new builds is constructed, any other
+        one is read; another module's object passed on is a read this file cannot order (unproven)."""
+        built = constructed_argument(name)
+        for i, v in enumerate(args):
+            if isinstance(v, str) and self.foreign_object(v):
+                acc.unprove((), acc.addr, v)
+            if not isinstance(v, int):
+                continue
+            o = self.image.object_at(v)
+            if o is None:
+                continue
+            if i == built:
+                acc.construct(o[0], True)
+            else:
+                acc.read(o[0], (), False)
+
+    def _follow(self, where: int, name: str | None, args: tuple, depth: int, stack: frozenset) -> Summary | None:
+        """The callee's summary, or None when the depth (or the helper chain) ends here."""
+        helper = self.is_helper(name) or self._unnamed_callee(where, name, stack)
+        if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
+            return None
+        # The unit's own helpers get the arguments (GCC -O0 passes the priority; a pointer of this function's
+        # frame or allocation stays one), others are summarized once, whatever their caller passes.
+        passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if helper else ()
+        return self.walk(where, self._capped(where, passed), depth if helper else depth - 1, stack)
+
+    def _unnamed_callee(self, where: int, name: str | None, stack: frozenset) -> bool:
+        """In a stripped file a unit's helpers have no name: a function that is not exported and that the
+        initializer itself calls gets the arguments too (GCC -O0's ``__static_initialization_and_destruction_0(1,
+        priority)`` then runs only its priority's branch; libc_nonshared's local ``atexit(fn)`` stub passes
+        ``fn`` on to ``__cxa_atexit``). Like a named helper it costs no depth, so a stripped -O0 unit reaches as
+        deep as with its symbols; only the initializer's own callees qualify, so this adds one level at most."""
+        return self.image.stripped and not name and len(stack) == 1 and not self.image.is_function(where)
+
+    def _capped(self, where: int, args: tuple) -> tuple:
+        """``args``, unless ``where`` was already walked with ARG_TUPLES others: then no argument is known (a
+        superset of what each tuple runs), so a chain passing ``2a`` and ``2a+1`` costs linear work."""
+        if not args:
+            return args
+        seen = self._tuples.setdefault(where, set())
+        if args in seen or len(seen) < ARG_TUPLES:
+            seen.add(args)
+            return args
+        self.dis.budget.widened.add(where)
+        return ()
