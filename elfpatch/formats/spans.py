@@ -15,7 +15,7 @@ import zlib
 from typing import BinaryIO, Iterable, Iterator, Union
 
 from elfpatch.errors import ParseError
-from elfpatch.fs.commit import copy_fd
+from elfpatch.fs.copy import copy_fd
 
 STEP = 1 << 20
 
