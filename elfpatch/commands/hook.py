@@ -11,6 +11,7 @@ Exit status as `elfpatch unique --check`: 0 clean, 1 unique symbols found, 2 an 
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Sequence
@@ -20,8 +21,6 @@ from elfpatch.targets import kind_of, read_head
 
 def _unique_options() -> dict[str, bool]:
     """Each option string of `elfpatch unique` -> whether it takes a value, read from its parser."""
-    import argparse
-
     from elfpatch.commands.unique import register
 
     sub = argparse.ArgumentParser().add_subparsers()
@@ -70,13 +69,23 @@ def _is_target(path: str) -> bool:
         return True  # let elfpatch say why it cannot be read
 
 
+def _parser() -> argparse.ArgumentParser:
+    """`elfpatch unique` under a root named as the CLI's, so that its usage errors read the same."""
+    from elfpatch.commands.helpformat import formatter
+    from elfpatch.commands.unique import register
+
+    parser = argparse.ArgumentParser(prog="elfpatch", formatter_class=formatter())
+    register(parser.add_subparsers(dest="command", metavar="COMMAND"))
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    from elfpatch.cli import main as cli_main
+    from elfpatch.commands.run import run
 
     options, files = split(sys.argv[1:] if argv is None else argv)
     if not files:
         return 0
-    return cli_main(["unique", "--check", *options, *files])
+    return run(_parser(), ["unique", "--check", *options, *files])
 
 
 if __name__ == "__main__":
