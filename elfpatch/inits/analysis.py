@@ -1,12 +1,7 @@
 """`inits --dtors/--siof` for one file: exit-time destructors in registration order, what each initializer
 constructs and reads, and the order verdicts.
 
-A read of object O by initializer R is judged against O's constructor C, the first initializer (in this
-file's run order) that calls a constructor on O or registers O's destructor, else the first that stores into
-it (a constant-initialized global that an initializer overwrites):
-``before-construction`` when R runs before C; ``order-dependent`` when R runs after C but only link order
-decides it (same priority); ``priority-ordered`` when priorities fix it. Function-local statics, guarded
-(inline and template) variables, objects R itself constructs and objects no initializer touches are safe.
+Each read is judged by the SIOF rule (elfpatch.inits.siof).
 """
 from __future__ import annotations
 
@@ -20,10 +15,10 @@ from elfpatch.inits.budget import Budget
 from elfpatch.inits.constptr import ConstantPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.image import Image
+from elfpatch.inits.siof import VERDICTS, constructors, read_status
 from elfpatch.inits.walk import Registration, Summary, Walker
 
 DEFAULT_DEPTH = 3
-VERDICTS = ("before-construction", "order-dependent")
 # GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file, and the
 # LTO partition's ".N"; ASan's own _sub_I_00099_1 has none).
 _LTO_MERGED = re.compile(r"^_sub_I_\d{5}_\d+\.\d+|\.lto_priv")
@@ -223,7 +218,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     for e in listing["init"]:
         e["analysis"] = None  # the toolchain's own entries and DT_INIT: not analysed (replaced below otherwise)
     findings: list[dict[str, Any]] = []
-    constructor = _constructors(summaries)
+    constructor = constructors(summaries)
     guards = _guards_run(image, summaries)
     # Objects some initializer builds for sure (a constructor call, a registered destructor): a reader whose
     # callee merely stores through their address (a registrar's insert) does not build them.
@@ -237,7 +232,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         unseen_guard = []
         for o, via in s.reads.items():
             name = image.symbol_at(o) or ""
-            c, status = _judge(o, name, pos, s, constructor, guards, entries, strong)
+            c, status = read_status(o, name, pos, s, constructor, guards, entries, strong)
             if status == "constant" and image.guarded(name):
                 status = "guarded"
                 unseen_guard.append(name)  # no initializer here runs its guarded initialization: not proven
@@ -260,24 +255,6 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     return notes
 
 
-def _constructors(summaries: list) -> dict[int, int]:
-    """object -> position (in entries) of its constructor: the first initializer that constructs it strongly
-    (a constructor call or a registered destructor), else the first that stores into it, else the first that
-    passes its address to a function that stores through it (``init(&g)``)."""
-    constructor: dict[int, int] = {}
-    for pos, s in enumerate(summaries):
-        for o, strong in s.constructs.items() if s is not None else ():
-            if strong and o not in constructor:
-                constructor[o] = pos
-    for pos, s in enumerate(summaries):
-        for o in s.constructs if s is not None else ():
-            constructor.setdefault(o, pos)
-    for pos, s in enumerate(summaries):  # else the first whose callee stores into it through its address
-        for o in sorted(s.call_stores) if s is not None else ():
-            constructor.setdefault(o, pos)
-    return constructor
-
-
 def _guards_run(image: Image | None, summaries: list) -> dict[str, int]:
     """guard variable name -> position of the first initializer that runs its guarded initialization."""
     out: dict[str, int] = {}
@@ -298,38 +275,6 @@ def _finding(image: Image, verdict: str, o: int, reader: dict, ctor: dict, via: 
 
 def _who(e: dict[str, Any]) -> dict[str, Any]:
     return {"index": e["index"], "symbol": e["symbol"], "source": e["source"]}
-
-
-def _judge(o: int, name: str, pos: int, s: Summary, constructor: dict[int, int], guards: dict[str, int],
-           entries: list[dict], strong: set[int]) -> tuple[int | None, str]:
-    """(constructor position, status) of a read of ``o`` by the initializer at ``pos``."""
-    c = constructor.get(o)
-    if name.startswith("_ZZ"):
-        return c, "function-local-static"
-    if c == pos and o in s.early:
-        return c, "before-construction"  # read, then built, by the same initializer (a unit read before it)
-    if o in s.constructs or (o in s.call_stores and o not in strong):
-        return c, "own"  # a shared helper that builds it on first use, whichever initializer runs first
-    guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
-    if guard in guards:  # an inline or template variable: safe once its guarded initialization has run
-        g = guards[guard]
-        return (g, "guarded") if g <= pos else (g, _order(pos, g, entries))
-    if c is None:
-        return c, "constant"
-    if c == pos:
-        return c, "own"
-    return c, _order(pos, c, entries)
-
-
-def _order(pos: int, c: int, entries: list[dict]) -> str:
-    reader, ctor = entries[pos], entries[c]
-    if entries[pos]["address"] == entries[c]["address"]:
-        return "own"
-    if pos < c:
-        return "before-construction"
-    if (reader["priority"] or 65535) != (ctor["priority"] or 65535):
-        return "priority-ordered"
-    return "order-dependent"
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,

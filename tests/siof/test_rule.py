@@ -1,0 +1,76 @@
+"""The SIOF rule by its name (elfpatch.inits.siof): each status a read gets from its place in the run order,
+its object's constructor and the priorities, on hand-made summaries (no binary, no disassembler)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from elfpatch.inits.siof import VERDICTS, constructors, order_verdict, read_status
+from elfpatch.inits.walk import Summary
+
+OBJ = 0x4000
+
+
+def summary(**fields: object) -> Summary:
+    empty = {"registrations": [], "constructs": {}, "reads": {}, "indirect": 0, "depth_limited": 0,
+             "unresolved": 0, "unproven": 0, "unproven_at": (), "arg_derefs": {}, "early": {}, "touched": {},
+             "guards": frozenset(), "cut": frozenset(), "strange": 0, "call_stores": frozenset(),
+             "foreign": frozenset(), "foreign_unproven": 0}
+    return Summary(**{**empty, **fields})
+
+
+def entries(*priorities: int | None) -> list[dict]:
+    return [{"address": 0x1000 + 0x10 * i, "priority": p} for i, p in enumerate(priorities)]
+
+
+def test_a_read_before_its_constructor_runs_is_before_construction() -> None:
+    assert order_verdict(0, 1, entries(None, None)) == "before-construction"
+    assert read_status(OBJ, "g", 0, summary(), {OBJ: 1}, {}, entries(None, None), set()) == (1, "before-construction")
+
+
+def test_a_read_after_its_constructor_is_ordered_by_link_order_or_by_priority() -> None:
+    assert order_verdict(1, 0, entries(None, None)) == "order-dependent"  # same (default) priority
+    assert order_verdict(1, 0, entries(101, 65535)) == "priority-ordered"
+    assert order_verdict(1, 0, entries(101, 101)) == "order-dependent"
+
+
+def test_the_same_function_twice_in_the_table_is_its_own() -> None:
+    table = entries(None, None)
+    table[1]["address"] = table[0]["address"]
+    assert order_verdict(0, 1, table) == "own"
+
+
+def test_safe_reads_get_no_verdict() -> None:
+    table = entries(None, None)
+    assert read_status(OBJ, "_ZZ1fvE1x", 0, summary(), {OBJ: 1}, {}, table, set())[1] == "function-local-static"
+    assert read_status(OBJ, "g", 1, summary(), {}, {}, table, set()) == (None, "constant")
+    assert read_status(OBJ, "g", 0, summary(constructs={OBJ: True}), {OBJ: 1}, {}, table, set())[1] == "own"
+    for status in ("function-local-static", "constant", "own", "guarded", "priority-ordered"):
+        assert status not in VERDICTS
+
+
+def test_an_inline_variable_is_safe_once_its_guard_ran_before_the_read() -> None:
+    table = entries(None, None)
+    guard = "_ZGVN1a1vE"  # the guard variable of _ZN1a1vE
+    assert read_status(OBJ, "_ZN1a1vE", 1, summary(), {}, {guard: 0}, table, set()) == (0, "guarded")
+    assert read_status(OBJ, "_ZN1a1vE", 0, summary(), {}, {guard: 1}, table, set()) == (1, "before-construction")
+
+
+def test_read_then_built_by_the_same_initializer_is_before_construction() -> None:
+    s = summary(constructs={OBJ: True}, early={OBJ: ()})
+    assert read_status(OBJ, "g", 0, s, {OBJ: 0}, {}, entries(None), {OBJ}) == (0, "before-construction")
+
+
+def test_the_constructor_is_the_first_strong_builder_else_the_first_store() -> None:
+    stores, builds = summary(constructs={OBJ: False}), summary(constructs={OBJ: True})
+    assert constructors([stores, builds]) == {OBJ: 1}
+    assert constructors([stores, None, summary(constructs={OBJ: False})]) == {OBJ: 0}
+    assert constructors([summary(), summary(call_stores=frozenset({OBJ}))]) == {OBJ: 1}
+
+
+def test_the_rule_imports_no_disassembler() -> None:
+    code = "import sys, elfpatch.inits.siof\nprint(sorted(m for m in sys.modules if m.startswith('capstone')))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
