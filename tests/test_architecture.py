@@ -1,4 +1,5 @@
-"""The package's shape: no import cycles among elfpatch modules (deferred imports inside functions included),
+"""The package's shape: its layers, each importing only from its own layer and those below; no import cycles
+among elfpatch modules (deferred imports inside functions included); no subpackage named like a public name;
 and the read path of `elfpatch unique` imports neither the disassembler nor pyelftools."""
 from __future__ import annotations
 
@@ -128,6 +129,87 @@ def test_cycle_finder_finds_a_deferred_cycle(tmp_path: Path) -> None:
     known = {"elfpatch.a", "elfpatch.b"}
     graph = {"elfpatch.a": imports_of("elfpatch.a", a, known), "elfpatch.b": imports_of("elfpatch.b", b, known)}
     assert cycles(graph) == [["elfpatch.a", "elfpatch.b"]]
+
+
+# The layers, lowest first. A module may import from its own layer and the layers below, never from above
+# (deferred imports included, as for cycles). A module's layer is that of the longest entry naming it or a
+# package above it; the package root `elfpatch` (the lazy public API) is named alone.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # the facts everything shares: errors, ELF constants, the record type, the test-only stop point
+    ("elfpatch.errors", "elfpatch.elf.const", "elfpatch.elf.records", "elfpatch.fs.teststop"),
+    # reading ELF and the loader's view; opening files; containers (ar, zip, wheel); one edit and how it is
+    # applied to bytes; the result records and the JSON envelope
+    ("elfpatch.elf", "elfpatch.fs", "elfpatch.formats", "elfpatch.patching.edits", "elfpatch.report"),
+    # the plan of an image's edits, and the one commit protocol that applies them
+    ("elfpatch.patching", "elfpatch.fs.commit"),
+    # what a PATH is: trees, ELF files, archives, wheels, each planned and committed
+    ("elfpatch.targets",),
+    # the analyses: collisions and owners, static initialization, the dlopen harness
+    ("elfpatch.auditing", "elfpatch.inits", "elfpatch.harness"),
+    # the subcommands (and the pre-commit hook, which is `unique --check`)
+    ("elfpatch.commands",),
+    # the entry points: the console script, the API and the package root
+    ("elfpatch.cli", "elfpatch.api", "elfpatch.__main__", "elfpatch"),
+)
+
+
+def layer_of(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | None:
+    """The index of ``module``'s layer (None: no layer names it)."""
+    best: tuple[int, int] | None = None  # (length of the entry, layer)
+    for i, layer in enumerate(layers):
+        for entry in layer:
+            covers = module == entry or (entry != "elfpatch" and module.startswith(entry + "."))
+            if covers and (best is None or len(entry) > best[0]):
+                best = (len(entry), i)
+    return None if best is None else best[1]
+
+
+def upward_imports(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...] = LAYERS) -> list[str]:
+    """Each import of a module from a higher layer, as "importer (layer) -> imported (layer)"."""
+    out = []
+    for name in sorted(graph):
+        for dep in sorted(graph[name]):
+            low, high = layer_of(name, layers), layer_of(dep, layers)
+            if low is not None and high is not None and high > low:
+                out.append(f"{name} ({low}) -> {dep} ({high})")
+    return out
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in sorted(modules()) if layer_of(m) is None] == []
+
+
+def test_imports_point_only_downward() -> None:
+    mods = modules()
+    known = set(mods)
+    graph = {name: imports_of(name, path, known) for name, path in mods.items()}
+    assert upward_imports(graph) == []
+
+
+def test_layer_check_finds_a_deferred_upward_import(tmp_path: Path) -> None:
+    """The check above can fail: a low module that imports a command inside a function, and a subpackage's
+    module under a longer entry than its package's."""
+    low, cmd, edits = tmp_path / "low.py", tmp_path / "cmd.py", tmp_path / "edits.py"
+    low.write_text("def f():\n    from elfpatch.cmd import run\n")
+    cmd.write_text("from elfpatch.low import thing\n")
+    edits.write_text("from elfpatch.pkg.commit import apply\n")
+    layers = (("elfpatch.low", "elfpatch.pkg.edits"), ("elfpatch.pkg",), ("elfpatch.cmd",))
+    known = {"elfpatch.low", "elfpatch.cmd", "elfpatch.pkg.edits", "elfpatch.pkg.commit"}
+    graph = {"elfpatch.low": imports_of("elfpatch.low", low, known),
+             "elfpatch.cmd": imports_of("elfpatch.cmd", cmd, known),
+             "elfpatch.pkg.edits": imports_of("elfpatch.pkg.edits", edits, known), "elfpatch.pkg.commit": set()}
+    assert upward_imports(graph, layers) == ["elfpatch.low (0) -> elfpatch.cmd (2)",
+                                             "elfpatch.pkg.edits (0) -> elfpatch.pkg.commit (1)"]
+
+
+def test_no_subpackage_shadows_a_public_name() -> None:
+    """Importing ``elfpatch.X`` sets the attribute ``elfpatch.X`` to the module: a subpackage or module named
+    like a public function (``audit``, ``patch``) would replace it for every later caller."""
+    import elfpatch
+
+    public = set(elfpatch.__all__)
+    assert public, "elfpatch.__all__ lists the public names"
+    assert sorted(public & {m.split(".")[1] for m in modules() if m.count(".") >= 1}) == []
 
 
 def test_unique_imports_no_heavy_modules(tmp_path: Path) -> None:
