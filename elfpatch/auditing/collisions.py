@@ -18,7 +18,7 @@ from itertools import combinations
 from typing import Any, Iterable, NamedTuple
 
 from elfpatch.auditing.packages import Owners, annotate
-from elfpatch.elf.const import SHN_UNDEF, ST_SHNDX_OFFSET, STT_FUNC, STT_GNU_IFUNC
+from elfpatch.elf.const import SHN_UNDEF, ST_SHNDX_OFFSET, STT_FUNC, STT_GNU_IFUNC, st_type
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.symbols import demangle, unique_indexes
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ParseError
@@ -63,7 +63,7 @@ def image_facts(elf: ElfFile, member: bool) -> ImageFacts:
         high = bytes(elf.data[start + 1 : end : table.entsize])
         pos = low.find(0, 1)  # entry 0 is the null symbol
         while pos >= 0:
-            if high[pos] == 0 and (info[pos] & 0xF) not in (STT_FUNC, STT_GNU_IFUNC):
+            if high[pos] == 0 and st_type(info[pos]) not in (STT_FUNC, STT_GNU_IFUNC):
                 try:
                     name = table.symbol(pos).name
                 except ParseError:

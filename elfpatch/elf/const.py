@@ -1,5 +1,5 @@
 """ELF constants, named as the gABI, the GNU extensions and glibc's <elf.h> name them: the one home of each
-number elfpatch reads from a file. Every other module imports its constants from here."""
+number elfpatch reads from a file, and of the st_info split. Every other module imports them from here."""
 from __future__ import annotations
 
 ELFMAG = b"\x7fELF"
@@ -11,8 +11,9 @@ ELFOSABI_SYSV, ELFOSABI_GNU = 0, 3
 # e_type
 ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
 
-# e_machine (only those whose rules differ somewhere in elfpatch)
-EM_MIPS, EM_X86_64, EM_AARCH64 = 8, 62, 183
+# e_machine (those whose rules, multiarch directory or $PLATFORM differ somewhere in elfpatch)
+EM_386, EM_MIPS, EM_PPC, EM_PPC64, EM_S390 = 3, 8, 20, 21, 22
+EM_ARM, EM_SPARCV9, EM_X86_64, EM_AARCH64, EM_RISCV, EM_LOONGARCH = 40, 43, 62, 183, 243, 258
 
 # Extended numbering: e_phnum == PN_XNUM puts the real count in section header 0's sh_info.
 PN_XNUM = 0xFFFF
@@ -33,6 +34,9 @@ SHF_TLS = 0x400
 # p_type
 PT_NULL, PT_LOAD, PT_DYNAMIC, PT_INTERP = 0, 1, 2, 3
 PT_GNU_EH_FRAME, PT_GNU_RELRO = 0x6474E550, 0x6474E552
+
+# p_flags
+PF_X, PF_W, PF_R = 1, 2, 4
 
 # d_tag
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB = 0, 1, 4, 5, 6
@@ -55,6 +59,22 @@ DF_1_NODELETE, DF_1_INITFIRST, DF_1_NODEFLIB, DF_1_PIE = 0x8, 0x20, 0x800, 0x080
 # st_info: binding (high nibble) and type (low nibble)
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_FILE, STT_TLS, STT_GNU_IFUNC = 0, 1, 2, 4, 6, 10
+
+
+def st_bind(st_info: int) -> int:
+    """The binding (STB_*) of a symbol's st_info: its high nibble (gABI ELF64_ST_BIND)."""
+    return st_info >> 4
+
+
+def st_type(st_info: int) -> int:
+    """The type (STT_*) of a symbol's st_info: its low nibble (gABI ELF64_ST_TYPE)."""
+    return st_info & 0xF
+
+
+def st_info_of(bind: int, typ: int) -> int:
+    """The st_info byte of a binding and a type (gABI ELF64_ST_INFO)."""
+    return (bind << 4) | (typ & 0xF)
+
 
 # Symbol-table entry sizes, and where st_info sits inside one (by ELF class in bits).
 SYM_ENTSIZE = {32: 16, 64: 24}

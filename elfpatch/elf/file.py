@@ -53,6 +53,8 @@ from elfpatch.elf.const import (
     SHT_SYMTAB,
     ST_INFO_OFFSET,
     SYM_ENTSIZE,
+    st_bind,
+    st_type,
 )
 from elfpatch.elf.records import Record
 from elfpatch.errors import ParseError
@@ -150,11 +152,11 @@ class Symbol(Record):
 
     @property
     def bind(self) -> int:
-        return self.st_info >> 4
+        return st_bind(self.st_info)
 
     @property
     def type(self) -> int:
-        return self.st_info & 0xF
+        return st_type(self.st_info)
 
 
 class SymEntry(Record):
@@ -213,6 +215,14 @@ class SymbolTable:
         if st_name >= self.str_size:
             raise ParseError(f"{self.name}: symbol name offset {st_name} past its string table", self.elf.path)
         return self.elf.cstring(self.str_offset + st_name, self.str_offset + self.str_size)
+
+    def name_head(self, st_name: int, n: int) -> bytes:
+        """The first ``n`` bytes at ``st_name`` in the string table (fewer at its end), not decoded: a test of a
+        name's prefix that costs no decode (b"" for an offset outside the table)."""
+        if not 0 <= st_name < self.str_size:
+            return b""
+        start = self.str_offset + st_name
+        return bytes(self.elf.data[start : min(start + n, self.str_offset + self.str_size)])
 
     def entry(self, index: int) -> SymEntry:
         if not 0 <= index < self.count:

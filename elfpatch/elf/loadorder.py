@@ -29,6 +29,17 @@ from elfpatch.elf.const import (
     DT_RPATH,
     DT_RUNPATH,
     DT_SONAME,
+    EM_386,
+    EM_AARCH64,
+    EM_ARM,
+    EM_LOONGARCH,
+    EM_MIPS,
+    EM_PPC,
+    EM_PPC64,
+    EM_RISCV,
+    EM_S390,
+    EM_SPARCV9,
+    EM_X86_64,
     PT_INTERP,
 )
 from elfpatch.elf.file import ElfFile, parse_header
@@ -41,16 +52,17 @@ MAX_LD_CACHE = 64 << 20  # a cache of every library of a large system is well un
 # Debian's multiarch directory per (e_machine, ELF class, little-endian); ld.so searches /lib/<triple> and
 # /usr/lib/<triple> before /lib and /usr/lib, and expands $LIB to lib/<triple>.
 MULTIARCH = {
-    (62, 64, True): "x86_64-linux-gnu", (62, 32, True): "x86_64-linux-gnux32",
-    (3, 32, True): "i386-linux-gnu", (183, 64, True): "aarch64-linux-gnu",
-    (40, 32, True): "arm-linux-gnueabihf",
-    (21, 64, False): "powerpc64-linux-gnu", (21, 64, True): "powerpc64le-linux-gnu",
-    (20, 32, False): "powerpc-linux-gnu", (22, 64, False): "s390x-linux-gnu",
-    (243, 64, True): "riscv64-linux-gnu", (258, 64, True): "loongarch64-linux-gnu",
-    (8, 32, True): "mipsel-linux-gnu", (8, 32, False): "mips-linux-gnu", (2, 64, False): "sparc64-linux-gnu",
+    (EM_X86_64, 64, True): "x86_64-linux-gnu", (EM_X86_64, 32, True): "x86_64-linux-gnux32",
+    (EM_386, 32, True): "i386-linux-gnu", (EM_AARCH64, 64, True): "aarch64-linux-gnu",
+    (EM_ARM, 32, True): "arm-linux-gnueabihf",
+    (EM_PPC64, 64, False): "powerpc64-linux-gnu", (EM_PPC64, 64, True): "powerpc64le-linux-gnu",
+    (EM_PPC, 32, False): "powerpc-linux-gnu", (EM_S390, 64, False): "s390x-linux-gnu",
+    (EM_RISCV, 64, True): "riscv64-linux-gnu", (EM_LOONGARCH, 64, True): "loongarch64-linux-gnu",
+    (EM_MIPS, 32, True): "mipsel-linux-gnu", (EM_MIPS, 32, False): "mips-linux-gnu",
+    (EM_SPARCV9, 64, False): "sparc64-linux-gnu",  # 64-bit SPARC is EM_SPARCV9 (EM_SPARC, 2: 32-bit)
 }
 # $PLATFORM (AT_PLATFORM) for files of the host's own machine.
-PLATFORM = {62: "x86_64", 3: "i686", 183: "aarch64", 22: "s390x"}
+PLATFORM = {EM_X86_64: "x86_64", EM_386: "i686", EM_AARCH64: "aarch64", EM_S390: "s390x"}
 
 
 class ObjectInfo(NamedTuple):

@@ -3,7 +3,17 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from elfpatch.elf.const import ELFOSABI_GNU, ELFOSABI_SYSV, STB_GLOBAL, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK
+from elfpatch.elf.const import (
+    ELFOSABI_GNU,
+    ELFOSABI_SYSV,
+    STB_GLOBAL,
+    STB_GNU_UNIQUE,
+    STB_LOCAL,
+    STB_WEAK,
+    st_bind,
+    st_info_of,
+    st_type,
+)
 from elfpatch.elf.mangled import crude_bound, demangled_bound
 
 TYPE_CHECKING = False  # typing is not imported on the read path
@@ -19,7 +29,7 @@ OSABI_NAMES = {0: "SYSV", 1: "HPUX", 2: "NetBSD", 3: "GNU", 6: "Solaris", 7: "AI
 
 # st_info bytes whose binding nibble is 10, as a translate() table: 1 where unique, 0 elsewhere. Finding the
 # unique entries of a 500k-symbol table is then one C-level translate and a few find() calls.
-_UNIQUE_MASK = bytes(1 if (b >> 4) == STB_GNU_UNIQUE else 0 for b in range(256))
+_UNIQUE_MASK = bytes(1 if st_bind(b) == STB_GNU_UNIQUE else 0 for b in range(256))
 
 
 def binding_name(bind: int) -> str:
@@ -49,7 +59,7 @@ def unique_indexes(info: bytes) -> list[int]:
 
 def rebind(st_info: int, bind: int) -> int:
     """st_info with only its binding nibble replaced; the type nibble (and st_other) stay as they are."""
-    return (bind << 4) | (st_info & 0xF)
+    return st_info_of(bind, st_type(st_info))
 
 
 def _globs(globs: tuple[str, ...]) -> re.Pattern[str] | None:  # None for no globs

@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_right
 from typing import Callable
 
-from elfpatch.elf.const import PT_GNU_EH_FRAME, PT_LOAD
+from elfpatch.elf.const import PT_GNU_EH_FRAME, PT_LOAD, SHT_NOBITS
 from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
 
@@ -125,7 +125,7 @@ def _locate(elf: ElfFile) -> tuple[int, int, int, int | None] | None:
     sec = elf.section_by_name(".eh_frame") if elf.sections else None
     hdr = next((p for p in elf.segments if p.p_type == PT_GNU_EH_FRAME), None)
     hdr_addr = hdr.p_vaddr if hdr is not None else None
-    if sec is not None and sec.sh_type != 8 and sec.sh_size:
+    if sec is not None and sec.sh_type != SHT_NOBITS and sec.sh_size:
         return sec.sh_offset, sec.sh_offset + sec.sh_size, sec.sh_addr, hdr_addr
     if hdr is None:
         return None

@@ -22,8 +22,11 @@ from elfpatch.elf.const import (
     DT_RELAENT,
     DT_RELENT,
     EM_X86_64,
+    PF_W,
+    PF_X,
     PT_DYNAMIC,
     PT_GNU_RELRO,
+    PT_LOAD,
     SHF_ALLOC,
     SHF_EXECINSTR,
     SHF_TLS,
@@ -35,6 +38,8 @@ from elfpatch.elf.const import (
     STT_GNU_IFUNC,
     STT_NOTYPE,
     STT_OBJECT,
+    st_bind,
+    st_type,
 )
 from elfpatch.elf.file import ElfFile, SymbolTable
 from elfpatch.elf.relocs import Relocator
@@ -52,7 +57,7 @@ _NOTYPE_LOCAL, _NOTYPE_GLOBAL, _FUNC_LOCAL, _FUNC_GLOBAL, _OBJECT = 1, 2, 3, 4, 
 
 
 def _classify(st_info: int) -> int:
-    typ, local = st_info & 0xF, (st_info >> 4) == STB_LOCAL
+    typ, local = st_type(st_info), st_bind(st_info) == STB_LOCAL
     if typ in (STT_FUNC, STT_GNU_IFUNC):
         return _FUNC_LOCAL if local else _FUNC_GLOBAL
     if typ == STT_NOTYPE:
@@ -105,11 +110,12 @@ class Image:
                          if s.sh_flags & SHF_ALLOC and s.sh_flags & SHF_WRITE and s.sh_addr]
         if not elf.sections:  # no section headers: the writable segments (PF_W)
             self.writable = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments
-                             if p.p_type == 1 and p.p_flags & 2]
+                             if p.p_type == PT_LOAD and p.p_flags & PF_W]
         self.code = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
                      if s.sh_flags & SHF_EXECINSTR and s.sh_addr and s.sh_type != SHT_NOBITS]
         if not self.code:  # no section headers: the executable segments
-            self.code = [(p.p_vaddr, p.p_vaddr + p.p_filesz) for p in elf.segments if p.p_type == 1 and p.p_flags & 1]
+            self.code = [(p.p_vaddr, p.p_vaddr + p.p_filesz) for p in elf.segments
+                         if p.p_type == PT_LOAD and p.p_flags & PF_X]
         # The sections an address can lie in (not .tdata/.tbss: a TLS template overlaps the sections after it).
         self._alloc = sorted((s for s in elf.sections if s.sh_flags & SHF_ALLOC and not s.sh_flags & SHF_TLS
                               and s.sh_addr and s.sh_size), key=lambda s: s.sh_addr)
@@ -194,7 +200,7 @@ class Image:
         st_name = self._names[i] & 0xFFFFFFFF
         if not 0 < st_name < table.str_size:
             return True
-        head = bytes(self.elf.data[table.str_offset + st_name: table.str_offset + st_name + 2])
+        head = table.name_head(st_name, 2)
         return head[:1] == b"$" or head == b".L"
 
     def _name_of(self, i: int) -> str:
@@ -219,8 +225,7 @@ class Image:
         assert table is not None  # symbol indices exist only when there is a table
         if not 0 <= st_name < table.str_size:
             return ""
-        start = table.str_offset + st_name
-        head = bytes(self.elf.data[start: start + 64])
+        head = table.name_head(st_name, 64)
         if any(m in head for m in markers):
             return self._name_of(i)
         return ""
@@ -327,9 +332,9 @@ class Image:
         if self._guard_names is None:  # built on first use: only --siof asks
             # Tested on the string table's bytes: decoding every object's name costs a second on libtorch.
             assert self.table is not None  # objects (what is asked about) exist only when there is a table
-            data, base, size, names = self.elf.data, self.table.str_offset, self.table.str_size, self._names
+            head, names = self.table.name_head, self._names
             self._guard_names = {self._name_of(j) for j in self._objects.values()
-                                 if 0 < (o := names[j] & 0xFFFFFFFF) < size and data[base + o: base + o + 4] == b"_ZGV"}
+                                 if head(names[j] & 0xFFFFFFFF, 4) == b"_ZGV"}
         guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
         return guard in self._guard_names
 

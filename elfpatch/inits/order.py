@@ -32,6 +32,8 @@ from elfpatch.elf.const import (
     STT_FUNC,
     STT_GNU_IFUNC,
     STT_NOTYPE,
+    st_bind,
+    st_type,
 )
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import Relocator, Target
@@ -163,18 +165,16 @@ class _Symbolizer:
         return found
 
     def _scan(self, table: Any, wanted: set[int]) -> dict[int, str]:
-        elf = self.elf
         best: dict[int, tuple[tuple[int, int], int]] = {}  # address -> (rank, st_name)
         for st_name, value, _size, info, _other, shndx in table.entries():
             if value not in wanted or shndx == SHN_UNDEF or st_name == 0:
                 continue
-            typ = info & 0xF
+            typ = st_type(info)
             if typ not in (STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE):
                 continue
-            rank = (0 if typ != STT_NOTYPE else 1, 1 if (info >> 4) == STB_LOCAL else 0)
+            rank = (0 if typ != STT_NOTYPE else 1, 1 if st_bind(info) == STB_LOCAL else 0)
             if value not in best or rank < best[value][0]:
-                name_first = elf.data[table.str_offset + st_name: table.str_offset + st_name + 2] \
-                    if st_name < table.str_size else b""
+                name_first = table.name_head(st_name, 2)
                 if name_first[:1] == b"$" or name_first == b".L":  # ARM/AArch64 mapping symbols, local labels
                     continue
                 best[value] = (rank, st_name)
@@ -231,9 +231,9 @@ def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
     current: int | None = None  # st_name of the last STT_FILE symbol
     found: dict[int, int] = {}
     for st_name, value, _size, info, _other, _shndx in table.entries():
-        if info >> 4 != STB_LOCAL:
+        if st_bind(info) != STB_LOCAL:
             break  # every local symbol comes first: past them, no file owns a symbol
-        typ = info & 0xF
+        typ = st_type(info)
         if typ == STT_FILE:
             current = st_name or None
         elif typ == STT_FUNC and value in wanted and current is not None and value not in found:

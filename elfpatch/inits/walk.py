@@ -432,7 +432,7 @@ class Walker:
         if self._foreign is None:
             tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
             self._foreign = frozenset(sym.name for t in tables for sym in t
-                                      if sym.st_shndx == SHN_UNDEF and sym.st_info & 0xF == STT_OBJECT)
+                                      if sym.st_shndx == SHN_UNDEF and sym.type == STT_OBJECT)
         return _SYMBOL_VERSION.sub("", name) in self._foreign
 
     def _arguments(self, name: str | None, args: tuple, acc: _Acc) -> None:

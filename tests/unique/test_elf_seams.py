@@ -1,5 +1,6 @@
-"""One home for each ELF fact: constants in elfconst, the header, the symbol entry and the dynamic strings decoded
-in elffile only, and loadorder independent of inits. Read from the sources, so a second copy fails here."""
+"""One home for each ELF fact: constants and the st_info split in elf/const.py, the header, the symbol entry and
+the string tables read in elf/file.py only, and loadorder independent of inits. Read from the sources, so a
+second copy fails here."""
 from __future__ import annotations
 
 import ast
@@ -7,7 +8,9 @@ import re
 from pathlib import Path
 
 import elfpatch
+from elfpatch.elf import const
 from elfpatch.elf.file import ElfFile
+from elfpatch.elf.loadorder import MULTIARCH, PLATFORM
 
 PACKAGE = Path(elfpatch.__file__).parent
 ELF_NAME = re.compile(r"(?:DT|PT|SHT|SHN|STB|STT|ET|EM|DF_1|ELFCLASS|ELFDATA|ELFOSABI|PN)_[A-Z0-9_]+$|ELFMAG$")
@@ -45,7 +48,7 @@ def test_loadorder_does_not_import_inits() -> None:
     tree = modules()["elf/loadorder.py"]
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert "elfpatch.inits.order" not in imported
+    assert not {m for m in imported if m and (m == "elfpatch.inits" or m.startswith("elfpatch.inits."))}
 
 
 def test_one_dynamic_string_reader(unique_build: Path) -> None:
@@ -63,3 +66,68 @@ def test_one_dynamic_string_reader(unique_build: Path) -> None:
             assert "past" in exc.message
         else:
             raise AssertionError(f"{read} read past DT_STRSZ")
+
+
+def _text(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+def test_st_info_is_split_in_elf_const_only() -> None:
+    """Binding and type come out of st_info through st_bind/st_type (and go in through st_info_of), nowhere
+    else by hand."""
+    for name, tree in modules().items():
+        if name == "elf/const.py":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BinOp) and isinstance(node.right, ast.Constant) and "info" in _text(node.left):
+                split = (isinstance(node.op, ast.RShift) and node.right.value == 4) or (
+                    isinstance(node.op, ast.BitAnd) and node.right.value == 0xF)
+                assert not split, f"{name}: {_text(node)} splits st_info by hand"
+
+
+HEADER_FIELDS = {"e_type", "e_machine", "p_type", "p_flags", "sh_type", "sh_flags", "d_tag"}
+
+
+def test_header_fields_are_compared_with_named_constants() -> None:
+    """``p.p_type == 1 and p.p_flags & 1`` says nothing to a reader: PT_LOAD and PF_X do."""
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+                sides = [node.left, node.right]
+            else:
+                continue
+            fields = [s for s in sides if isinstance(s, ast.Attribute) and s.attr in HEADER_FIELDS]
+            numbers = [s for s in sides if isinstance(s, ast.Constant) and type(s.value) is int]
+            assert not (fields and numbers), f"{name}: {_text(node)} compares a header field with a raw number"
+
+
+def test_machines_are_named() -> None:
+    """The multiarch and $PLATFORM tables are keyed by EM_ names, and 64-bit SPARC is EM_SPARCV9 (43), the
+    e_machine of sparc64 Linux binaries (EM_SPARC, 2, is 32-bit only)."""
+    named = {v for k, v in vars(const).items() if k.startswith("EM_")}
+    assert {m for m, _bits, _little in MULTIARCH} <= named and set(PLATFORM) <= named
+    assert MULTIARCH[(const.EM_SPARCV9, 64, False)] == "sparc64-linux-gnu"
+    assert (2, 64, False) not in MULTIARCH
+
+
+def test_string_tables_are_read_in_elf_file_only() -> None:
+    """A name is read through its table (``string``, ``name_head``), which bounds it by the table: no other
+    module indexes the file at ``str_offset + st_name`` itself."""
+    for name, tree in modules().items():
+        if name == "elf/file.py":
+            continue
+        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "str_offset"]
+        assert not uses, f"{name} reads a string table by hand (line {uses[0].lineno if uses else 0})"
+
+
+def test_name_head_is_bounded_by_its_table(unique_build: Path) -> None:
+    elf = ElfFile((unique_build / "libuser.so").read_bytes(), "libuser.so")
+    table = elf.loader_table()
+    index = next(i for i in range(table.count) if table.symbol(i).name)
+    name, st_name = table.symbol(index).name, table.entry(index).st_name
+    assert table.name_head(st_name, 2) == name.encode()[:2] and table.name_head(st_name, 999)[:len(name) + 1] \
+        == name.encode() + b"\0"
+    assert table.name_head(table.str_size - 1, 64) == b"\0"  # the table's last byte, nothing after it
+    assert table.name_head(table.str_size, 4) == b"" and table.name_head(-1, 4) == b""
