@@ -8,9 +8,7 @@ the PLT's JUMP_SLOT relocations).
 """
 from __future__ import annotations
 
-import sys
 from bisect import bisect_right
-from itertools import compress
 from typing import Sequence, Union
 
 from elfpatch.elf.const import (
@@ -32,17 +30,10 @@ from elfpatch.elf.const import (
     SHF_TLS,
     SHF_WRITE,
     SHT_NOBITS,
-    ST_SHNDX_OFFSET,
-    STB_LOCAL,
-    STT_FUNC,
-    STT_GNU_IFUNC,
-    STT_NOTYPE,
-    STT_OBJECT,
-    st_bind,
-    st_type,
 )
 from elfpatch.elf.file import ElfFile, SymbolTable
 from elfpatch.elf.relocs import Relocator
+from elfpatch.elf.symbolize import TableSymbols
 from elfpatch.errors import ElfPatchError
 from elfpatch.inits.extents import eh_frame_extents
 
@@ -52,22 +43,6 @@ _NOT_DATA_PREFIXES = ("_ZTV", "_ZTI", "_ZTS", "_ZTT", "_ZGV", "__dso_handle", "_
                       "_DYNAMIC", "__init_array", "__fini_array", "__bss_start", "_edata", "_end")
 
 Value = Union[int, str]
-# st_info -> the classes kept (0: dropped), ranked so that FUNC beats NOTYPE and GLOBAL beats LOCAL.
-_NOTYPE_LOCAL, _NOTYPE_GLOBAL, _FUNC_LOCAL, _FUNC_GLOBAL, _OBJECT = 1, 2, 3, 4, 5
-
-
-def _classify(st_info: int) -> int:
-    typ, local = st_type(st_info), st_bind(st_info) == STB_LOCAL
-    if typ in (STT_FUNC, STT_GNU_IFUNC):
-        return _FUNC_LOCAL if local else _FUNC_GLOBAL
-    if typ == STT_NOTYPE:
-        return _NOTYPE_LOCAL if local else _NOTYPE_GLOBAL
-    return _OBJECT if typ == STT_OBJECT else 0
-
-
-_CLASS = bytes(_classify(b) for b in range(256))
-_ONLY = {c: bytes(1 if b == c else 0 for b in range(256)) for c in range(1, 6)}
-_NONZERO = bytes([0] + [255] * 255)
 
 
 class _GotRelocator(Relocator):
@@ -160,48 +135,10 @@ class Image:
         self._obj_starts = sorted(self._objects)
 
     def _scan(self, table: SymbolTable) -> None:
-        elf = self.elf
-        ent, n = table.entsize, table.count
-        blob = elf.read(table.offset, n * ent)
-        info = table.info_bytes()
-        sh = ST_SHNDX_OFFSET[elf.elfclass]  # undefined entries (st_shndx 0) are dropped
-        shndx = int.from_bytes(blob[sh::ent], "little") | int.from_bytes(blob[sh + 1::ent], "little")
-        defined = shndx.to_bytes(n, "little").translate(_NONZERO)
-        classes = (int.from_bytes(info.translate(_CLASS), "little")
-                   & int.from_bytes(defined, "little")).to_bytes(n, "little")
-        names: Sequence[int]
-        values: Sequence[int]
-        sizes: Sequence[int]
-        if elf.little == (sys.byteorder == "little"):
-            words = memoryview(blob).cast("Q" if elf.elfclass == 64 else "I")
-            stride = ent // words.itemsize
-            if elf.elfclass == 64:
-                names, values, sizes = words[0::stride], words[1::stride], words[2::stride]
-            else:
-                names, values, sizes = words[0::stride], words[1::stride], words[2::stride]
-        else:  # a foreign byte order: unpack (slower, and only for cross-built files)
-            rows = list(table.entries())
-            names, values, sizes = [r.st_name for r in rows], [r.st_value for r in rows], [r.st_size for r in rows]
-        self._names, self._sizes = names, sizes
-        index = range(n)
-        # Lowest rank first, so that a better symbol at the same address replaces it.
-        for cls in (_NOTYPE_LOCAL, _NOTYPE_GLOBAL, _FUNC_LOCAL, _FUNC_GLOBAL):
-            mask = classes.translate(_ONLY[cls])
-            found = dict(zip(compress(values, mask), compress(index, mask)))
-            if cls in (_NOTYPE_LOCAL, _NOTYPE_GLOBAL):  # mapping symbols ($x, $d) and local labels are no functions
-                found = {a: i for a, i in found.items() if not self._label(i)}
-            self._funcs.update(found)
-        mask = classes.translate(_ONLY[_OBJECT])
-        self._objects = dict(zip(compress(values, mask), compress(index, mask)))
-
-    def _label(self, i: int) -> bool:
-        table = self.table
-        assert table is not None  # symbol indices exist only when there is a table
-        st_name = self._names[i] & 0xFFFFFFFF
-        if not 0 < st_name < table.str_size:
-            return True
-        head = table.name_head(st_name, 2)
-        return head[:1] == b"$" or head == b".L"
+        symbols = TableSymbols(table)  # the one symbolizer (elf/symbolize.py)
+        self._names, self._sizes = symbols.names, symbols.sizes
+        self._funcs.update(symbols.functions)
+        self._objects = symbols.objects
 
     def _name_of(self, i: int) -> str:
         name = self._name_cache.get(i)

@@ -22,7 +22,6 @@ from elfpatch.elf.const import (
     DT_PREINIT_ARRAYSZ,
     ET_DYN,
     ET_EXEC,
-    SHN_UNDEF,
     SHT_FINI_ARRAY,
     SHT_INIT_ARRAY,
     SHT_NOBITS,
@@ -30,13 +29,12 @@ from elfpatch.elf.const import (
     STB_LOCAL,
     STT_FILE,
     STT_FUNC,
-    STT_GNU_IFUNC,
-    STT_NOTYPE,
     st_bind,
     st_type,
 )
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import Relocator, Target
+from elfpatch.elf.symbolize import TableSymbols
 from elfpatch.errors import UnsupportedError, warn
 
 INIT_KINDS = ("preinit_array", "init", "ctors", "init_array")
@@ -165,20 +163,7 @@ class _Symbolizer:
         return found
 
     def _scan(self, table: Any, wanted: set[int]) -> dict[int, str]:
-        best: dict[int, tuple[tuple[int, int], int]] = {}  # address -> (rank, st_name)
-        for st_name, value, _size, info, _other, shndx in table.entries():
-            if value not in wanted or shndx == SHN_UNDEF or st_name == 0:
-                continue
-            typ = st_type(info)
-            if typ not in (STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE):
-                continue
-            rank = (0 if typ != STT_NOTYPE else 1, 1 if st_bind(info) == STB_LOCAL else 0)
-            if value not in best or rank < best[value][0]:
-                name_first = table.name_head(st_name, 2)
-                if name_first[:1] == b"$" or name_first == b".L":  # ARM/AArch64 mapping symbols, local labels
-                    continue
-                best[value] = (rank, st_name)
-        return {addr: table.string(st_name) for addr, (_rank, st_name) in best.items()}
+        return TableSymbols(table).function_names(wanted)  # the one symbolizer
 
 
 def _demangle(name: str | None) -> str | None:

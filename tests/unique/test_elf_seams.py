@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 from pathlib import Path
+
+from conftest import require_tool
 
 import elfpatch
 from elfpatch.elf import const
@@ -131,3 +134,44 @@ def test_name_head_is_bounded_by_its_table(unique_build: Path) -> None:
         == name.encode() + b"\0"
     assert table.name_head(table.str_size - 1, 64) == b"\0"  # the table's last byte, nothing after it
     assert table.name_head(table.str_size, 4) == b"" and table.name_head(-1, 4) == b""
+
+
+def test_one_symbolizer() -> None:
+    """Which symbol names a function's address is decided in elf/symbolize.py only (the `inits` listing and
+    the --siof analysis used to rank symbols each their own way)."""
+    for name, tree in modules().items():
+        if name in ("elf/const.py", "elf/symbolize.py"):
+            continue
+        uses = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "STT_NOTYPE"]
+        assert not uses, f"{name} ranks function symbols itself (line {uses[0] if uses else 0})"
+
+
+SYMBOLS_C = """
+void global_fn(void) {}
+void weak_alias(void) __attribute__((weak, alias("global_fn")));
+static void local_fn(void) {}
+void (*keep)(void) = local_fn;
+__asm__(".text\\n.globl untyped\\nuntyped:\\n.type local_typed, @function\\nlocal_typed:\\nret\\n"
+        ".size local_typed, 1\\n");
+int data_object = 1;
+"""
+
+
+def test_the_symbolizer_ranks_functions_before_untyped_and_global_before_local(tmp_path: Path) -> None:
+    from elfpatch.elf.symbolize import TableSymbols
+
+    require_tool("gcc", packages="gcc")
+    (tmp_path / "s.c").write_text(SYMBOLS_C)
+    lib = tmp_path / "libs.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-o", str(lib), str(tmp_path / "s.c")], check=True)
+    elf = ElfFile(lib.read_bytes(), str(lib))
+    table = next(t for t in elf.symbol_tables() if t.name == ".symtab")
+    syms = {s.name: s for s in table}
+    symbols = TableSymbols(table)
+    at = {a: table.symbol(i).name for a, i in symbols.functions.items()}
+    assert at[syms["global_fn"].st_value] in ("global_fn", "weak_alias")  # a global FUNC and a weak one: same rank
+    assert at[syms["untyped"].st_value] == "local_typed"  # a LOCAL FUNC beats a GLOBAL NOTYPE
+    assert at[syms["local_fn"].st_value] == "local_fn"
+    assert syms["data_object"].st_value in symbols.objects and syms["data_object"].st_value not in at
+    wanted = {syms["untyped"].st_value, syms["data_object"].st_value}
+    assert symbols.function_names(wanted) == {syms["untyped"].st_value: "local_typed"}
