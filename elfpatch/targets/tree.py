@@ -45,6 +45,7 @@ from elfpatch.report import ERROR, FileReport
 from elfpatch.source import Place
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
+from elfpatch.warnlog import WarningLog, replay
 from elfpatch.write import JOURNAL_RE, TEMP_RE, before_install, link_temp_name, mark_temp, temp_state
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
@@ -711,33 +712,28 @@ def _run(args: tuple[Group, Job, str], dirs: Dirs | None = None) -> Result:
         return [error_report(exc.path or group.names[0].path, exc)], 0, []
 
 
-class _Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
-    """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers."""
-    capture = _Capture()
+    """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers (a lock
+    wait it said at once among them, for the JSON only)."""
+    capture = WarningLog()
     LOG.handlers, LOG.propagate = [capture], False
+    _worker_waits.records.clear()
     reports, skipped, _ = _run(args, _worker_dirs)
-    return reports, skipped, capture.records
+    return reports, skipped, [*_worker_waits.records, *capture.records]
 
 
 _worker_dirs = Dirs()  # a pool process's (it starts empty: the parent keeps none past its own run)
+_worker_waits = WarningLog(shown=True)  # a pool process's lock-wait notices, said at once and kept for its results
 
 
 def _init_worker() -> None:
     """A pool process says a lock wait at once through the handlers it inherited (its other warnings travel
-    back with its reports, which would be too late for this one)."""
+    back with its reports, which would be too late for this one), and keeps it to send back for the JSON."""
     from elfpatch.source import wait_log
 
     waits = wait_log()
-    waits.handlers, waits.propagate = list(LOG.handlers), False
+    shown = [h for h in LOG.handlers if not isinstance(h, WarningLog)]
+    waits.handlers, waits.propagate = [*shown, _worker_waits], False
 
 
 def workers() -> int:
@@ -800,7 +796,7 @@ def _collect(results: Iterable[Result], outcome: Outcome, progress: Progress | N
     try:
         for reports, other, records in results:
             for record in records:
-                LOG.handle(record)
+                replay(record)
             outcome.reports.extend(reports)
             outcome.other += other
             if progress is not None:

@@ -98,6 +98,34 @@ def test_a_lock_wait_says_which_file_and_which_pid(where: str, box: Path, origin
     assert all((box / n).read_bytes() == expected for n in names)
 
 
+def test_a_pool_workers_lock_wait_is_in_the_json(box: Path, original: bytes, expected: bytes) -> None:
+    """Guarantee: the JSON tells all. The "waiting for the lock" notice a pool worker prints at once is also
+    in its file's ``warnings`` with --json (a CI job reading the JSON saw nothing), and printed once only."""
+    from elfpatch.targets.tree import PARALLEL_MIN_FILES, workers
+
+    if workers() < 2:
+        pytest.skip("needs two cores for the tree's process pool")
+    names = [f"lib{i:02}.so" for i in range(PARALLEL_MIN_FILES + 4)]
+    for n in names:
+        put(original, box / n)
+    lib = box / names[0]
+    cmd, env = command("root", "unique", "--json", str(box))
+    fd = os.open(lib, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+        line = proc.stderr.readline()
+    finally:
+        os.close(fd)
+    out, err = proc.communicate(timeout=300)
+    assert line.startswith(f"elfpatch: warning: {lib}: waiting for the lock"), line + err
+    assert proc.returncode == 0, line + err
+    assert "waiting for the lock" not in err, err
+    (mine,) = [f for f in cli_json(out)["files"] if f["path"] == str(lib)]
+    assert [w for w in mine["warnings"] if w.startswith("waiting for the lock on it, held by pid")], mine
+    assert all((box / n).read_bytes() == expected for n in names)
+
+
 # -- only our own temps -----------------------------------------------------------------------------------
 
 def test_a_library_named_like_a_temp_is_reported_and_kept(box: Path, original: bytes, expected: bytes) -> None:
