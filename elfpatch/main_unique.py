@@ -7,6 +7,7 @@ import os
 import sys
 
 from elfpatch.cliopts import Seconds, add_verbose
+from elfpatch.commands.progress import progress_bar
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line, warn
 from elfpatch.helpformat import formatter
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol, args.keep),
                   inplace=args.inplace, output=args.output, output_dir=args.output_dir, fsync=args.fsync,
-                  progress=sys.stderr.isatty(), exclude=Exclude(args.exclude), lock_timeout=args.lock_timeout)
+                  progress=progress_bar(), exclude=Exclude(args.exclude), lock_timeout=args.lock_timeout)
         job.check_paths(args.paths)
     except ValueError as exc:  # a usage error: nothing was opened
         return _usage_error(str(exc))

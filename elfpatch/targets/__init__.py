@@ -16,9 +16,16 @@ from elfpatch.symbols import NameFilter
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, Sequence
+    from typing import Any, Callable, Iterable, Protocol, Sequence
 
     from elfpatch.source import Place, Source
+
+    class ProgressEvents(Protocol):
+        """What a tree walk tells of its progress (the CLI's bar is elfpatch.commands.progress)."""
+
+        def begin(self, total: int) -> None: ...
+        def step(self, processed: bool) -> None: ...
+        def end(self) -> None: ...
     from elfpatch.write import Verifier
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
@@ -82,7 +89,7 @@ class Job:
 
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
-                 progress: bool = False, exclude: Exclude | None = None,
+                 progress: ProgressEvents | None = None, exclude: Exclude | None = None,
                  inspect: Callable[[Any, bool], Any] | None = None, output_dir: str | None = None,
                  lock_timeout: float | None = None) -> None:
         if mode not in (PATCH, CHECK, DRY_RUN):
@@ -100,10 +107,16 @@ class Job:
         self.output = os.fspath(output) if output is not None else None
         self.output_dir = os.fspath(output_dir) if output_dir is not None else None  # -w DIR
         self.fsync = fsync
-        self.progress = progress  # a progress line on stderr for trees
+        # Told of each tree's progress (the library draws nothing; the CLI passes its bar). A bool, the old
+        # form, is taken as nothing to tell.
+        self.progress = None if isinstance(progress, bool) else progress
         self.exclude = exclude if exclude is not None else Exclude()
         self.inspect = inspect
         self.lock_timeout = lock_timeout  # seconds to wait for another process's lock (None: the default)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pool worker gets: everything but the progress listener, which only this process tells."""
+        return {**self.__dict__, "progress": None}
 
     def check_paths(self, paths: Sequence[str]) -> None:
         """Refuse (ValueError) what this job cannot do with these PATHs, before any of them is opened. With

@@ -35,8 +35,6 @@ import logging
 import os
 import pickle
 import stat
-import sys
-import time
 from typing import Callable, Iterable, NamedTuple
 
 from elfpatch import teststop
@@ -47,6 +45,10 @@ from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_
 from elfpatch.targets.files import process_file
 from elfpatch.warnlog import WarningLog, replay
 from elfpatch.write import JOURNAL_RE, TEMP_RE, before_install, link_temp_name, mark_temp, temp_state
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from elfpatch.targets import ProgressEvents
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
@@ -767,7 +769,9 @@ def process_tree(root: str, job: Job) -> Outcome:
     teststop.stop("walked")
     outcome = Outcome(skipped=skipped)
     tasks = [(g, job, root) for g in groups]
-    progress = Progress(len(tasks)) if job.progress and sys.stderr.isatty() else None
+    progress = job.progress
+    if progress is not None:
+        progress.begin(len(tasks))
     n = _parallel(groups, job)
     if n > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -792,7 +796,7 @@ def process_tree(root: str, job: Job) -> Outcome:
     return outcome
 
 
-def _collect(results: Iterable[Result], outcome: Outcome, progress: Progress | None) -> None:
+def _collect(results: Iterable[Result], outcome: Outcome, progress: ProgressEvents | None) -> None:
     try:
         for reports, other, records in results:
             for record in records:
@@ -803,33 +807,4 @@ def _collect(results: Iterable[Result], outcome: Outcome, progress: Progress | N
                 progress.step(bool(reports))
     finally:
         if progress is not None:
-            progress.close()
-
-
-class Progress:
-    """A one-line progress bar on stderr (a TTY), redrawn at most ten times a second, erased at the end."""
-
-    WIDTH = 30
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
-        self.files = 0
-        self.last = 0.0
-
-    def step(self, processed: bool) -> None:
-        self.done += 1
-        self.files += processed
-        now = time.monotonic()
-        if now - self.last < 0.1 and self.done < self.total:
-            return
-        self.last = now
-        filled = self.WIDTH * self.done // max(self.total, 1)
-        sys.stderr.write(f"\relfpatch: [{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} "
-                         f"files ({self.files} ELF, archives or wheels)")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.last:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            progress.end()
