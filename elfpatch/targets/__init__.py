@@ -7,10 +7,10 @@ of them, so that no import cycle runs through the package."""
 from __future__ import annotations
 
 import os
-import stat
 
 from elfpatch.elfconst import ELFMAG, STB_GLOBAL, STB_WEAK
 from elfpatch.errors import ElfPatchError, warn
+from elfpatch.regular import NotRegular, open_at
 from elfpatch.report import ERROR, PATCHED, FileReport
 from elfpatch.symbols import NameFilter
 
@@ -113,10 +113,6 @@ class Job:
         self.exclude = exclude if exclude is not None else Exclude()
         self.inspect = inspect
         self.lock_timeout = lock_timeout  # seconds to wait for another process's lock (None: the default)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """What a pool worker gets: everything but the progress listener, which only this process tells."""
-        return {**self.__dict__, "progress": None}
 
     def check_paths(self, paths: Sequence[str]) -> None:
         """Refuse (ValueError) what this job cannot do with these PATHs, before any of them is opened. With
@@ -225,11 +221,11 @@ def read_head(path: str, dir_fd: int | None = None, size: int = 8) -> bytes:
     """The first ``size`` bytes of a file (raises OSError); b"" when it is not a regular file. O_NONBLOCK: a
     FIFO must not hang the run; only regular files have a kind. With ``dir_fd`` (a tree walk's directory),
     ``path`` is a name in it and a symlink put there since the walk is not followed."""
-    nofollow = os.O_NOFOLLOW if dir_fd is not None else 0
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow, dir_fd=dir_fd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b""
+        fd, _ = open_at(path, dir_fd, follow=dir_fd is None)
+    except NotRegular:
+        return b""
+    try:
         return os.pread(fd, size, 0)
     finally:
         os.close(fd)

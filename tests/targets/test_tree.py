@@ -229,10 +229,13 @@ def test_progress_bar_only_on_a_tty(unique_build: Path, tmp_path: Path) -> None:
 
 
 class _Told:
-    """A progress listener that records what it is told (a local class: it cannot cross to a worker)."""
+    """A progress listener that records what it is told (holding a lock, it cannot be pickled for a worker)."""
 
     def __init__(self) -> None:
+        import threading
+
         self.events: list[tuple[str, object]] = []
+        self.lock = threading.Lock()
 
     def begin(self, total: int) -> None:
         self.events.append(("begin", total))
@@ -252,10 +255,9 @@ def test_the_library_tells_progress_and_draws_nothing(unique_build: Path, tmp_pa
     still reaches the workers), and writes nothing to a terminal stderr itself, even when given the old
     ``progress=True``."""
     import io
-    import pickle
 
-    from elfpatch.targets import CHECK, Job
-    from elfpatch.targets.tree import process_tree
+    from elfpatch.targets import CHECK, Job, tree
+    from elfpatch.targets.tree import process_tree, workers
 
     root = tmp_path / "t"
     root.mkdir()
@@ -271,8 +273,10 @@ def test_the_library_tells_progress_and_draws_nothing(unique_build: Path, tmp_pa
     monkeypatch.setattr(sys, "stderr", err)
     told = _Told()
     job = Job(mode=CHECK, progress=told)
-    pickle.dumps(job)  # what a pool worker gets
+    real, pools = tree._parallel, []
+    monkeypatch.setattr(tree, "_parallel", lambda groups, job: pools.append(real(groups, job)) or pools[-1])
     process_tree(str(root), job)
+    assert pools == [min(workers(), 8) if files > tree.PARALLEL_MIN_FILES and workers() > 1 else 1]
     assert told.events == [("begin", files + 1), *[("step", True)] * files, ("step", False), ("end", None)]
     process_tree(str(root), Job(mode=CHECK, progress=True))
     assert err.getvalue() == ""
