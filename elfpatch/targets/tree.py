@@ -10,7 +10,8 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
   is and counted as skipped; a target inside the tree is visited under its own name. Temps and journals of
   elfpatch runs are passed over (never inputs): those a process holds a lock on or that carry the marker
   only elfpatch writes (elfpatch.fs.temps.temp_state), or, for a journal, that begin as one; a file is never
-  passed over for its name alone.
+  passed over for its name alone. One named like a temp where the file system keeps no marker is an input,
+  with a warning that it is probably a killed run's temp.
 - Hard links: each inode is processed once, under its first name in sorted order. When the default mode
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
   name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
@@ -39,10 +40,10 @@ import stat
 from typing import Iterable, NamedTuple
 
 from elfpatch import teststop
-from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line
+from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line, warn
 from elfpatch.fs.journal import MAX_JOURNAL, Journal, is_journal, trusted  # noqa: F401 - their old home: here
 from elfpatch.fs.relink import DIFFERS, DONE, FAILED, SWITCHED, Links, open_file, remove_link, switch_name
-from elfpatch.fs.temps import JOURNAL_RE, LIVE, STALE, TEMP_RE, temp_state
+from elfpatch.fs.temps import JOURNAL_RE, LIVE, STALE, TEMP_RE, UNMARKED, temp_state
 from elfpatch.report import ERROR, FileReport
 from elfpatch.source import Place
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
@@ -59,6 +60,12 @@ _trusted_journal = trusted  # its name when the journal lived here
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
 PARALLEL_MIN_BYTES = 32 << 20
+
+# A file named like our temp, with no lock on it, where the file system keeps no marker: reported like any
+# input (it may be anyone's), never removed; the user is told what it probably is.
+PROBABLE_TEMP = ("named like an elfpatch temp, and its file system keeps no extended attributes to mark ours: "
+                 "probably the temp of a killed run (no run holds it); reported as an input and never removed, "
+                 "delete it if it is one")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -261,11 +268,13 @@ class _Walk:
             self.skipped += 1
         elif JOURNAL_RE.match(name) and is_journal(fd, name):
             self.journals.append((chain, name, path))
-        elif temp_state(fd, name) in (LIVE, STALE):
+        elif (state := temp_state(fd, name)) in (LIVE, STALE):
             pass  # a run's temp (its lock is held, or it carries our marker): never an input
         elif self.exclude and self.exclude.excludes(os.path.relpath(path, self.root)):
             self.skipped += 1
         else:
+            if state == UNMARKED and TEMP_RE.match(name):
+                warn(path, PROBABLE_TEMP)
             entry = Name(path, chain, name)
             group = self.groups.get((st.st_dev, st.st_ino))
             if group is None:
