@@ -41,6 +41,11 @@ def open_at(name: str, dir_fd: int | None = None, flags: int = os.O_RDONLY, *,
     return fd, st
 
 
+def same_inode(a: os.stat_result, b: os.stat_result) -> bool:
+    """Whether two stats are of one file (device and inode): what a name names now against what was opened."""
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def open_regular(path: str, limit: int) -> BinaryIO | None:
     """The open file at ``path`` when it is a regular file of at most ``limit`` bytes, else None."""
     try:

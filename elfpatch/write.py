@@ -42,10 +42,12 @@ from elfpatch.fs.temps import (
     TEMP_RE,
     clean_stale_temps,
     clean_stale_temps_once,
+    create_locked,
     exclusive,
     mark_temp,
     unmark_temp,
 )
+from elfpatch.regular import same_inode
 from elfpatch.source import Place, Source, os_error
 
 __all__ = ["Temp", "replace_atomic", "write_inplace", "copy_fd", "copy_sparse",
@@ -107,7 +109,7 @@ def _proc_names(fd: int) -> bool:
         st, via = os.fstat(fd), os.stat(f"/proc/self/fd/{fd}")
     except OSError:
         return False
-    return (st.st_dev, st.st_ino) == (via.st_dev, via.st_ino)
+    return same_inode(st, via)
 
 
 class Temp:
@@ -142,26 +144,8 @@ class Temp:
         return -1
 
     def _create_named(self) -> tuple[int, str]:
-        return exclusive(self._create_as, "temp file", self.dest.path)
-
-    def _create_as(self, name: str) -> int | None:
-        """A named temp, locked; None when a cleaner took it for stale between the create and the lock."""
-        try:
-            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                         dir_fd=self.dest.dir_fd)
-        except FileExistsError:
-            raise
-        except OSError as exc:
-            raise _os_error(exc, "cannot create a temp file beside it", self.dest.path) from exc
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            now, st = os.stat(name, dir_fd=self.dest.dir_fd, follow_symlinks=False), os.fstat(fd)
-            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-                return fd
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-        return None
+        return create_locked(self.dest.dir_fd, os.O_RDWR, self.dest.path, what="temp file",
+                             failure="cannot create a temp file beside it")
 
     def _link(self) -> None:
         """Give an unnamed temp a (temp) name: linkat through /proc, which needs no capability (checked to be

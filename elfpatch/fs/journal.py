@@ -15,8 +15,8 @@ import fcntl
 import os
 
 from elfpatch.errors import WriteError
-from elfpatch.fs.temps import exclusive, mark_temp, temp_state
-from elfpatch.regular import open_at
+from elfpatch.fs.temps import create_locked, mark_temp, temp_state
+from elfpatch.regular import open_at, same_inode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,17 +80,9 @@ class Journal:
 
     @classmethod
     def create(cls, place: Place, record: dict[str, Any]) -> Journal:
-        def create_as(name: str) -> int:
-            try:
-                return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                               dir_fd=place.dir_fd)
-            except FileExistsError:
-                raise
-            except OSError as exc:
-                raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
-
-        fd, name = exclusive(create_as, "journal", place.path, ".links")
-        fcntl.flock(fd, fcntl.LOCK_EX)  # held while the journal exists: a live run's is never replayed
+        # Locked while the journal exists: a live run's is never replayed.
+        fd, name = create_locked(place.dir_fd, os.O_WRONLY, place.path, what="journal", suffix=".links",
+                                 failure="cannot write a re-linking journal beside it")
         mark_temp(fd)
         journal = cls(place.dir_fd, name, fd, record)
         try:
@@ -150,7 +142,7 @@ class Journal:
         if remove:
             try:
                 st, mine = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False), os.fstat(self.fd)
-                if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):  # never another file put at its name
+                if same_inode(st, mine):  # never another file put at its name
                     os.unlink(self.name, dir_fd=self.dir_fd)
             except OSError:
                 pass

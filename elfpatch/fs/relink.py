@@ -15,7 +15,7 @@ from elfpatch import teststop
 from elfpatch.errors import WriteError
 from elfpatch.fs.journal import JOURNAL_KIND, Journal, full
 from elfpatch.fs.temps import exclusive
-from elfpatch.regular import open_at
+from elfpatch.regular import open_at, same_inode
 from elfpatch.write import check_replaceable
 
 TYPE_CHECKING = False
@@ -63,7 +63,7 @@ class Links:
             fd = open_file(self.place)
         except OSError:
             return  # the journal keeps the pre-rename record; relink reports every name
-        if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (new.st_dev, new.st_ino):
+        if not same_inode(os.fstat(fd), new):
             os.close(fd)
             return
         assert self.journal is not None

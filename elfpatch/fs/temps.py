@@ -15,7 +15,7 @@ import os
 import re
 
 from elfpatch.errors import WriteError
-from elfpatch.regular import open_at
+from elfpatch.regular import open_at, same_inode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,6 +51,31 @@ def exclusive(create: Callable[[str], T | None], what: str, path: str, suffix: s
         if made is not None:
             return made, name
     raise WriteError(f"cannot create a unique {what} name", path)
+
+
+def create_locked(dir_fd: int, flags: int, path: str, *, what: str, failure: str,
+                  suffix: str = ".tmp") -> tuple[int, str]:
+    """A new file (a ``what``) under a fresh name in ``dir_fd`` (O_EXCL, mode 0600, never through a symlink),
+    locked (LOCK_EX: ours for as long as we hold it) and checked, once locked, to be still at its name (a
+    cleaner may have taken it for stale in between: then another name). Raises WriteError (``failure``: what
+    could not be done, about ``path``)."""
+    def create_as(name: str) -> int | None:
+        try:
+            fd = os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise WriteError(f"{failure}: {exc.strerror or exc}", path) from exc
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if same_inode(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), os.fstat(fd)):
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+        return None
+
+    return exclusive(create_as, what, path, suffix)
 
 
 def mark_temp(fd: int) -> None:
@@ -109,7 +134,7 @@ def temp_state(dir_fd: int, name: str, *, remove: bool = False) -> str | None:
 def _unlink_if_names(dir_fd: int, name: str, st: os.stat_result) -> bool:
     try:
         now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        if not same_inode(now, st):
             return False
         os.unlink(name, dir_fd=dir_fd)
     except OSError:
