@@ -135,8 +135,8 @@ def _elf_paths(paths: Paths, exclude: Globs) -> list[tuple[str, ElfPatchError | 
 
 def _entry(path: str, walk_error: ElfPatchError | None, raise_errors: bool) -> dict[str, Any]:
     """One ``files`` entry of `inits --json` for ``path`` (the warnings logged before a failure kept)."""
-    from elfpatch.commands.warnlog import WarningLog, warnings_of
     from elfpatch.inits.order import list_initializers as listing_of
+    from elfpatch.warnlog import WarningLog, warnings_of
 
     with WarningLog() as log:
         try:

@@ -138,10 +138,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the facts everything shares: errors, ELF constants, the record type, the test-only stop point
     ("elfpatch.errors", "elfpatch.elf.const", "elfpatch.elf.records", "elfpatch.fs.teststop"),
     # reading ELF and the loader's view; opening files; containers (ar, zip, wheel); one edit and how it is
-    # applied to bytes; the result records and the JSON envelope
-    ("elfpatch.elf", "elfpatch.fs", "elfpatch.formats", "elfpatch.patching.edits", "elfpatch.report"),
-    # the plan of an image's edits, and the one commit protocol that applies them
-    ("elfpatch.patching", "elfpatch.fs.commit"),
+    # applied to bytes; the result records and the JSON envelope; the warnings the JSON documents collect
+    ("elfpatch.elf", "elfpatch.fs", "elfpatch.formats", "elfpatch.patching.edits", "elfpatch.report",
+     "elfpatch.warnlog"),
+    # the plan of an image's edits, the one commit protocol that applies them, and a tree's relink through it
+    ("elfpatch.patching", "elfpatch.fs.commit", "elfpatch.fs.relink"),
     # what a PATH is: trees, ELF files, archives, wheels, each planned and committed
     ("elfpatch.targets",),
     # the analyses: collisions and owners, static initialization, the dlopen harness

@@ -15,7 +15,7 @@ import hashlib
 import os
 import stat
 from itertools import combinations
-from typing import Any, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 from elfpatch.auditing.packages import Owners, annotate
 from elfpatch.elf.const import SHN_UNDEF, ST_SHNDX_OFFSET, STT_FUNC, STT_GNU_IFUNC, st_type
@@ -25,6 +25,9 @@ from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ParseError
 from elfpatch.report import ERROR, SKIPPED, FileReport, envelope
 from elfpatch.targets import CHECK, Exclude, Job
 from elfpatch.targets.dispatch import process
+
+if TYPE_CHECKING:
+    from elfpatch.targets import ProgressEvents
 
 
 class ImageFacts(NamedTuple):
@@ -283,7 +286,7 @@ def _pairs(collisions: list[Collision]) -> list[tuple[tuple[str, str], list[str]
     return sorted(pairs.items(), key=lambda item: (-len(item[1]), item[0]))
 
 
-def audit_job(exclude: Iterable[str] = (), progress: bool = False) -> Job:
+def audit_job(exclude: Iterable[str] = (), progress: ProgressEvents | None = None) -> Job:
     """A read-only `unique --check` job that also collects each image's facts."""
     return Job(mode=CHECK, exclude=Exclude(exclude), inspect=image_facts, progress=progress)
 

@@ -1,1 +1,1 @@
-"""The subcommands: each registers its own parser and runs; what their options share."""
+"""The command-line layer: each subcommand, its options, and what it draws on the terminal."""

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from elfpatch.auditing.collisions import Audit, Collision, audit_job, run_audit
 from elfpatch.commands.options import add_verbose
+from elfpatch.commands.progress import progress_bar
 from elfpatch.errors import error_line, one_line
 from elfpatch.report import write_document
 
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = run_audit(args.paths, audit_job(args.exclude, progress=sys.stderr.isatty()))
+    result = run_audit(args.paths, audit_job(args.exclude, progress=progress_bar()))
     for r in result.errors:
         print(error_line(r.label, r.error or "failed"), file=sys.stderr)
     text = io.StringIO()

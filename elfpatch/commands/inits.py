@@ -78,9 +78,9 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     """(entries, loads, errors) over ``args.paths``: one entry per file (a directory's ELF files), status
     "listed" or "error" (a file that fails has no listing; one whose load (--deps) fails keeps its listing;
     a tree that cannot be walked is its PATH's); each error is on stderr too."""
-    from elfpatch.commands.warnlog import WarningLog, warnings_of
     from elfpatch.targets import Exclude
     from elfpatch.targets.elftree import elf_paths
+    from elfpatch.warnlog import WarningLog, warnings_of
 
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
@@ -113,8 +113,8 @@ def _failed(entry: dict[str, Any], path: str, exc: ElfPatchError) -> dict[str, A
 
 def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
     """One file's initializers, with the disassembly's findings when a flag asks for them."""
-    from elfpatch.commands.warnlog import WarningLog, warnings_of
     from elfpatch.inits.order import list_initializers
+    from elfpatch.warnlog import WarningLog, warnings_of
 
     with WarningLog() as log:  # also on stderr; the JSON's "warnings" must not miss them
         listing = list_initializers(path)

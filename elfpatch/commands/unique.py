@@ -8,6 +8,7 @@ import sys
 
 from elfpatch.commands.helpformat import formatter
 from elfpatch.commands.options import Seconds, add_verbose
+from elfpatch.commands.progress import progress_bar
 from elfpatch.elf.symbols import TARGET_BINDINGS, NameFilter
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line, warn
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
@@ -16,7 +17,7 @@ from elfpatch.targets.dispatch import process
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
-    from elfpatch.commands.warnlog import WarningLog
+    from elfpatch.warnlog import WarningLog
 
 HELP = """\
 Rewrite the binding of every STB_GNU_UNIQUE symbol (in .dynsym and .symtab) to GLOBAL, so that glibc
@@ -72,13 +73,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         job = Job(mode=mode, to=TARGET_BINDINGS[args.to], names=NameFilter(args.symbol, args.keep),
                   inplace=args.inplace, output=args.output, output_dir=args.output_dir, fsync=args.fsync,
-                  progress=sys.stderr.isatty(), exclude=Exclude(args.exclude), lock_timeout=args.lock_timeout)
+                  progress=progress_bar(), exclude=Exclude(args.exclude), lock_timeout=args.lock_timeout)
         job.check_paths(args.paths)
     except ValueError as exc:  # a usage error: nothing was opened
         return _usage_error(str(exc))
     log = None
     if args.json:  # only the JSON needs them collected (and only then is logging imported for it)
-        from elfpatch.commands.warnlog import WarningLog
+        from elfpatch.warnlog import WarningLog
 
         log = WarningLog().__enter__()
     try:
@@ -133,7 +134,7 @@ def _write(args: argparse.Namespace, outcome: Outcome, in_trees: set[int], log: 
     text = io.StringIO()
     if log is not None:  # --json
         from elfpatch.auditing.packages import annotate
-        from elfpatch.commands.warnlog import attach_warnings
+        from elfpatch.warnlog import attach_warnings
 
         annotate(reports)
         write_json(reports, text, skipped, other, attach_warnings(reports, log))

@@ -1,1 +1,1 @@
-"""The file system: opening inputs, locks, the SIGBUS guard, the one commit protocol."""
+"""The file system: sources, locks, temps, the atomic commit, the relink of hard links and its journal."""

@@ -17,7 +17,9 @@
 
 Stale temps of killed runs are removed by the next run that creates a temp in that directory: only those
 that carry our marker and that no live process holds a lock on (a PID says nothing across PID namespaces,
-a name says nothing at all: a file named like a temp without the marker is someone's, an input like any).
+a name says nothing at all: a file named like a temp without the marker is someone's, an input like any;
+elfpatch.fs.temps). Where the file system keeps no user extended attributes a temp carries no marker: it
+is ours only while its run holds its lock, and a killed run's is never removed, only warned about.
 ``write_inplace`` writes only the changed bytes into the existing inode (keeps hard links; not atomic).
 """
 from __future__ import annotations
@@ -26,7 +28,6 @@ import errno
 import fcntl
 import mmap
 import os
-import re
 import stat
 import sys
 from contextvars import ContextVar
@@ -35,19 +36,22 @@ from typing import Callable, Union
 from elfpatch.errors import ElfPatchError, WriteError, warn
 from elfpatch.fs import teststop
 from elfpatch.fs.copy import copy_sparse
+from elfpatch.fs.regular import same_inode
 from elfpatch.fs.source import Place, Source, os_error
+from elfpatch.fs.temps import (
+    TEMP_MARK,
+    clean_stale_temps_once,
+    create_locked,
+    exclusive,
+    mark_temp,
+    unmark_temp,
+)
 from elfpatch.patching.edits import Edit, apply_to_fd, check_fd, reverted
 
 __all__ = ["Temp", "replace_atomic", "write_inplace"]
 
 Verifier = Callable[[Union[bytes, mmap.mmap]], None]
 
-TEMP_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.tmp$")
-JOURNAL_RE = re.compile(r"^\.elfpatch-[0-9a-f]{16}\.links$")  # a tree's hard-link re-pointing in progress
-# The marker only elfpatch writes on its temps and journals: with a lock held on it, what makes a file ours
-# (a name alone never does). Taken off a temp just before its rename: the result never carries it.
-TEMP_MARK = "user.elfpatch.temp"
-TEMP_MARK_VALUE = b"1"
 FS_IOC_GETFLAGS = 0x80086601
 FS_IMMUTABLE_FL, FS_APPEND_FL = 0x10, 0x20
 ACL_ACCESS = "system.posix_acl_access"
@@ -57,59 +61,7 @@ def _os_error(exc: OSError, what: str, path: str | None) -> WriteError:
     return os_error(exc, what, path)
 
 
-def link_temp_name() -> str:
-    """A fresh temp name: short, so that it fits NAME_MAX whatever the name it stands beside."""
-    return f".elfpatch-{os.urandom(8).hex()}.tmp"
-
-
-def mark_temp(fd: int) -> None:
-    """Put the marker only elfpatch writes on a temp or journal it made (none where the file system has no
-    user extended attributes: such a temp is ours only while its lock is held)."""
-    try:
-        os.setxattr(fd, TEMP_MARK, TEMP_MARK_VALUE)
-    except OSError:
-        pass
-
-
-def _unmark(fd: int) -> None:
-    try:
-        os.removexattr(fd, TEMP_MARK)
-    except OSError:
-        pass
-
-
-def _marked(fd: int) -> bool:
-    try:
-        return os.getxattr(fd, TEMP_MARK) == TEMP_MARK_VALUE
-    except OSError:
-        return False
-
-
-def temp_state(dir_fd: int, name: str) -> str | None:
-    """Whether the entry ``name`` is a temp or journal of an elfpatch run: "live" (a process holds its
-    lock), "stale" (it carries our marker and no process holds its lock: its run died), or None: not ours,
-    whatever its name, so an input like any other file, reported and never removed."""
-    if not TEMP_RE.match(name) and not JOURNAL_RE.match(name):
-        return None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return "live"
-        return "stale" if _marked(fd) else None
-    finally:
-        os.close(fd)
-
-
 # -- temp files --------------------------------------------------------------------------------------
-
-_cleaned_dirs: set[tuple[int, int]] = set()
 
 # Called with the finished temp's stat just before it is renamed into place (and what it returns, with the
 # new file's stat, just after): a tree records there, in a journal, the hard links it is about to re-point,
@@ -117,48 +69,6 @@ _cleaned_dirs: set[tuple[int, int]] = set()
 AfterInstall = Callable[[os.stat_result], None]
 before_install: ContextVar[Callable[[os.stat_result], AfterInstall | None] | None] = ContextVar("before_install",
                                                                                              default=None)
-
-
-def clean_stale_temps(dir_fd: int) -> list[str]:
-    """Remove the temps of dead runs in the directory ``dir_fd``: those carrying our marker that no process
-    holds a lock on (a PID says nothing across PID namespaces; a name says nothing at all)."""
-    removed: list[str] = []
-    try:
-        names = os.listdir(dir_fd)
-    except OSError:
-        return removed
-    for name in names:
-        if not TEMP_RE.match(name):
-            continue
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not _marked(fd):
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # a live run holds it
-            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-                os.unlink(name, dir_fd=dir_fd)
-                removed.append(name)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return removed
-
-
-def clean_stale_temps_once(dir_fd: int) -> None:
-    """clean_stale_temps, once per directory per process."""
-    st = os.fstat(dir_fd)
-    if (st.st_dev, st.st_ino) not in _cleaned_dirs:
-        _cleaned_dirs.add((st.st_dev, st.st_ino))
-        clean_stale_temps(dir_fd)
 
 
 def _dir_flags(dir_fd: int) -> int:
@@ -194,7 +104,7 @@ def _proc_names(fd: int) -> bool:
         st, via = os.fstat(fd), os.stat(f"/proc/self/fd/{fd}")
     except OSError:
         return False
-    return (st.st_dev, st.st_ino) == (via.st_dev, via.st_ino)
+    return same_inode(st, via)
 
 
 class Temp:
@@ -229,39 +139,17 @@ class Temp:
         return -1
 
     def _create_named(self) -> tuple[int, str]:
-        for _ in range(16):
-            name = link_temp_name()
-            try:
-                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                             dir_fd=self.dest.dir_fd)
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise _os_error(exc, "cannot create a temp file beside it", self.dest.path) from exc
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            # A cleaner may have taken it for stale between the create and the lock: then start again.
-            try:
-                now = os.stat(name, dir_fd=self.dest.dir_fd, follow_symlinks=False)
-                st = os.fstat(fd)
-                if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-                    return fd, name
-            except FileNotFoundError:
-                pass
-            os.close(fd)
-        raise WriteError("cannot create a unique temp file name", self.dest.path)
+        return create_locked(self.dest.dir_fd, os.O_RDWR, self.dest.path, what="temp file",
+                             failure="cannot create a temp file beside it")
 
     def _link(self) -> None:
         """Give an unnamed temp a (temp) name: linkat through /proc, which needs no capability (checked to be
         there when the temp was made)."""
-        for _ in range(16):
-            name = link_temp_name()
-            try:
-                os.link(f"/proc/self/fd/{self.fd}", name, dst_dir_fd=self.dest.dir_fd, follow_symlinks=True)
-            except FileExistsError:
-                continue
-            self.name = name
-            return
-        raise WriteError("cannot create a unique temp file name", self.dest.path)
+        def link(name: str) -> bool:
+            os.link(f"/proc/self/fd/{self.fd}", name, dst_dir_fd=self.dest.dir_fd, follow_symlinks=True)
+            return True
+
+        _, self.name = exclusive(link, "temp file", self.dest.path)
 
     def install(self) -> None:
         """Rename the temp over the destination (after ``before_install``'s hook, if one is set)."""
@@ -270,7 +158,7 @@ class Temp:
         if not self.name:
             self._link()
         teststop.stop("linked")
-        _unmark(self.fd)
+        unmark_temp(self.fd)
         os.replace(self.name, self.dest.name, src_dir_fd=self.dest.dir_fd, dst_dir_fd=self.dest.dir_fd)
         self.name = ""
         if after is not None:

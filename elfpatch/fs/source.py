@@ -14,12 +14,12 @@ import errno
 import fcntl
 import mmap
 import os
-import stat
 import time
 
 from elfpatch.errors import ElfPatchError, ParseError, WriteError, logger, one_line
 from elfpatch.fs import teststop
 from elfpatch.fs.guard import Guard
+from elfpatch.fs.regular import NotRegular, open_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -157,12 +157,13 @@ class Source:
         return os.path.realpath(self.path) if self._owns_place else self.path
 
     def _open(self, lock: bool, writable: bool, lock_timeout: float) -> None:
-        flags = ((os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
-                 | os.O_NOCTTY)
+        flags = os.O_RDWR if writable else os.O_RDONLY
         deadline = time.monotonic() + max(lock_timeout, 0.0)
         for _ in range(_LOCK_RETRIES):
             try:
-                self.fd = os.open(self.place.name, flags, dir_fd=self.place.dir_fd)
+                self.fd, self.stat = open_at(self.place.name, self.place.dir_fd, flags)
+            except NotRegular as exc:
+                raise ElfPatchError("not a regular file", self.path) from exc
             except OSError as exc:
                 if exc.errno == errno.ETXTBSY:
                     raise WriteError("text file busy: the executable is running; --inplace cannot write it "
@@ -170,9 +171,6 @@ class Source:
                 if exc.errno == errno.ELOOP:
                     raise WriteError("is a symlink now (replaced during the run?); not followed", self.path) from exc
                 raise os_error(exc, "cannot open", self.path) from exc
-            self.stat = os.fstat(self.fd)
-            if not stat.S_ISREG(self.stat.st_mode):
-                raise ElfPatchError("not a regular file", self.path)
             if not lock:
                 break
             lock_file(self.fd, lock_timeout, self.path, deadline)

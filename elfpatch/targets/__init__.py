@@ -7,19 +7,26 @@ of them, so that no import cycle runs through the package."""
 from __future__ import annotations
 
 import os
-import stat
 
 from elfpatch.elf.const import ELFMAG, STB_GLOBAL, STB_WEAK
 from elfpatch.elf.symbols import NameFilter
 from elfpatch.errors import ElfPatchError, warn
+from elfpatch.fs.regular import NotRegular, open_at
 from elfpatch.report import ERROR, PATCHED, FileReport
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, Sequence
+    from typing import Any, Callable, Iterable, Protocol, Sequence
 
-    from elfpatch.fs.commit import Verifier
     from elfpatch.fs.source import Place, Source
+
+    class ProgressEvents(Protocol):
+        """What a tree walk tells of its progress (the CLI's bar is elfpatch.commands.progress)."""
+
+        def begin(self, total: int) -> None: ...
+        def step(self, processed: bool) -> None: ...
+        def end(self) -> None: ...
+    from elfpatch.fs.commit import Verifier
 
 PATCH, CHECK, DRY_RUN = "patch", "check", "dry-run"
 ELF, ARCHIVE, WHEEL = "elf", "archive", "wheel"
@@ -82,7 +89,7 @@ class Job:
 
     def __init__(self, mode: str = PATCH, to: int = STB_GLOBAL, names: NameFilter | None = None,
                  inplace: bool = False, output: str | None = None, fsync: bool = False,
-                 progress: bool = False, exclude: Exclude | None = None,
+                 progress: ProgressEvents | None = None, exclude: Exclude | None = None,
                  inspect: Callable[[Any, bool], Any] | None = None, output_dir: str | None = None,
                  lock_timeout: float | None = None) -> None:
         if mode not in (PATCH, CHECK, DRY_RUN):
@@ -100,7 +107,9 @@ class Job:
         self.output = os.fspath(output) if output is not None else None
         self.output_dir = os.fspath(output_dir) if output_dir is not None else None  # -w DIR
         self.fsync = fsync
-        self.progress = progress  # a progress line on stderr for trees
+        # Told of each tree's progress (the library draws nothing; the CLI passes its bar). A bool, the old
+        # form, is taken as nothing to tell.
+        self.progress = None if isinstance(progress, bool) else progress
         self.exclude = exclude if exclude is not None else Exclude()
         self.inspect = inspect
         self.lock_timeout = lock_timeout  # seconds to wait for another process's lock (None: the default)
@@ -212,11 +221,11 @@ def read_head(path: str, dir_fd: int | None = None, size: int = 8) -> bytes:
     """The first ``size`` bytes of a file (raises OSError); b"" when it is not a regular file. O_NONBLOCK: a
     FIFO must not hang the run; only regular files have a kind. With ``dir_fd`` (a tree walk's directory),
     ``path`` is a name in it and a symlink put there since the walk is not followed."""
-    nofollow = os.O_NOFOLLOW if dir_fd is not None else 0
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow, dir_fd=dir_fd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b""
+        fd, _ = open_at(path, dir_fd, follow=dir_fd is None)
+    except NotRegular:
+        return b""
+    try:
         return os.pread(fd, size, 0)
     finally:
         os.close(fd)

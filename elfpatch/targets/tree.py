@@ -9,17 +9,20 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
 - Symlinks are never followed: a link (to a file or a directory, inside the tree or out of it) is left as it
   is and counted as skipped; a target inside the tree is visited under its own name. Temps and journals of
   elfpatch runs are passed over (never inputs): those a process holds a lock on or that carry the marker
-  only elfpatch writes (elfpatch.fs.commit.temp_state), or, for a journal, that begin as one; a file is never
-  passed over for its name alone.
+  only elfpatch writes (elfpatch.fs.temps.temp_state), or, for a journal, that begin as one; a file is never
+  passed over for its name alone. One named like a temp where the file system keeps no marker is an input,
+  with a warning that it is probably a killed run's temp.
 - Hard links: each inode is processed once, under its first name in sorted order. When the default mode
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
   name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
   keep the old file, with a warning; --inplace keeps every name, since it writes into the inode itself. A
   journal (``.elfpatch-*.links``, beside the first name, ``Journal``) is written just before the first
   name's rename and rewritten after each step; it names both files by device, inode, size, mtime and
-  ctime. A re-pointing that fails is reported on that name (the first name is reported patched: it was)
-  and the journal stays; a run killed or failed from the rename on is completed by the next writing run
-  over the tree, before it reads anything, and only for names whose file is still exactly as recorded.
+  ctime. The journal and each re-pointing are elfpatch.fs.journal's and elfpatch.fs.relink's; which names
+  are switched, and what is reported, is decided here. A re-pointing that fails is reported on that name
+  (the first name is reported patched: it was) and the journal stays; a run killed or failed from the
+  rename on is completed by the next writing run over the tree, before it reads anything, and only for
+  names whose file is still exactly as recorded.
 - The walk reads every directory before anything is written: a directory that cannot be read or entered
   fails the whole tree and changes nothing. Each file is then committed on its own (atomically, as a single
   PATH would be).
@@ -30,26 +33,39 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import pickle
 import stat
-import sys
-import time
-from typing import Callable, Iterable, NamedTuple
+from typing import Iterable, NamedTuple
 
-from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line
+from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line, warn
 from elfpatch.fs import teststop
-from elfpatch.fs.commit import JOURNAL_RE, TEMP_RE, before_install, link_temp_name, mark_temp, temp_state
+from elfpatch.fs.commit import before_install
+from elfpatch.fs.journal import MAX_JOURNAL, Journal, is_journal, trusted  # noqa: F401 - their old home: here
+from elfpatch.fs.relink import DIFFERS, DONE, FAILED, SWITCHED, Links, open_file, remove_link, switch_name
 from elfpatch.fs.source import Place
+from elfpatch.fs.temps import JOURNAL_RE, LIVE, STALE, TEMP_RE, UNMARKED, temp_state
 from elfpatch.report import ERROR, FileReport
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
+from elfpatch.warnlog import WarningLog, replay
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from elfpatch.targets import ProgressEvents
+
+_trusted_journal = trusted  # its name when the journal lived here
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
 PARALLEL_MIN_BYTES = 32 << 20
+
+# A file named like our temp, with no lock on it, where the file system keeps no marker: reported like any
+# input (it may be anyone's), never removed; the user is told what it probably is.
+PROBABLE_TEMP = ("named like an elfpatch temp, and its file system keeps no extended attributes to mark ours: "
+                 "probably the temp of a killed run (no run holds it); reported as an input and never removed, "
+                 "delete it if it is one")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -252,11 +268,13 @@ class _Walk:
             self.skipped += 1
         elif JOURNAL_RE.match(name) and is_journal(fd, name):
             self.journals.append((chain, name, path))
-        elif temp_state(fd, name) is not None:
+        elif (state := temp_state(fd, name)) in (LIVE, STALE):
             pass  # a run's temp (its lock is held, or it carries our marker): never an input
         elif self.exclude and self.exclude.excludes(os.path.relpath(path, self.root)):
             self.skipped += 1
         else:
+            if state == UNMARKED and TEMP_RE.match(name):
+                warn(path, PROBABLE_TEMP)
             entry = Name(path, chain, name)
             group = self.groups.get((st.st_dev, st.st_ino))
             if group is None:
@@ -311,183 +329,19 @@ def process_group(group: Group, job: Job, root: str, dirs: Dirs | None = None) -
                                                             "were not); left as it is, run again"))], 0
         if len(group.names) == 1 or not job.writes or job.inplace:
             return process_file(first.path, job, kind, root=root, place=place), 0
-        links = Links(place, first, group)
+        links = Links(place, first.path, group.ident, [_rel(first, o) for o in group.names[1:]])
         token = before_install.set(links.before_rename)
         try:
             reports = process_file(first.path, job, kind, in_tree_links=len(group.names), root=root, place=place)
             if renamed(reports, job) and links.journal is not None:
-                reports += relink(links, job)
+                reports += relink(links.journal, first, group.names[1:], job)
         finally:
             before_install.reset(token)
             links.settle()
     return reports, 0
 
 
-# -- re-pointing hard links ------------------------------------------------------------------------------
-
-JOURNAL_KIND = "elfpatch-links"
-MAX_JOURNAL = 1 << 20  # bytes of a journal's record, written or read: a count from a file is bounded first
-_JOURNAL_HEAD = b'{"journal": "elfpatch-links"'
-DONE, SWITCHED, DIFFERS, FAILED = "done", "switched", "differs", "failed"
-
-
-def full(st: os.stat_result) -> list[int]:
-    """A file as the journal names it: device, inode, size, mtime and ctime (which no one can set back)."""
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-def is_journal(dir_fd: int, name: str) -> bool:
-    """Whether ``name`` is a journal of a run: a lock held on it or our marker, or a journal's first bytes
-    (where the file system keeps no marker); never the name alone."""
-    if temp_state(dir_fd, name) is not None:
-        return True
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return False
-    try:
-        return os.pread(fd, len(_JOURNAL_HEAD), 0) == _JOURNAL_HEAD
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def _open_file(place: Place) -> int:
-    return os.open(place.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=place.dir_fd)
-
-
-class Journal:
-    """A re-pointing in progress, recorded beside its first name: the first name, the inode it names once
-    renamed (``new``) and the one its other names still name (``old``), each by device, inode, size, mtime
-    and ctime, and the other names still to switch. Locked while its run lives. Every step of ours (a
-    rename, a link) changes both inodes' ctime, so it is rewritten after each: it always describes the two
-    files as we left them, and a file that differs from it was changed by someone else."""
-
-    def __init__(self, dir_fd: int, name: str, fd: int, record: dict) -> None:
-        self.dir_fd, self.name, self.fd, self.record = dir_fd, name, fd, record
-        self.new_fd = self.old_fd = -1
-
-    @classmethod
-    def create(cls, place: Place, record: dict) -> Journal:
-        for _ in range(16):
-            name = link_temp_name().replace(".tmp", ".links")
-            try:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                             dir_fd=place.dir_fd)
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
-            fcntl.flock(fd, fcntl.LOCK_EX)  # held while the journal exists: a live run's is never replayed
-            mark_temp(fd)
-            journal = cls(place.dir_fd, name, fd, record)
-            try:
-                journal.save()
-            except OSError as exc:
-                journal.finish(remove=True)
-                raise WriteError(f"cannot write a re-linking journal beside it: {exc.strerror}", place.path) from exc
-            return journal
-        raise WriteError("cannot create a unique journal name", place.path)
-
-    def save(self) -> None:
-        """Rewrite the record in place (padded with blanks to the length it had: never a torn record)."""
-        import json
-
-        data = json.dumps(self.record).encode()
-        if len(data) > MAX_JOURNAL:  # a replay reads no more: refuse a record it could never finish
-            raise OSError(errno.EFBIG, f"the record would pass {MAX_JOURNAL} bytes (too many hard links)")
-        size = min(os.fstat(self.fd).st_size, MAX_JOURNAL)
-        os.pwrite(self.fd, data.ljust(size), 0)
-
-    def note(self) -> None:
-        """Record both inodes as they are now, after a step of ours."""
-        if self.new_fd >= 0:
-            self.record["new"] = full(os.fstat(self.new_fd))
-            self.record["settled"] = True
-        if self.old_fd >= 0:
-            self.record["old"] = full(os.fstat(self.old_fd))
-        self.save()
-
-    def first_is_new(self, st: os.stat_result | None) -> bool:
-        """Whether the first name names the recorded new inode, unchanged (ctime too, once recorded after
-        the rename, unless a kill came between a link of ours to it and the next record)."""
-        n = 5 if self.record.get("settled") and not self.record.get("linking") else 4  # our link changes it
-        return st is not None and full(st)[:n] == self.record["new"][:n]
-
-    def done_with(self, first: Name, other: Name) -> None:
-        """``other`` needs nothing more: off the list."""
-        rel = _rel(first, other)
-        if rel in self.record["others"]:
-            self.record["others"].remove(rel)
-
-    def finish(self, *, remove: bool) -> None:
-        for fd in (self.new_fd, self.old_fd):
-            if fd >= 0:
-                os.close(fd)
-        self.new_fd = self.old_fd = -1
-        if remove:
-            try:
-                st, mine = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False), os.fstat(self.fd)
-                if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):  # never another file put at its name
-                    os.unlink(self.name, dir_fd=self.dir_fd)
-            except OSError:
-                pass
-        os.close(self.fd)
-
-
-class Links:
-    """The names of one inode this run re-points: its journal, written just before the first name's rename
-    (``before_rename``, elfpatch.fs.commit's hook) and brought up to date just after it."""
-
-    def __init__(self, place: Place, first: Name, group: Group) -> None:
-        self.place, self.first, self.group = place, first, group
-        self.journal: Journal | None = None
-
-    def before_rename(self, new: os.stat_result) -> Callable[[os.stat_result], None]:
-        fd = _open_file(self.place)  # the first name still names the old inode
-        try:
-            old = os.fstat(fd)
-            if (old.st_dev, old.st_ino) != self.group.ident:
-                raise WriteError("replaced since the tree was read (its hard links were not); left as it is, "
-                                 "run again", self.first.path)
-            self.journal = Journal.create(self.place, {
-                "journal": JOURNAL_KIND, "first": self.place.name, "new": full(new), "old": full(old),
-                "others": [_rel(self.first, o) for o in self.group.names[1:]]})
-        except BaseException:
-            os.close(fd)
-            raise
-        self.journal.old_fd = fd
-        return self.after_rename
-
-    def after_rename(self, new: os.stat_result) -> None:
-        try:
-            fd = _open_file(self.place)
-        except OSError:
-            return  # the journal keeps the pre-rename record; relink reports every name
-        if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (new.st_dev, new.st_ino):
-            os.close(fd)
-            return
-        assert self.journal is not None
-        self.journal.new_fd = fd
-        try:
-            self.journal.note()
-        except OSError:
-            pass
-
-    def settle(self) -> None:
-        """Remove the journal unless names are left to switch after the first name's rename."""
-        j = self.journal
-        if j is None:
-            return
-        try:
-            now = self.place.lstat()
-        except OSError:  # cannot tell how the names stand: the journal stays for the next run to judge
-            j.finish(remove=False)
-            return
-        renamed_ = now is not None and [now.st_dev, now.st_ino] == j.record["new"][:2]
-        j.finish(remove=not renamed_ or not j.record["others"])
-
+# -- re-pointing hard links (the mechanism is elfpatch.fs.relink's; which names, and the reports, are here) --
 
 def _rel(first: Name, other: Name) -> str:
     return os.path.relpath(other.path, os.path.dirname(first.path))
@@ -495,47 +349,12 @@ def _rel(first: Name, other: Name) -> str:
 
 def _switch_one(j: Journal, fp: Place, first: Name, other: Name) -> tuple[str, str]:
     """Point ``other`` at the journal's new inode if it still names the old one exactly as recorded."""
-    from elfpatch.fs.commit import check_replaceable
 
     try:
         with place_of(other) as op:
-            st = op.lstat()
-            if st is not None and [st.st_dev, st.st_ino] == j.record["new"][:2]:
-                return DONE, ""  # already (the same directory reached through a bind mount)
-            if st is None or full(st) != j.record["old"]:
-                return DIFFERS, "changed since the tree was read; left as it is"
-            if not j.first_is_new(fp.lstat()):
-                return DIFFERS, "the patched first name was replaced meanwhile; left as it is"
-            check_replaceable(op, output=False)
-            if j.old_fd < 0:
-                fd = _open_file(op)
-                if full(os.fstat(fd)) != j.record["old"]:
-                    os.close(fd)
-                    return DIFFERS, "changed since the tree was read; left as it is"
-                j.old_fd = fd
-            _link_over(j, fp, op, os.path.dirname(_rel(first, other)))
-            return SWITCHED, ""
+            return switch_name(j, fp, op, os.path.dirname(_rel(first, other)))
     except (OSError, ElfPatchError) as exc:
         return FAILED, exc.message if isinstance(exc, ElfPatchError) else (exc.strerror or str(exc))
-
-
-def _link_over(j: Journal, fp: Place, op: Place, where: str) -> None:
-    """Make ``op``'s name a hard link of ``fp``'s file, atomically (link beside it, rename over it). The
-    link's temp name is in the journal first: it is the new file itself, so it carries no marker, and a kill
-    before the rename leaves it for the repair to remove."""
-    tmp = link_temp_name()
-    j.record["linking"] = os.path.join(where, tmp)
-    j.save()
-    os.link(fp.name, tmp, src_dir_fd=fp.dir_fd, dst_dir_fd=op.dir_fd, follow_symlinks=False)
-    teststop.stop("relink-temp")
-    try:
-        os.replace(tmp, op.name, src_dir_fd=op.dir_fd, dst_dir_fd=op.dir_fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=op.dir_fd)
-        except OSError:
-            pass
-        raise
 
 
 def switch_all(j: Journal, first: Name, others: list[Name]) -> list[tuple[Name, str, str]]:
@@ -549,27 +368,25 @@ def switch_all(j: Journal, first: Name, others: list[Name]) -> list[tuple[Name, 
             outcome, why = _switch_one(j, fp, first, other)
             j.record.pop("linking", None)
             if outcome != FAILED:
-                j.done_with(first, other)
+                j.done_with(_rel(first, other))
             j.note()
             if outcome == SWITCHED:
                 teststop.stop("relinked")
             results.append((other, outcome, why))
         for i, (other, outcome, _why) in enumerate(results):
             if outcome == FAILED and _names(other, j.record["new"]):
-                j.done_with(first, other)
+                j.done_with(_rel(first, other))
                 results[i] = (other, DONE, "")
         j.save()
     return results
 
 
-def relink(links: Links, job: Job) -> list[FileReport]:
+def relink(j: Journal, first: Name, others: list[Name], job: Job) -> list[FileReport]:
     """Point every other name of the group at the first name's new inode, each switch atomic. The journal
     lists what is left while it runs; a name that fails stays in it for the next writing run to finish.
     Returns an error report for each name not re-pointed."""
     from elfpatch.fs.source import LOCK_TIMEOUT, lock_file
 
-    j, first, others = links.journal, links.first, links.group.names[1:]
-    assert j is not None
     teststop.stop("relinking")
     try:
         if j.new_fd < 0:
@@ -600,26 +417,6 @@ def _names(n: Name, ident_: list[int]) -> bool:
     return now is not None and [now.st_dev, now.st_ino] == list(ident_[:2])
 
 
-def _trusted_journal(dfd: int, jname: str) -> int | None:
-    """The journal open and locked, if it can be trusted: a regular file of this user, writable by no one
-    else, with one name, that no live run holds a lock on; else None."""
-    try:
-        fd = os.open(jname, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError:
-        return None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_nlink != 1 \
-            or st.st_size > MAX_JOURNAL:
-        os.close(fd)
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None  # a live run's
-    return fd
-
-
 def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[int, bool]:
     """Finish what a journal records: (how many names were switched, whether the journal is done with)."""
     from elfpatch.fs.source import LOCK_TIMEOUT, lock_file
@@ -634,7 +431,7 @@ def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[
                 job.warn(first.path, "changed since an earlier run recorded it; its other names were left as they "
                                      "are")
             return 0, True
-        j.new_fd = _open_file(fp)
+        j.new_fd = open_file(fp)
         if not j.first_is_new(os.fstat(j.new_fd)):
             return 0, True
         lock_file(j.new_fd, job.lock_timeout if job.lock_timeout is not None else LOCK_TIMEOUT, first.path)
@@ -657,11 +454,7 @@ def _remove_leftover(j: Journal, base: str, by_path: dict[str, Name]) -> int:
     if leftover is None or not TEMP_RE.match(leftover.name):
         return 0
     with place_of(leftover) as p:
-        st = p.lstat()
-        if st is None or [st.st_dev, st.st_ino] != j.record["new"][:2]:
-            return 0
-        os.unlink(p.name, dir_fd=p.dir_fd)
-    return 1
+        return int(remove_link(j, p))
 
 
 def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group], job: Job) -> int:
@@ -671,7 +464,6 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
     run holds a lock on; a name is switched only if it is a file of this walk that still names the journal's
     old inode exactly as recorded (device, inode, size, mtime and ctime) while the first name names its new
     one as recorded; a name that differs is left as it is, with a warning."""
-    import json
 
     by_path = {n.path: n for g in groups for n in g.names}
     switched = 0
@@ -680,16 +472,14 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
             dfd = open_chain(chain)
         except ElfPatchError:
             continue
-        fd = _trusted_journal(dfd, jname)
+        fd = trusted(dfd, jname)
         if fd is None:
             os.close(dfd)
             continue
         j = Journal(dfd, jname, fd, {})
         done = False
         try:
-            j.record = json.loads(os.pread(fd, MAX_JOURNAL, 0))
-            if j.record.get("journal") != JOURNAL_KIND:
-                raise ValueError("not a journal of this version")
+            j.load()
             n, done = _replay(j, os.path.dirname(jpath), by_path, job)
             switched += n
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ElfPatchError) as exc:
@@ -711,33 +501,28 @@ def _run(args: tuple[Group, Job, str], dirs: Dirs | None = None) -> Result:
         return [error_report(exc.path or group.names[0].path, exc)], 0, []
 
 
-class _Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
-    """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers."""
-    capture = _Capture()
+    """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers (a lock
+    wait it said at once among them, for the JSON only)."""
+    capture = WarningLog()
     LOG.handlers, LOG.propagate = [capture], False
+    _worker_waits.records.clear()
     reports, skipped, _ = _run(args, _worker_dirs)
-    return reports, skipped, capture.records
+    return reports, skipped, [*_worker_waits.records, *capture.records]
 
 
 _worker_dirs = Dirs()  # a pool process's (it starts empty: the parent keeps none past its own run)
+_worker_waits = WarningLog(shown=True)  # a pool process's lock-wait notices, said at once and kept for its results
 
 
 def _init_worker() -> None:
     """A pool process says a lock wait at once through the handlers it inherited (its other warnings travel
-    back with its reports, which would be too late for this one)."""
+    back with its reports, which would be too late for this one), and keeps it to send back for the JSON."""
     from elfpatch.fs.source import wait_log
 
     waits = wait_log()
-    waits.handlers, waits.propagate = list(LOG.handlers), False
+    shown = [h for h in LOG.handlers if not isinstance(h, WarningLog)]
+    waits.handlers, waits.propagate = [*shown, _worker_waits], False
 
 
 def workers() -> int:
@@ -770,8 +555,10 @@ def process_tree(root: str, job: Job) -> Outcome:
         groups, skipped, journals = walk(root, job.exclude)  # names were re-pointed: group them again
     teststop.stop("walked")
     outcome = Outcome(skipped=skipped)
+    progress, job = job.progress, _without_progress(job)
     tasks = [(g, job, root) for g in groups]
-    progress = Progress(len(tasks)) if job.progress and sys.stderr.isatty() else None
+    if progress is not None:
+        progress.begin(len(tasks))
     n = _parallel(groups, job)
     if n > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -796,44 +583,27 @@ def process_tree(root: str, job: Job) -> Outcome:
     return outcome
 
 
-def _collect(results: Iterable[Result], outcome: Outcome, progress: Progress | None) -> None:
+def _without_progress(job: Job) -> Job:
+    """The job as the groups get it: its progress listener is told here, by this process alone (and need not
+    cross to a pool worker)."""
+    if job.progress is None:
+        return job
+    import copy
+
+    job = copy.copy(job)
+    job.progress = None
+    return job
+
+
+def _collect(results: Iterable[Result], outcome: Outcome, progress: ProgressEvents | None) -> None:
     try:
         for reports, other, records in results:
             for record in records:
-                LOG.handle(record)
+                replay(record)
             outcome.reports.extend(reports)
             outcome.other += other
             if progress is not None:
                 progress.step(bool(reports))
     finally:
         if progress is not None:
-            progress.close()
-
-
-class Progress:
-    """A one-line progress bar on stderr (a TTY), redrawn at most ten times a second, erased at the end."""
-
-    WIDTH = 30
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
-        self.files = 0
-        self.last = 0.0
-
-    def step(self, processed: bool) -> None:
-        self.done += 1
-        self.files += processed
-        now = time.monotonic()
-        if now - self.last < 0.1 and self.done < self.total:
-            return
-        self.last = now
-        filled = self.WIDTH * self.done // max(self.total, 1)
-        sys.stderr.write(f"\relfpatch: [{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} "
-                         f"files ({self.files} ELF, archives or wheels)")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.last:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            progress.end()

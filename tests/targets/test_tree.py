@@ -228,6 +228,60 @@ def test_progress_bar_only_on_a_tty(unique_build: Path, tmp_path: Path) -> None:
     assert b"elfpatch: [" in seen and b"3/3 files" in seen and seen.endswith(b"\r\x1b[K")
 
 
+class _Told:
+    """A progress listener that records what it is told (holding a lock, it cannot be pickled for a worker)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.events: list[tuple[str, object]] = []
+        self.lock = threading.Lock()
+
+    def begin(self, total: int) -> None:
+        self.events.append(("begin", total))
+
+    def step(self, processed: bool) -> None:
+        self.events.append(("step", processed))
+
+    def end(self) -> None:
+        self.events.append(("end", None))
+
+
+@pytest.mark.parametrize("files", [3, 20])
+def test_the_library_tells_progress_and_draws_nothing(unique_build: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, files: int) -> None:
+    """Guarantee: progress is drawn by the command line only. A tree run tells the listener the job was given
+    (begin, one step per inode, end), serially or with a pool (the listener stays in this process: the job
+    still reaches the workers), and writes nothing to a terminal stderr itself, even when given the old
+    ``progress=True``."""
+    import io
+
+    from elfpatch.targets import CHECK, Job, tree
+    from elfpatch.targets.tree import process_tree, workers
+
+    root = tmp_path / "t"
+    root.mkdir()
+    for i in range(files):
+        shutil.copy(unique_build / "libholder_v1.so", root / f"l{i:02}.so")
+    (root / "notes.txt").write_text("not a target")
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    told = _Told()
+    job = Job(mode=CHECK, progress=told)
+    real, pools = tree._parallel, []
+    monkeypatch.setattr(tree, "_parallel", lambda groups, job: pools.append(real(groups, job)) or pools[-1])
+    process_tree(str(root), job)
+    assert pools == [min(workers(), 8) if files > tree.PARALLEL_MIN_FILES and workers() > 1 else 1]
+    assert told.events == [("begin", files + 1), *[("step", True)] * files, ("step", False), ("end", None)]
+    process_tree(str(root), Job(mode=CHECK, progress=True))
+    assert err.getvalue() == ""
+
+
 def test_tree_refuses_output_and_reports_a_missing_path(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     proc = run_cli("unique", "-o", str(tmp_path / "x"), str(tmp_path / "d"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from jsonschema_check import cli_json
 
-from elfpatch.fs.commit import TEMP_MARK, TEMP_MARK_VALUE
+from elfpatch.fs.temps import TEMP_MARK, TEMP_MARK_VALUE
 from unique.adversary import NOBODY, USERS, arena, give, need_user, one_error_line, run, start, temps_in
 
 pytestmark = pytest.mark.root

@@ -71,6 +71,62 @@ def test_without_proc_every_write_mode_works(box: Path, original: bytes, expecte
     assert temps_in(box) == [] and temps_in(out.parent) == [] and temps_in(tree) == []
 
 
+# -- a file system without user extended attributes ------------------------------------------------------
+
+# The CLI as it runs where the file system keeps no user.* extended attributes (vfat, some network and
+# container file systems; tmpfs before Linux 6.6): every user.* call fails with EOPNOTSUPP, as there.
+NO_USER_XATTRS = """
+import errno, os, sys
+def refuse(real):
+    def call(target, name, *args, **kwargs):
+        if str(name).startswith("user."):
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        return real(target, name, *args, **kwargs)
+    return call
+os.setxattr, os.getxattr, os.removexattr = map(refuse, (os.setxattr, os.getxattr, os.removexattr))
+listed = os.listxattr
+os.listxattr = lambda *args, **kwargs: [n for n in listed(*args, **kwargs) if not n.startswith("user.")]
+from elfpatch.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def without_user_xattrs(*args: str, stop: str | None = None) -> subprocess.Popen:
+    cmd, env = command("root", *args)
+    assert cmd[-len(args) - 2:-len(args)] == ["-m", "elfpatch"], cmd
+    cmd = [*cmd[:-len(args) - 2], "-c", NO_USER_XATTRS, *args]
+    if stop:
+        env["ELFPATCH_TEST_STOP"] = stop
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+
+
+def test_a_killed_runs_unmarked_temp_is_reported_with_a_warning_and_kept(box: Path, original: bytes,
+                                                                        expected: bytes) -> None:
+    """Guarantee: only our own temps are ever deleted, no file is hidden for its name, and a temp a killed run
+    left where no marker can be written is not silently taken for a library. The run is killed with its temp
+    named, before the rename; the next writing run over the tree (which cleans temps in that directory)
+    keeps the leftover, reports it, and warns, on stderr and in its JSON warnings, that it is probably a
+    killed run's temp."""
+    tree = box / "tree"
+    lib = put(original, tree / "lib.so")
+    put(original, tree / "other.so")
+    killed = without_user_xattrs("unique", str(lib), stop="linked")
+    _, status = os.waitpid(killed.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), "the run never reached its rename"
+    killed.kill()
+    killed.communicate(timeout=60)
+    (left,) = temps_in(tree)
+    leftover = tree / left
+    assert os.listxattr(leftover) == [] and leftover.read_bytes() == expected
+    run = without_user_xattrs("unique", "--json", str(tree))
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0 and "Traceback" not in err, err
+    assert leftover.read_bytes() == expected and lib.read_bytes() == expected
+    (mine,) = [f for f in cli_json(out)["files"] if f["path"] == str(leftover)]
+    assert [w for w in mine["warnings"] if "probably the temp of a killed run" in w], mine
+    assert f"elfpatch: warning: {leftover}: named like an elfpatch temp" in err, err
+
+
 # -- lock waits -------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("where", ["file", "pool"])
@@ -95,6 +151,34 @@ def test_a_lock_wait_says_which_file_and_which_pid(where: str, box: Path, origin
     assert line.startswith(f"elfpatch: warning: {lib}: waiting for the lock"), line + err
     assert f"held by pid {os.getpid()}" in line and "--lock-timeout" in line, line
     assert proc.returncode == 0, line + err
+    assert all((box / n).read_bytes() == expected for n in names)
+
+
+def test_a_pool_workers_lock_wait_is_in_the_json(box: Path, original: bytes, expected: bytes) -> None:
+    """Guarantee: the JSON tells all. The "waiting for the lock" notice a pool worker prints at once is also
+    in its file's ``warnings`` with --json (a CI job reading the JSON saw nothing), and printed once only."""
+    from elfpatch.targets.tree import PARALLEL_MIN_FILES, workers
+
+    if workers() < 2:
+        pytest.skip("needs two cores for the tree's process pool")
+    names = [f"lib{i:02}.so" for i in range(PARALLEL_MIN_FILES + 4)]
+    for n in names:
+        put(original, box / n)
+    lib = box / names[0]
+    cmd, env = command("root", "unique", "--json", str(box))
+    fd = os.open(lib, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+        line = proc.stderr.readline()
+    finally:
+        os.close(fd)
+    out, err = proc.communicate(timeout=300)
+    assert line.startswith(f"elfpatch: warning: {lib}: waiting for the lock"), line + err
+    assert proc.returncode == 0, line + err
+    assert "waiting for the lock" not in err, err
+    (mine,) = [f for f in cli_json(out)["files"] if f["path"] == str(lib)]
+    assert [w for w in mine["warnings"] if w.startswith("waiting for the lock on it, held by pid")], mine
     assert all((box / n).read_bytes() == expected for n in names)
 
 

@@ -10,15 +10,26 @@ from elfpatch.report import FileReport
 
 
 class WarningLog(logging.Handler):
-    """Collects the ``path: message`` warnings the library logs (a pool worker's come back through the same
-    logger) while it is attached, for the JSON document: stderr alone would hide them from a job reading it."""
+    """Collects the warnings the library logs while it is attached: for the JSON document (stderr alone would
+    hide them from a job reading it), and in a tree's pool worker, to travel back with its reports (``replay``).
 
-    def __init__(self) -> None:
+    ``shown``: what it collects was printed already (a pool worker's lock-wait notice, said at once); the
+    parent then hands such records to its collectors only, not to stderr a second time."""
+
+    def __init__(self, *, shown: bool = False) -> None:
         super().__init__(logging.WARNING)
-        self.lines: list[str] = []
+        self.records: list[logging.LogRecord] = []
+        self.shown = shown
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+        if self.shown:
+            record.elfpatch_shown = True
+        self.records.append(record)
+
+    @property
+    def lines(self) -> list[str]:
+        """The ``path: message`` lines collected."""
+        return [r.getMessage() for r in self.records]
 
     def __enter__(self) -> WarningLog:
         LOG.addHandler(self)
@@ -38,6 +49,17 @@ class WarningLog(logging.Handler):
                     best = at
                 at = line.find(": ", at + 1)
             yield (line[:best], line[best + 2:]) if best is not None else (None, line)
+
+
+def replay(record: logging.LogRecord) -> None:
+    """A record a pool worker collected, handled by this process's logger as if logged here; one the worker
+    printed already reaches only the collectors (a ``WarningLog``, for the JSON)."""
+    if not getattr(record, "elfpatch_shown", False):
+        LOG.handle(record)
+        return
+    for handler in LOG.handlers:
+        if isinstance(handler, WarningLog):
+            handler.handle(record)
 
 
 def attach_warnings(reports: list[FileReport], log: WarningLog) -> list[str]:
