@@ -12,8 +12,9 @@ and every name demangled is checked against the length bound elfpatch.mangled fi
 bound below the real length must never be).
 Names c++filt leaves as they are (not an Itanium name) agree when elfpatch leaves them too.
 
-Default libraries: libLLVM-15, Qt5Core, protobuf, libstdc++, the boost 1.74 libraries installed here, and
-libtorch_cpu.so from the torch wheel (extracted into a temporary directory). Bounded: each c++filt batch has a
+Default libraries: those of SYSTEM installed here (libLLVM-15 and -14, Qt5Core, protobuf, libstdc++, boost
+1.74, z3, gRPC, OpenCV, ICU) and every shared library of the torch wheel (libtorch_cpu.so, libtorch_python.so,
+..., extracted into a temporary directory). Bounded: each c++filt batch has a
 timeout, the whole run a deadline (--deadline seconds); a library missing here is listed as skipped.
 Exit status 1 when any name differs or is silent, 0 otherwise.
 
@@ -41,9 +42,11 @@ from elfpatch.elffile import ElfFile  # noqa: E402
 from elfpatch.errors import ElfPatchError  # noqa: E402
 
 TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
-TORCH_MEMBER = "torch/lib/libtorch_cpu.so"
+TORCH_LIBS = ("torch/lib/", "torch/_C.")
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
-SYSTEM = ("libLLVM-15.so.1", "libQt5Core.so.5", "libprotobuf.so.32", "libstdc++.so.6", "libboost_*.so.1.74.0")
+SYSTEM = ("libLLVM-15.so.1", "libLLVM-14.so.1", "libQt5Core.so.5", "libprotobuf.so.32", "libprotoc.so.32",
+          "libstdc++.so.6", "libboost_*.so.1.74.0", "libz3.so.4", "libgrpc++.so.1.51", "libopencv_*.so.406",
+          "libicuuc.so.72", "libicui18n.so.72")
 BATCH_TIMEOUT = 900  # seconds for one library's c++filt batch (libtorch_cpu: ~1 M names)
 PROBE = symbols.NameFilter(["no glob matches this*"])  # a --symbol glob that could match any demangled form
 
@@ -55,12 +58,18 @@ def system_libraries() -> list[Path]:
     return found
 
 
-def torch_library(tmp: Path) -> Path | None:
+def torch_libraries(tmp: Path) -> list[Path]:
+    """Every shared library of the torch wheel (libtorch_cpu.so, libtorch_python.so, libc10.so, ...)."""
     if not TORCH_WHEEL.exists():
-        return None
-    with zipfile.ZipFile(TORCH_WHEEL) as z, z.open(TORCH_MEMBER) as src, open(tmp / "libtorch_cpu.so", "wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 22)
-    return tmp / "libtorch_cpu.so"
+        return []
+    out = []
+    with zipfile.ZipFile(TORCH_WHEEL) as z:
+        for info in z.infolist():
+            if info.filename.startswith(TORCH_LIBS) and ".so" in info.filename.rsplit("/", 1)[-1]:
+                out.append(tmp / info.filename.rsplit("/", 1)[-1])
+                with z.open(info) as src, open(out[-1], "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 22)
+    return sorted(out, key=lambda p: p.stat().st_size, reverse=True)
 
 
 def symbol_names(path: Path) -> list[str]:
@@ -133,9 +142,9 @@ def main() -> int:
         libs = args.libs
         if not libs:
             libs = system_libraries()
-            torch = torch_library(Path(tmp))
-            libs += [torch] if torch else []
-            if torch is None:
+            torch = torch_libraries(Path(tmp))
+            libs += torch
+            if not torch:
                 print(f"  skipped: {TORCH_WHEEL} (not here)")
         for lib in libs:
             if time.monotonic() - begin > args.deadline:

@@ -71,14 +71,16 @@ def respelled(name: str) -> bool:
     12's ``__cxa_demangle``) prints a qualified template name used as an operand bare, later ones (binutils
     2.40's c++filt) in parentheses: ``std::begin(std::declval<T&>())`` against
     ``std::begin((std::declval<T&>)())``. A glob could match one spelling and not the other, so such a name
-    is not taken as demangled. A name the walk cannot read is taken as respelled when it could be."""
+    is not taken as demangled. Where the walk cannot follow a name, the rest of it is taken as respelled
+    when it could be."""
     if _RESPELLING.search(name) is None:
         return False
     walk = _Walk(name)
     try:
         walk.bound()
     except (_GiveUp, IndexError, ValueError, RecursionError):
-        return True
+        if walk.i < len(name):  # stopped inside: what it did not read may hold the construct
+            return walk.respelled or _RESPELLING.search(name, max(0, name.rfind("sr", 0, walk.i + 2))) is not None
     return walk.respelled
 
 

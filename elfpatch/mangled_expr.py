@@ -39,6 +39,7 @@ class ExpressionWalk:
     pack: int
     depth: int
     expressions: bool
+    in_type: int
     respelled: bool
     templated_unresolved: int
 
@@ -134,18 +135,47 @@ class ExpressionWalk:
         return OPERATOR
 
     def _unresolved(self) -> int:
-        """sr <type> <base name>, or sr <qualifier> E <base name>: the qualifier then is no candidate."""
+        """sr <qualifier>+ E <base name> (A::x is sr1AE1x), else the older sr <type> <base name> (sr1A1x):
+        libiberty tries them in that order. A qualifier ending in E is no candidate there."""
         start = self.i
         self.i += 2
-        before = len(self.subs)
-        total = self._type()
-        if self._take("E") and len(self.subs) > before:
-            self.subs.pop()
+        total = self._qualifier_levels()
+        if total is None:
+            before = len(self.subs)
+            total = self._type()
+            if self._take("E") and len(self.subs) > before:
+                self.subs.pop()
         total += self._unqualified(0)[0]
         if self._peek() == "I":
             total += self._template_args()
             self.templated_unresolved = start
         return total + OPERATOR
+
+    def _qualifier_levels(self) -> int | None:
+        """<unresolved-qualifier-level>+ E (source names, each with its template arguments), when an E ends
+        them and a base name follows; None (nothing read) otherwise. Each level is registered as a
+        candidate, more than the demangler may register: in an expression every reference is charged the
+        largest candidate anyway, and a candidate too many keeps a later reference from looking invalid."""
+        c = self._peek()
+        if not (c.isdigit() or c.islower() or c in ("C", "U", "L")):
+            return None
+        pos, subs = self.i, len(self.subs)
+        total = 0
+        self.in_type += 1  # their template arguments are no name's own
+        try:
+            while self._peek() != "E":
+                total += self._template_args() if self._peek() == "I" else self._unqualified(0)[0] + 2
+                self.subs.append(total)
+            self.i += 1  # E
+            if self._peek().isdigit() or self.s.startswith(("on", "dn"), self.i):  # a base name follows
+                return total
+        except self.GiveUp:
+            pass
+        finally:
+            self.in_type -= 1
+        self.i = pos
+        del self.subs[subs:]
+        return None
 
     def _operand(self) -> int:
         """An operand the demangler prints through d_print_subexpr: in parentheses unless it is a plain or
