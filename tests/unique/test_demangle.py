@@ -148,6 +148,8 @@ SPELLED_ALIKE = [
     "_Z1fIiEDTclsr3stdE5beginfp_EET_", "_Z1fIiEDTscT_sr1A1gIT_EEv", "_Z1fIiEDTixfp_sr1A1gIT_EET_",
     "_Z1fIiEDTgssr1A1gIT_EEv", "_Z1fIiEDTclsr1AIT_E1gEEv", "_Z1fIiEDTcl1gIT_EEEv", "_Z1fIiEDTsr1A1gIT_EEv",
     "_Z1fIiE1XIXsr1A1gIT_EEEv", "_Z1fIiEDTcvT__sr1A1gIT_EEEv", "_Z1fIiEDTdcT_sr1A1gIT_EEv",
+    # std::is_signed<T>::value: template arguments on a qualifier level (sr <levels> E <base>), not the base
+    "_ZN4llvm10checkedAddIiEENSt9enable_ifIXsr3std9is_signedIT_EE5valueENS_8OptionalIS2_EEE4typeES2_S2_",
 ]
 
 
