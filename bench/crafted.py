@@ -8,7 +8,8 @@
   fdes      the FDE starts of libtorch_cpu.so (from the torch wheel) read from .eh_frame_hdr's search table,
             in process (initscan.extents.eh_frame_extents; best of 5)
 
-The commands run as child processes, timed from spawn to reap with their own peak RSS (bench.run_timed).
+The commands run as child processes, timed from spawn to reap with their own peak RSS (bench.run_timed), each
+three times: the median wall time and the largest peak RSS are printed.
 
     .venv/bin/python bench/crafted.py [record|deps|fdes ...]     # default: all three
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import mmap
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,12 +30,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import ELFPATCH, TORCH_WHEEL, run_timed  # noqa: E402  (bench/bench.py: the same clock and RSS)
+from bench import ELFPATCH, TORCH_WHEEL, Run, run_timed  # noqa: E402  (bench/bench.py: the same clock and RSS)
 
 LIB = ROOT / "native_tests" / "audit" / "build" / "_a.so"
 RECORD_BYTES = 53_000_000
 NEEDED, DIRS = 2_000, 5_000
 TIMEOUT = 600  # seconds any one build step may take
+REPS = 3  # runs of each command: the median wall time and the largest peak RSS are printed
+
+
+def measured(cmd: list[str]) -> Run:
+    """``cmd`` run REPS times: the median wall time, the largest peak RSS, the last run's output."""
+    runs = [run_timed(cmd) for _ in range(REPS)]
+    last = runs[-1]
+    return Run(statistics.median(r.wall for r in runs), max(r.rss_kb for r in runs), last.rc, last.out, last.err)
 
 
 def record(tmp: Path) -> str:
@@ -53,10 +63,10 @@ def record(tmp: Path) -> str:
             i += 10_000
         f.write(f"{info.name}/RECORD,,\n")
     size = (info / "RECORD").stat().st_size
-    run = run_timed([*ELFPATCH, "audit", "--json", str(lib)])
+    run = measured([*ELFPATCH, "audit", "--json", str(lib)])
     owned = '"package": {"name": "big", "version": "1.0"}' in run.out
     return (f"audit of one {lib.stat().st_size // 1024} KB library, a {size / 1e6:.0f} MB RECORD ({i:,} rows): "
-            f"{run.wall:.2f} s, {run.rss_kb >> 10} MB peak RSS, exit {run.rc}, attributed: {owned}")
+            f"{run.wall:.2f} s (median of {REPS}), {run.rss_kb >> 10} MB peak RSS, exit {run.rc}, attributed: {owned}")
 
 
 def deps(tmp: Path) -> str:
@@ -82,12 +92,12 @@ def deps(tmp: Path) -> str:
     subprocess.run(["ld", "-shared", "-o", str(root), str(empty), f"@{args}"], check=True, timeout=TIMEOUT)
     head = (f"inits --deps of a {root.stat().st_size // 1024} KB library, {NEEDED:,} DT_NEEDED x {DIRS:,} "
             "DT_RPATH directories")
-    found = run_timed([*ELFPATCH, "inits", "--deps", "--json", str(root)])
+    found = measured([*ELFPATCH, "inits", "--deps", "--json", str(root)])
     for name in names:  # then none of them found: every directory searched for every name
         (dirs[-1] / name).unlink()
-    missing = run_timed([*ELFPATCH, "inits", "--deps", "--json", str(root)])
-    return (f"{head}: all found (in the last directory, each then loaded and listed) {found.wall:.2f} s, "
-            f"{found.rss_kb >> 10} MB peak RSS, exit {found.rc}; none found {missing.wall:.2f} s, "
+    missing = measured([*ELFPATCH, "inits", "--deps", "--json", str(root)])
+    return (f"{head} (medians of {REPS}): all found (in the last directory, each then loaded and listed) "
+            f"{found.wall:.2f} s, {found.rss_kb >> 10} MB peak RSS, exit {found.rc}; none found {missing.wall:.2f} s, "
             f"{missing.rss_kb >> 10} MB, exit {missing.rc}, {missing.out.count('libn')} names in the report")
 
 

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +106,7 @@ def compare(names: list[str]) -> dict[str, list]:
             result["agree"].append(name)
         elif ours is None:
             kind = "silent" if PROBE.blind_spot(name, None) is None else "reported"
-            result[kind].append((name, theirs))
+            result[kind].append((name, theirs, symbols.why_not_demangled(name).split(" (")[0]))
         else:
             result["differ"].append((name, ours, theirs))
         if ours is not None and mangled.demangled_bound(name) < len(ours):
@@ -118,10 +119,10 @@ def check(path: Path, examples: int) -> dict:
     names = symbol_names(path)
     cxx = sum(1 for n in names if n.startswith("_Z"))
     result = compare(names)
-    row = {"library": path.name, "names": len(names), "cxx_names": cxx,
-           **{k: len(v) for k, v in result.items()}, "seconds": round(time.monotonic() - start, 1),
-           "examples": {k: v[:examples] for k, v in result.items() if k != "agree" and v}}
-    return row
+    why = Counter(item[2] for item in result["reported"])
+    return {"library": path.name, "names": len(names), "cxx_names": cxx,
+            **{k: len(v) for k, v in result.items()}, "seconds": round(time.monotonic() - start, 1),
+            "reported_why": dict(why), "examples": {k: v[:examples] for k, v in result.items() if k != "agree" and v}}
 
 
 def main() -> int:
@@ -178,6 +179,11 @@ def print_total(rows: list[dict]) -> None:
           f"{total['cxx_names']:,} C++; agree {total['agree']:,}, reported as not demangled {total['reported']:,}, "
           f"silent {total['silent']:,}, differ {total['differ']:,}, unchecked {total['unchecked']:,}; "
           f"length bound below the real length: {total['unsound']:,}")
+    why: Counter[str] = Counter()
+    for r in rows:
+        why.update(r["reported_why"])
+    for reason, n in why.most_common():
+        print(f"  reported as not demangled, {n:,}: {reason}")
 
 
 if __name__ == "__main__":
