@@ -37,6 +37,8 @@ test-fast: venv fixtures lint
 
 bench: venv fixtures
 	$(PY) bench/stripped.py
+	$(PY) bench/crafted.py
+	$(PY) bench/demangle_check.py
 	$(PY) bench/bench.py
 
 # The hypothesis campaigns, then the truth machine's (tests/truth/campaign.py): TRUTH_SEEDS programs, 6 builds each.

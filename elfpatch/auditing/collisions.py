@@ -99,10 +99,12 @@ class Collision(NamedTuple):
 class Audit:
     """The result of one audit: every report of the scan and what the unique tables would make of them."""
 
-    def __init__(self, reports: list[FileReport], skipped: int, other: int) -> None:
+    def __init__(self, reports: list[FileReport], skipped: int, other: int,
+                 run_warnings: list[str] | None = None) -> None:
         self.reports = reports
         self.skipped = skipped
         self.other = other
+        self.run_warnings = run_warnings or []  # about no one file: an --exclude glob that matched nothing
         self.pinned = [r for r in reports if r.facts is not None and r.facts.defined]
         self.collisions = _collisions(reports)
         self.pairs = _pairs(self.collisions)
@@ -145,13 +147,14 @@ class Audit:
 
     def to_json(self) -> dict[str, Any]:
         """The ``audit --json`` document: ``errors`` and ``warnings`` repeat what ``files`` says, for
-        compatibility."""
+        compatibility; ``run_warnings`` are those about no one file (``warnings`` holds a file's)."""
         return envelope(
             "audit", [_entry_json(r) for r in self.reports], self.summary(),
             collisions=[_collision_json(c) for c in self.collisions],
             pinned=[dict(_file_json(r), unique=len(r.facts.defined)) for r in self.pinned],
             errors=[dict(_file_json(r), error=r.error) for r in self.errors],
             warnings=[dict(_file_json(r), warning=w) for r in self.reports for w in r.warnings],
+            run_warnings=list(self.run_warnings),
         )
 
 
@@ -301,4 +304,4 @@ def run_audit(paths: Iterable[str], job: Job | None = None, owners: Owners | Non
         skipped += outcome.skipped
         other += outcome.other
     annotate(reports, owners)
-    return Audit(reports, skipped, other)
+    return Audit(reports, skipped, other, job.exclude.warn_unused(reports))

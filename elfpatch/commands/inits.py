@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from elfpatch.inits.order import static_initializer_count
 
-    files, loads, errors = _list_all(args)
+    files, loads, errors, unused = _list_all(args)
     listed = [f for f in files if "init" in f]  # a file that failed has no listing
     counts = {f["path"]: static_initializer_count(f) for f in listed}
     over = [p for p, n in counts.items() if args.max is not None and n > args.max]
@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
                "over_max": over}
     gate = _analysis_gates(listed, args, summary)
     if args.json:
-        write_document(envelope("inits", files, summary, **({"loads": loads} if args.deps else {})), sys.stdout)
+        write_document(envelope("inits", files, summary, **({"loads": loads} if args.deps else {}), warnings=unused),
+                       sys.stdout)
     else:
         _write_text(sys.stdout, listed, loads, counts, args)
     sys.stdout.flush()
@@ -74,17 +75,19 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FOUND if over or gate else EXIT_OK
 
 
-def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """(entries, loads, errors) over ``args.paths``: one entry per file (a directory's ELF files), status
-    "listed" or "error" (a file that fails has no listing; one whose load (--deps) fails keeps its listing;
-    a tree that cannot be walked is its PATH's); each error is on stderr too."""
+def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, list[str]]:
+    """(entries, loads, errors, warnings about no one file) over ``args.paths``: one entry per file (a
+    directory's ELF files), status "listed" or "error" (a file that fails has no listing; one whose load
+    (--deps) fails keeps its listing; a tree that cannot be walked is its PATH's); each error is on stderr
+    too, and so is an --exclude glob that matched nothing (the warnings)."""
     from elfpatch.targets import Exclude
     from elfpatch.targets.elftree import elf_paths
     from elfpatch.warnlog import WarningLog, warnings_of
 
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
-    for path, walk_error in elf_paths(args.paths, Exclude(args.exclude)):
+    exclude = Exclude(args.exclude)
+    for path, walk_error in elf_paths(args.paths, exclude):
         with WarningLog() as log:  # what was logged before a failure stays in the failed file's warnings
             try:
                 if walk_error is not None:
@@ -99,7 +102,7 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
                 loads.append(_load(path, entry))
             except ElfPatchError as exc:
                 _failed(entry, path, exc)
-    return files, loads, sum(f["status"] == "error" for f in files)
+    return files, loads, sum(f["status"] == "error" for f in files), exclude.warn_unused()
 
 
 def _failed(entry: dict[str, Any], path: str, exc: ElfPatchError) -> dict[str, Any]:

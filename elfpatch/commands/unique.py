@@ -10,7 +10,7 @@ from elfpatch.commands.helpformat import formatter
 from elfpatch.commands.options import Seconds, add_verbose
 from elfpatch.commands.progress import progress_bar
 from elfpatch.elf.symbols import TARGET_BINDINGS, NameFilter
-from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line, warn
+from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, error_line
 from elfpatch.report import ERROR, UNCHANGED, FileReport, write_json, write_text
 from elfpatch.targets import CHECK, DRY_RUN, PATCH, Exclude, Job, Outcome
 from elfpatch.targets.dispatch import process
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         log = WarningLog().__enter__()
     try:
         outcome, in_trees = _process(args.paths, job)
-        _warn_unused_excludes(job.exclude, outcome)
+        job.exclude.warn_unused(outcome.reports)
     finally:
         if log is not None:
             log.__exit__()
@@ -112,20 +112,6 @@ def _process(paths: list[str], job: Job) -> tuple[Outcome, set[int]]:
         total.skipped += outcome.skipped
         total.other += outcome.other
     return total, in_trees
-
-
-def _warn_unused_excludes(exclude: Exclude, outcome: Outcome) -> None:
-    """A glob that passed over nothing is named: globs match paths relative to a tree's root, so
-    ``*/test/*`` on ``site-packages/torch`` misses ``test/...`` and would otherwise exclude nothing, silently."""
-    if not exclude:
-        return
-    for r in outcome.reports:  # member globs used in a pool worker come back with its reports
-        exclude.used.update(r.excluded_by)
-    for glob in exclude.unused():
-        hint = f"; for a directory at a tree's root: {glob[2:]!r}" if glob.startswith("*/") else ""
-        warn("--exclude", f"{glob!r} matched nothing (globs match a path relative to each tree's root, an "
-             "archive or wheel member name, or a PATH as given; a glob without / matches a file name anywhere"
-             f"{hint})")
 
 
 def _write(args: argparse.Namespace, outcome: Outcome, in_trees: set[int], log: WarningLog | None) -> None:

@@ -61,6 +61,29 @@ def demangled_bound(name: str) -> int:
         return crude_bound(name)  # malformed past where the walk could tell: the demangler refuses it too
 
 
+# An unresolved name with template arguments (sr ... I ... E) somewhere in an expression: only then can a name
+# be spelled otherwise by libstdc++'s demangler and c++filt (see ExpressionWalk._operand).
+_RESPELLING = re.compile(r"sr.*I")
+
+
+def respelled(name: str) -> bool:
+    """Whether demanglers of different releases spell ``name`` differently: libiberty before GCC 13 (libstdc++
+    12's ``__cxa_demangle``) prints a qualified template name used as an operand bare, later ones (binutils
+    2.40's c++filt) in parentheses: ``std::begin(std::declval<T&>())`` against
+    ``std::begin((std::declval<T&>)())``. A glob could match one spelling and not the other, so such a name
+    is not taken as demangled. Where the walk cannot follow a name, the rest of it is taken as respelled
+    when it could be."""
+    if _RESPELLING.search(name) is None:
+        return False
+    walk = _Walk(name)
+    try:
+        walk.bound()
+    except (_GiveUp, IndexError, ValueError, RecursionError):
+        if walk.i < len(name):  # stopped inside: what it did not read may hold the construct
+            return walk.respelled or _RESPELLING.search(name, max(0, name.rfind("sr", 0, walk.i + 2))) is not None
+    return walk.respelled
+
+
 class _Walk(ExpressionWalk):
     GiveUp = _GiveUp
 
@@ -93,6 +116,8 @@ class _Walk(ExpressionWalk):
         self.excluded = False
         self.pack = 1  # how many elements a pack expansion is charged (raised until it holds)
         self.depth = 0
+        self.respelled = False  # a qualified template name as an operand (see respelled())
+        self.templated_unresolved = -1  # where the last unresolved name with template arguments began
 
     def bound(self) -> int:
         # Template parameters may refer forward (a conversion operator's type) and packs may be expanded
@@ -440,7 +465,7 @@ class _Walk(ExpressionWalk):
         c = self._peek()
         if c == "L":
             return self._literal()
-        if c == "J":
+        if c in ("J", "I"):  # an argument pack (I...E: GCC's older spelling, which libiberty reads too)
             self.i += 1
             total, count = PIECE, 0
             while not self._take("E"):

@@ -23,6 +23,7 @@ ARITY = {
     "pp": 1, "ps": 1, "pt": 2, "qu": 3, "rM": 2, "rS": 2, "rc": 2, "rm": 2, "rs": 2, "sP": 1, "sZ": 1,
     "sc": 2, "ss": 2, "st": 1, "sz": 1, "te": 1, "ti": 1, "tr": 0, "tw": 1,
 }
+_FUNCTION_ADDRESS = ("adL_Z", "L_Z")  # &f, or f, as an expression: an encoding inside
 _TYPE_OPERAND = frozenset(("st", "at", "ti"))  # sizeof, alignof, typeid of a type
 _CASTS = frozenset(("dc", "sc", "cc", "rc"))  # the new-style casts: a type, then an expression
 
@@ -38,6 +39,9 @@ class ExpressionWalk:
     pack: int
     depth: int
     expressions: bool
+    in_type: int
+    respelled: bool
+    templated_unresolved: int
 
     if TYPE_CHECKING:  # the host walk's grammar (elfpatch.elf.mangled._Walk), declared for the type checker only
         def _peek(self, k: int = 0) -> str: ...
@@ -54,7 +58,11 @@ class ExpressionWalk:
 
     def _expression(self) -> int:
         self._enter()
-        self.expressions = True
+        # A function's address as a template argument (&f: ad L _Z <encoding> E) registers the candidates of
+        # an encoding, as a whole name does: the walk's order is the demangler's there, and charging every
+        # later reference the largest candidate would put names such as at::functorch's plumbing past 1 MiB.
+        if not self.s.startswith(_FUNCTION_ADDRESS, self.i):
+            self.expressions = True
         try:
             return self._expression_inner()
         finally:
@@ -127,27 +135,71 @@ class ExpressionWalk:
         return OPERATOR
 
     def _unresolved(self) -> int:
-        """sr <type> <base name>, or sr <qualifier> E <base name>: the qualifier then is no candidate."""
+        """sr <qualifier>+ E <base name> (A::x is sr1AE1x), else the older sr <type> <base name> (sr1A1x):
+        libiberty tries them in that order. A qualifier ending in E is no candidate there."""
+        start = self.i
         self.i += 2
-        before = len(self.subs)
-        total = self._type()
-        if self._take("E") and len(self.subs) > before:
-            self.subs.pop()
-        return total + self._name_with_args() + OPERATOR
+        total = self._qualifier_levels()
+        if total is None:
+            before = len(self.subs)
+            total = self._type()
+            if self._take("E") and len(self.subs) > before:
+                self.subs.pop()
+        total += self._unqualified(0)[0]
+        if self._peek() == "I":
+            total += self._template_args()
+            self.templated_unresolved = start
+        return total + OPERATOR
+
+    def _qualifier_levels(self) -> int | None:
+        """<unresolved-qualifier-level>+ E (source names, each with its template arguments), when an E ends
+        them and a base name follows; None (nothing read) otherwise. Each level is registered as a
+        candidate, more than the demangler may register: in an expression every reference is charged the
+        largest candidate anyway, and a candidate too many keeps a later reference from looking invalid."""
+        c = self._peek()
+        if not (c.isdigit() or c.islower() or c in ("C", "U", "L")):
+            return None
+        pos, subs = self.i, len(self.subs)
+        total = 0
+        self.in_type += 1  # their template arguments are no name's own
+        try:
+            while self._peek() != "E":
+                total += self._template_args() if self._peek() == "I" else self._unqualified(0)[0] + 2
+                self.subs.append(total)
+            self.i += 1  # E
+            if self._peek().isdigit() or self.s.startswith(("on", "dn"), self.i):  # a base name follows
+                return total
+        except self.GiveUp:
+            pass
+        finally:
+            self.in_type -= 1
+        self.i = pos
+        del self.subs[subs:]
+        return None
+
+    def _operand(self) -> int:
+        """An operand the demangler prints through d_print_subexpr: in parentheses unless it is a plain or
+        qualified name. libiberty before GCC 13 builds A::f<T> (sr ... I ... E) as a qualified name, later
+        releases as a template: bare in one spelling, "(A::f<T>)" in the other (``respelled``)."""
+        start = self.i
+        total = self._expression()
+        if self.templated_unresolved == start:
+            self.respelled = True
+        return total
 
     def _operation(self) -> int:
         code = self.s[self.i : self.i + 2]
         if code == "cv":  # a cast: one operand, or _ <expression>* E
             self.i += 2
             total = self._type() + OPERATOR
-            return total + (self._list("E") if self._take("_") else self._expression())
+            return total + (self._list("E") if self._take("_") else self._operand())
         if code == "li":  # a literal operator: operator"" <source-name>, then its operand
             self.i += 2
-            return self._source_name() + self._expression() + OPERATOR
+            return self._source_name() + self._operand() + OPERATOR
         if code[:1] == "v" and code[1:].isdigit():  # a vendor operator: v <digit> <source-name>, N operands
             self.i += 2
             total = self._source_name() + OPERATOR
-            return total + sum(self._expression() for _ in range(int(code[1])))
+            return total + sum(self._operand() for _ in range(int(code[1])))
         arity = ARITY.get(code)
         if arity is None:
             raise self.GiveUp
@@ -164,7 +216,9 @@ class ExpressionWalk:
             while not self._take("E"):
                 total += self._template_arg() + OPERATOR
             return total
-        return self._expression() + OPERATOR
+        if code == "gs":  # ::name: printed without parentheses
+            return self._expression() + OPERATOR
+        return self._operand() + OPERATOR
 
     def _binary(self, code: str) -> int:
         if code in _CASTS:
@@ -174,20 +228,22 @@ class ExpressionWalk:
         elif code == "di":  # a designated initializer: .name = expr
             left = self._unqualified(0)[0]
         else:
-            left = self._expression()
+            left = self._operand()
         if code == "cl":
             right = self._list("E")
         elif code in ("dt", "pt") and self.s[self.i : self.i + 2] not in ("gs", "sr"):
             right = self._name_with_args()  # a member name
-        else:
+        elif code in _CASTS or code == "ix":  # static_cast<T>(e), a[i]: printed without parentheses
             right = self._expression()
+        else:
+            right = self._operand()
         return left + right + OPERATOR
 
     def _ternary(self, code: str) -> int:
         if code in ("qu", "dX"):
-            return self._expression() + self._expression() + self._expression() + OPERATOR
+            return self._operand() + self._operand() + self._operand() + OPERATOR
         if code[0] == "f":
-            return self._fold_operator() + self._expression() + self._expression() + OPERATOR
+            return self._fold_operator() + self._operand() + self._operand() + OPERATOR
         # new and new[]: <expression>* _ <type> (E | pi <expression>* E | <initializer list>)
         total = self._list("_") + self._type()
         if self._take("E"):

@@ -14,7 +14,7 @@ from elfpatch.elf.const import (
     st_info_of,
     st_type,
 )
-from elfpatch.elf.mangled import crude_bound, demangled_bound
+from elfpatch.elf.mangled import crude_bound, demangled_bound, respelled
 
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
@@ -146,10 +146,13 @@ BOUND_LIMIT = 16 * MAX_DEMANGLED
 def demangle(name: str) -> str | None:
     """The demangled form of an Itanium C++ ABI name, or None when it is not one, when no demangler exists, or
     when it would be longer than MAX_DEMANGLED. Uses libstdc++'s own __cxa_demangle, so it agrees with
-    `c++filt -i` (what `nm -C` prints) and costs no subprocess."""
+    `c++filt -i` (what `nm -C` prints) and costs no subprocess; a name that demanglers of different releases
+    spell differently (elfpatch.elf.mangled.respelled) is not taken as demangled either."""
     if not name.startswith("_Z"):
         return None
     if crude_bound(name) > BOUND_LIMIT and demangled_bound(name) > BOUND_LIMIT:
+        return None
+    if respelled(name):
         return None
     out = _demangle_unbounded(name)
     return out.decode("utf-8", "replace") if out is not None and len(out) <= MAX_DEMANGLED else None
@@ -161,6 +164,9 @@ def why_not_demangled(name: str) -> str:
         return "no C++ demangler (libstdc++'s __cxa_demangle) on this machine"
     if crude_bound(name) > BOUND_LIMIT and demangled_bound(name) > BOUND_LIMIT:
         return f"its demangled form could be longer than {BOUND_LIMIT} bytes"
+    if respelled(name):
+        return ("demanglers of different releases spell it differently (a qualified template name as an "
+                "operand: `std::begin(std::declval<T&>())` or `std::begin((std::declval<T&>)())`)")
     out = _demangle_unbounded(name)  # bounded: checked just above
     if out is None:
         return "the demangler does not read it"

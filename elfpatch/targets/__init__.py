@@ -76,6 +76,23 @@ class Exclude:
         """The globs that have excluded nothing so far, in the order given."""
         return [g for g in dict.fromkeys(self.globs) if g not in self.used]
 
+    def warn_unused(self, reports: Iterable[FileReport] = ()) -> list[str]:
+        """Warn about each glob that passed over nothing (globs match paths relative to a tree's root, so
+        ``*/test/*`` on ``site-packages/torch`` misses ``test/...`` and would exclude nothing, silently);
+        returns the warnings as ``--exclude: message`` lines, for a JSON document's ``warnings``. ``reports``:
+        those that carry member globs used in a pool worker."""
+        for r in reports:
+            self.used.update(r.excluded_by)
+        lines = []
+        for glob in self.unused():
+            hint = f"; for a directory at a tree's root: {glob[2:]!r}" if glob.startswith("*/") else ""
+            message = (f"{glob!r} matched nothing (globs match a path relative to each tree's root, an archive "
+                       "or wheel member name, or a PATH as given; a glob without / matches a file name anywhere"
+                       f"{hint})")
+            warn("--exclude", message)
+            lines.append(f"--exclude: {message}")
+        return lines
+
 
 class Job:
     """What `elfpatch unique` (or `audit`) was asked to do, shared by every target kind.

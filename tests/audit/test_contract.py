@@ -18,7 +18,7 @@ from audit.helpers import INSTANCES, NAME, SLOTS, audit_json, by_symbol, install
 def test_json_document(site: Path) -> None:
     status, doc = audit_json(str(site))
     assert status == 1
-    assert set(doc) == {"schema", "files", "collisions", "pinned", "errors", "warnings", "summary"}
+    assert set(doc) == {"schema", "files", "collisions", "pinned", "errors", "warnings", "run_warnings", "summary"}
     c = by_symbol(doc)[SLOTS]
     assert set(c) == {"symbol", "demangled", "definitions", "referenced_by", "differs", "cross_package"}
     assert c["demangled"] == "Registry<int>::slots"
@@ -79,6 +79,23 @@ def test_exclude(site: Path) -> None:
     assert doc["summary"]["skipped"] == 3  # pkgb/_b.so, pkgb/__init__.py, pkgc/libcore.so
     status, doc = audit_json("--exclude", "pkgc/*", str(site))
     assert status == 1 and doc["summary"]["package_pairs"][0]["packages"] == ["pkga", "pkgb"]
+
+
+def test_an_exclude_glob_that_matches_nothing_is_warned(site: Path) -> None:
+    """Guarantee: an --exclude glob that passed over nothing is said, as `unique` says it (the same line on
+    stderr, and in the JSON: `run_warnings`, since `warnings` lists the files' own): globs match paths
+    relative to the named root, so '*/pkgb/*' on the site excludes nothing; 'pkgb/*' is not warned about."""
+    proc = run_cli("audit", "--json", "--exclude", "*/pkgb/*", "--exclude", "pkgc/*", str(site))
+    doc = cli_json(proc.stdout)
+    warning = "--exclude: '*/pkgb/*' matched nothing"
+    assert f"elfpatch: warning: {warning}" in proc.stderr and "'pkgb/*'" in proc.stderr, proc.stderr
+    assert [w for w in doc["run_warnings"] if w.startswith(warning)] == doc["run_warnings"] != [], doc
+    assert "pkgc" not in proc.stderr, "a glob that excluded something is not warned about"
+    assert doc["summary"]["package_pairs"][0]["packages"] == ["pkga", "pkgb"], "nothing of pkgb excluded"
+    text = run_cli("audit", "--exclude", "*/pkgb/*", str(site))
+    assert f"elfpatch: warning: {warning}" in text.stderr
+    proc = run_cli("audit", "--json", "--exclude", "pkgb/*", str(site))
+    assert "warning" not in proc.stderr and cli_json(proc.stdout)["run_warnings"] == [], proc.stderr
 
 
 def test_wheels_and_archives(audit_build: Path, tmp_path: Path) -> None:

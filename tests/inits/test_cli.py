@@ -26,7 +26,7 @@ def _check_contract(counts: dict[str, int]) -> None:
     """The document for these paths, with their static initializer counts."""
     paths = list(counts)
     doc = cli_json(run_cli("inits", "--json", *paths, check=True).stdout)
-    assert set(doc) == {"schema", "files", "summary"}
+    assert set(doc) == {"schema", "files", "summary", "warnings"} and doc["warnings"] == []
     assert [f["path"] for f in doc["files"]] == paths
     for f in doc["files"]:
         assert set(f) == {"path", "status", "error", "init", "fini", "warnings"}
@@ -121,7 +121,7 @@ def test_deps_text(init_build: Path) -> None:
 def test_deps_json_shape(init_build: Path) -> None:
     path = str(init_build / "gnu" / "chain_main")
     doc = cli_json(run_cli("inits", "--deps", "--json", path, check=True).stdout)
-    assert set(doc) == {"schema", "files", "loads", "summary"}
+    assert set(doc) == {"schema", "files", "loads", "summary", "warnings"}
     (load,) = doc["loads"]
     assert set(load) == {"path", "main_program", "initfirst", "objects", "missing", "init_order",
                          "fini_order", "init", "fini"}

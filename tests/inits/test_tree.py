@@ -37,6 +37,23 @@ def test_a_directory_lists_its_elf_files(init_build: Path, tmp_path: Path) -> No
     assert f"{root / 'sub' / 'test_prio'}: 6 static initializers" in text
 
 
+def test_an_exclude_glob_that_matches_nothing_is_warned(init_build: Path, tmp_path: Path) -> None:
+    """Guarantee: an --exclude glob that passed over nothing is said, as `unique` says it (the same line on
+    stderr and in the JSON's document-level `warnings`): '*/sub/*' on the tree's root excludes nothing
+    (globs match paths relative to it), 'sub/*' excludes and is not warned about."""
+    root = tmp_path / "tree"
+    _tree(init_build, root)
+    proc = run_cli("inits", "--json", "--exclude", "*/sub/*", str(root))
+    doc = cli_json(proc.stdout)
+    assert len(doc["files"]) == 3, "nothing excluded"
+    warning = "--exclude: '*/sub/*' matched nothing"
+    assert f"elfpatch: warning: {warning}" in proc.stderr and "'sub/*'" in proc.stderr, proc.stderr
+    assert [w for w in doc["warnings"] if w.startswith(warning)] == doc["warnings"] != [], doc
+    assert f"elfpatch: warning: {warning}" in run_cli("inits", "--exclude", "*/sub/*", str(root)).stderr
+    proc = run_cli("inits", "--json", "--exclude", "sub/*", str(root))
+    assert proc.stderr == "" and cli_json(proc.stdout)["warnings"] == [], proc.stderr
+
+
 def test_a_file_path_and_a_tree_mix(init_build: Path, tmp_path: Path) -> None:
     """A file PATH is listed as before, whatever --exclude says of tree paths; a missing PATH is one error entry."""
     root = tmp_path / "tree"

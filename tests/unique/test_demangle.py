@@ -112,8 +112,9 @@ def test_demangler_agrees_with_cxxfilt_on_the_runtime_and_fixtures(unique_build:
 @pytest.mark.slow
 def test_demangler_agrees_with_cxxfilt_on_large_libraries() -> None:
     """The same over the large C++ libraries installed here (libLLVM, Qt, protobuf, boost): no name silently
-    blind, no bound below the real length, and agreement but for spelling differences between libstdc++'s
-    demangler and c++filt's (two copies of libiberty; c++filt 2.40 parenthesizes a call's callee)."""
+    blind, no bound below the real length, and no name demangled otherwise than c++filt spells it (the names
+    libstdc++'s demangler and c++filt's spell differently, two copies of libiberty of different releases, are
+    reported as not demangled: test_a_name_spelled_differently_by_demangler_releases_is_reported)."""
     needs_tools()
     found = [Path(d) / n for n in LIBRARIES for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")
              if (Path(d) / n).exists()]
@@ -121,10 +122,74 @@ def test_demangler_agrees_with_cxxfilt_on_large_libraries() -> None:
         pytest.skip(f"none of {LIBRARIES} is installed")
     names = mangled_names(*found)
     result = compare(names)
-    assert result["silent"] == [] and result["unsound"] == [], {k: v[:5] for k, v in result.items() if k != "agree"}
-    assert len(result["differ"]) * 1000 < len(names), result["differ"][:5]
-    for name, ours, theirs in result["differ"]:
-        assert ours.replace("(", "").replace(")", "") == theirs.replace("(", "").replace(")", ""), (name, ours, theirs)
+    assert result["silent"] == [] and result["unsound"] == [] and result["differ"] == [], \
+        {k: v[:5] for k, v in result.items() if k != "agree"}
+
+
+# The six libLLVM-15 names libstdc++ 12's __cxa_demangle and binutils 2.40's c++filt spell differently (two of
+# them), and every operand position of such a name, crafted: in each the callee or operand is a qualified
+# template name (sr ... I ... E), which libiberty before GCC 13 prints bare and later in parentheses.
+RESPELLED_LLVM = [
+    "_ZN4llvm17make_filter_rangeIRNS_10BasicBlockESt8functionIFbRNS_11InstructionEEEEENS_14iterator_rangeINS_20"
+    "filter_iterator_implIDTclsr3stdE5beginclsr3stdE7declvalIRT_EEEET0_NS_6detail15fwd_or_bidi_tagISC_E4typeEEEEEOSA_SD_",
+    "_ZN4llvm17make_filter_rangeIRKNS_10BasicBlockESt8functionIFbRKNS_11InstructionEEEEENS_14iterator_rangeINS_20"
+    "filter_iterator_implIDTclsr3stdE5beginclsr3stdE7declvalIRT_EEEET0_NS_6detail15fwd_or_bidi_tagISE_E4typeEEEEEOSC_SF_",
+]
+RESPELLED_CRAFTED = [
+    "_Z1fIiEDTclsr3stdE7declvalIT_EEEv", "_Z1fIiEDTngsr1AIT_E1gIiEEv", "_Z1fIiEDTngsr1A1gIT_EEv",
+    "_Z1fIiEDTplsr1A1gIT_ELi1EEv", "_Z1fIiEDTplLi1Esr1A1gIT_EEv", "_Z1fIiEDTqusr1A1gIT_ELi1ELi2EEv",
+    "_Z1fIiEDTdtfp_sr1A1gIT_EET_", "_Z1fIiEDTcvT_sr1A1gIT_EEv", "_Z1fIiEDTadsr1A1gIT_EEv",
+    "_Z1fIiEDTntsrN1A1BE1gIT_EEv", "_Z1fIiEDTppsr1A1gIT_EEv", "_Z1fIiEDTpp_sr1A1gIT_EEv",
+    "_Z1fIiEDTdtsr1A1gIT_E1xEv", "_Z1fIiEDTptsr1A1gIT_E1xEv", "_Z1fIiEDTgtsr1A1gIT_ELi1EEv",
+    "_Z1fIiEDTszsr1A1gIT_EEv", "_Z1fIiEDTtwsr1A1gIT_EEv", "_Z1fIiEDTmlsr1A1gIT_Esr1A1hIT_EEv",
+]
+# The same construct where both spell it alike (not an operand, or no template arguments): still demangled.
+SPELLED_ALIKE = [
+    "_Z1fIiEDTclsr3stdE5beginfp_EET_", "_Z1fIiEDTscT_sr1A1gIT_EEv", "_Z1fIiEDTixfp_sr1A1gIT_EET_",
+    "_Z1fIiEDTgssr1A1gIT_EEv", "_Z1fIiEDTclsr1AIT_E1gEEv", "_Z1fIiEDTcl1gIT_EEEv", "_Z1fIiEDTsr1A1gIT_EEv",
+    "_Z1fIiE1XIXsr1A1gIT_EEEv", "_Z1fIiEDTcvT__sr1A1gIT_EEEv", "_Z1fIiEDTdcT_sr1A1gIT_EEv",
+    # std::is_signed<T>::value: template arguments on a qualifier level (sr <levels> E <base>), not the base
+    "_ZN4llvm10checkedAddIiEENSt9enable_ifIXsr3std9is_signedIT_EE5valueENS_8OptionalIS2_EEE4typeES2_S2_",
+]
+
+
+def test_a_name_spelled_differently_by_demangler_releases_is_reported() -> None:
+    """Guarantee: a glob on demangled names is never blind to c++filt's spelling. libstdc++ 12's demangler
+    printed `std::begin(std::declval<T&>())` where c++filt 2.40 prints `std::begin((std::declval<T&>)())`
+    (six libLLVM-15 names were demangled, spelled otherwise than `nm -C` shows them): such a name is now
+    reported as not demangled, with why, and a glob that could match its demangled form warns; the same
+    construct where both demanglers agree is still demangled."""
+    needs_tools()
+    names = RESPELLED_LLVM + RESPELLED_CRAFTED + SPELLED_ALIKE
+    result = compare(names)
+    assert result["differ"] == [] and result["silent"] == [] and result["unsound"] == [], result
+    for name in RESPELLED_LLVM + RESPELLED_CRAFTED:
+        assert symbols.demangle(name) is None and symbols._demangle_unbounded(name) is not None, name
+        assert "spell it differently" in symbols.why_not_demangled(name), name
+        assert NameFilter(["llvm::*"]).blind_spot(name, None) is not None
+    for name in SPELLED_ALIKE:
+        assert symbols.demangle(name) is not None, name
+    assert sorted(result["agree"]) == sorted(SPELLED_ALIKE)
+
+
+def test_function_addresses_and_old_packs_in_template_arguments_are_demangled() -> None:
+    """Guarantee: the length bound does not refuse names the demangler reads. A function's address as a
+    template argument (`&at::_ops::col2im::call`, XadL_Z...EE) used to charge every later back-reference the
+    largest candidate (1,288 libtorch_cpu names bounded past 1 MiB, not demangled, though under 1 KB), and an
+    argument pack spelled I...E (GCC's older mangling) made the walk give up: both are demangled now, as
+    c++filt spells them, under a bound that holds."""
+    needs_tools()
+    names = [
+        "_ZN2at9functorch25col2im_generated_plumbingIPFSt5tupleIJNS_6TensorESt8optionalIlEEERKS3_S5_N3c108ArrayRef"
+        "INS9_6SymIntEEENSA_IlEESD_SD_SD_EXadL_ZNS0_27ExistingBdimBatchRuleHelperIPFS3_S8_SC_SD_SD_SD_SD_EXadL_ZNS_4"
+        "_ops6col2im4callES8_SC_SD_SD_SD_SD_EENS9_4guts8typelist8typelistIJS8_SC_SD_SD_SD_SD_EEEE5applyES8_S5_SC_SD_"
+        "SD_SD_SD_EEEES3_S8_SC_SD_SD_SD_SD_",
+        "_ZNSt5dequeINSt10filesystem7__cxx114_DirESaIS2_EE12emplace_backIIS2_EEERS2_DpOT_",
+        "_ZNSt5dequeINSt10filesystem7__cxx114pathESaIS2_EE16_M_push_back_auxIIRKS2_EEEvDpOT_",
+    ]
+    result = compare(names)
+    assert sorted(result["agree"]) == sorted(names) and result["unsound"] == [], result
+    assert all(symbols.demangle(n) is not None for n in names)
 
 
 def test_a_name_not_demangled_makes_a_glob_warn(tmp_path: Path) -> None:
@@ -164,7 +229,8 @@ def test_the_bound_holds_on_mutated_names() -> None:
     refs = re.compile(r"S[0-9A-Z]*_|T[0-9]*_")
     pool = [n for n in mangled_names(*runtime_libraries()) if refs.search(n)]
     pieces = ["S_", "S0_", "S1_", "S3_", "T_", "T0_", "T1_", "fp_", "DTplS_S0_E", "DTcl3fooT_EE", "DpT_",
-              "JS_S0_E", "IS_S_E", "IXadL_Z1fvEEE", "Xsr1A1xE"]
+              "JS_S0_E", "IS_S_E", "IXadL_Z1fvEEE", "Xsr1A1xE", "XadL_Z1fIS_S0_EvT_EE", "XadL_ZN1AIS_E1gES_EE",
+              "IIS_S0_EE"]
     pool += WIDE
     rng = random.Random(23)
     checked = 0
