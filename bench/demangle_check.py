@@ -26,6 +26,7 @@ import argparse
 import glob
 import json
 import mmap
+import resource
 import shutil
 import subprocess
 import sys
@@ -48,7 +49,8 @@ LIBDIR = "/usr/lib/x86_64-linux-gnu"
 SYSTEM = ("libLLVM-15.so.1", "libLLVM-14.so.1", "libQt5Core.so.5", "libprotobuf.so.32", "libprotoc.so.32",
           "libstdc++.so.6", "libboost_*.so.1.74.0", "libz3.so.4", "libgrpc++.so.1.51", "libopencv_*.so.406",
           "libicuuc.so.72", "libicui18n.so.72")
-BATCH_TIMEOUT = 900  # seconds for one library's c++filt batch (libtorch_cpu: ~1 M names)
+BATCH_TIMEOUT = 900  # seconds for one library's c++filt batch (libtorch_cpu: ~0.5 M names, ~1 min)
+CXXFILT_MEMORY = 4 << 30  # bytes of address space for c++filt
 PROBE = symbols.NameFilter(["no glob matches this*"])  # a --symbol glob that could match any demangled form
 
 
@@ -86,11 +88,16 @@ def symbol_names(path: Path) -> list[str]:
 def cxxfilt(names: list[str]) -> list[str]:
     """c++filt -i's spelling of each name, one process for the batch."""
     proc = subprocess.run(["c++filt", "-i"], input="\n".join(names) + "\n", capture_output=True, text=True,
-                          errors="surrogateescape", timeout=BATCH_TIMEOUT, check=True)
+                          errors="surrogateescape", timeout=BATCH_TIMEOUT, check=True, preexec_fn=_bounded)
     out = proc.stdout.splitlines()
     if len(out) != len(names):
         raise SystemExit(f"c++filt returned {len(out)} lines for {len(names)} names")
     return out
+
+
+def _bounded() -> None:
+    """c++filt's address space capped (it builds each demangled name whole, as __cxa_demangle does)."""
+    resource.setrlimit(resource.RLIMIT_AS, (CXXFILT_MEMORY, CXXFILT_MEMORY))
 
 
 def compare(names: list[str]) -> dict[str, list]:

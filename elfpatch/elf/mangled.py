@@ -61,18 +61,19 @@ def demangled_bound(name: str) -> int:
         return crude_bound(name)  # malformed past where the walk could tell: the demangler refuses it too
 
 
-# An unresolved name with template arguments (sr ... I ... E) somewhere in an expression: only then can a name
-# be spelled otherwise by libstdc++'s demangler and c++filt (see ExpressionWalk._operand).
-_RESPELLING = re.compile(r"sr.*I")
+# An unresolved name (sr ...) somewhere in an expression: only then can a name be spelled otherwise by
+# libstdc++'s demangler and c++filt (see ExpressionWalk._unresolved and _operand).
+_RESPELLING = re.compile(r"sr[^_E]")  # not "sparse_csr_", "csrE"
 
 
 def respelled(name: str) -> bool:
     """Whether demanglers of different releases spell ``name`` differently: libiberty before GCC 13 (libstdc++
     12's ``__cxa_demangle``) prints a qualified template name used as an operand bare, later ones (binutils
     2.40's c++filt) in parentheses: ``std::begin(std::declval<T&>())`` against
-    ``std::begin((std::declval<T&>)())``. A glob could match one spelling and not the other, so such a name
-    is not taken as demangled. Where the walk cannot follow a name, the rest of it is taken as respelled
-    when it could be."""
+    ``std::begin((std::declval<T&>)())``; and a qualified name in an expression mangled the older way
+    (sr <type> <base>) is read by each release its own way. A glob could match one spelling and not the
+    other, so such a name is not taken as demangled. Where the walk cannot follow a name, the rest of it is
+    taken as respelled when it could be."""
     if _RESPELLING.search(name) is None:
         return False
     walk = _Walk(name)

@@ -139,8 +139,13 @@ class ExpressionWalk:
         libiberty tries them in that order. A qualifier ending in E is no candidate there."""
         start = self.i
         self.i += 2
+        c = self._peek()
         total = self._qualifier_levels()
         if total is None:
+            if c.isdigit() or c.islower() or c in ("C", "U", "L"):
+                # The older spelling, which libiberty reads only after the newer failed: releases differ
+                # in where the newer fails (and then in what they print), so no spelling can be trusted.
+                self.respelled = True
             before = len(self.subs)
             total = self._type()
             if self._take("E") and len(self.subs) > before:
@@ -153,18 +158,23 @@ class ExpressionWalk:
 
     def _qualifier_levels(self) -> int | None:
         """<unresolved-qualifier-level>+ E (source names, each with its template arguments), when an E ends
-        them and a base name follows; None (nothing read) otherwise. Each level is registered as a
+        them and a base name follows; None (nothing read) otherwise, and for levels other than source names
+        (operator names, C/U/L forms, which compilers do not emit there). Each level is registered as a
         candidate, more than the demangler may register: in an expression every reference is charged the
         largest candidate anyway, and a candidate too many keeps a later reference from looking invalid."""
-        c = self._peek()
-        if not (c.isdigit() or c.islower() or c in ("C", "U", "L")):
+        if not self._peek().isdigit():  # levels of other kinds are read the older way (see _unresolved)
             return None
         pos, subs = self.i, len(self.subs)
         total = 0
         self.in_type += 1  # their template arguments are no name's own
         try:
             while self._peek() != "E":
-                total += self._template_args() if self._peek() == "I" else self._unqualified(0)[0] + 2
+                if self._peek() == "I":
+                    total += self._template_args()
+                elif self._peek().isdigit():
+                    total += self._source_name() + 2
+                else:
+                    raise self.GiveUp
                 self.subs.append(total)
             self.i += 1  # E
             if self._peek().isdigit() or self.s.startswith(("on", "dn"), self.i):  # a base name follows

@@ -166,7 +166,8 @@ def why_not_demangled(name: str) -> str:
         return f"its demangled form could be longer than {BOUND_LIMIT} bytes"
     if respelled(name):
         return ("demanglers of different releases spell it differently (a qualified template name as an "
-                "operand: `std::begin(std::declval<T&>())` or `std::begin((std::declval<T&>)())`)")
+                "operand: `std::begin(std::declval<T&>())` or `std::begin((std::declval<T&>)())`; or a qualified "
+                "name in an expression, mangled the older way)")
     out = _demangle_unbounded(name)  # bounded: checked just above
     if out is None:
         return "the demangler does not read it"
