@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from elfpatch import mangled, symbols  # noqa: E402
+from elfpatch.elf import mangled, symbols  # noqa: E402
 from elfpatch.elf.file import ElfFile  # noqa: E402
 from elfpatch.errors import ElfPatchError  # noqa: E402
 
