@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from helpers import case, drop_section_headers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import assert_own_error
@@ -95,10 +96,12 @@ def test_relocation_symbol_out_of_range(init_build: Path) -> None:
         initializers(ElfFile(bytes(data), "x"))
 
 
+@pytest.mark.slow  # a hypothesis campaign
 @settings(max_examples=int(os.environ.get("ELFPATCH_FUZZ_EXAMPLES", "200")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 0x3FFF), st.integers(0, 255)), min_size=1, max_size=8))
-@pytest.mark.parametrize("fixture", ["gnu/libchain_base.so", "relr/libchain_base.so", "lld/liblegacy.so"])
+@pytest.mark.parametrize("fixture", ["gnu/libchain_base.so", "relr/libchain_base.so",
+                                     case("lld/liblegacy.so", needs=["ld.lld"])])
 def test_fuzz_byte_pokes(init_build: Path, fixture: str, pokes: list[tuple[int, int]]) -> None:
     """Random bytes written over headers, dynamic section, relocations (RELA, RELR), symbol tables, arrays
     and legacy .ctors."""
@@ -108,13 +111,6 @@ def test_fuzz_byte_pokes(init_build: Path, fixture: str, pokes: list[tuple[int, 
         if offset < len(data):
             data[offset] = value
     listing_or_error(bytes(data))
-
-
-def drop_section_headers(path: Path) -> None:
-    data = bytearray(path.read_bytes())
-    struct.pack_into("<Q", data, 0x28, 0)  # e_shoff
-    struct.pack_into("<HH", data, 0x3C, 0, 0)  # e_shnum, e_shstrndx
-    path.write_bytes(bytes(data))
 
 
 def test_no_section_headers(init_build: Path, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
 from jsonschema_check import cli_json
 
@@ -17,6 +18,7 @@ def test_json_contract(init_build: Path) -> None:
     _check_contract({str(init_build / "gnu" / "prio"): 6, str(init_build / "gnu" / "libchain_base.so"): 2})
 
 
+@pytest.mark.cross  # needs ld.lld
 def test_json_contract_of_lld_legacy_kinds(init_build: Path) -> None:
     """lld keeps .ctors/.dtors: the `ctors`/`dtors` kinds and DT_INIT/DT_FINI entries in the same contract."""
     _check_contract({str(init_build / "gnu" / "prio"): 6, str(variant_dir(init_build, "lld") / "liblegacy.so"): 3})

@@ -24,6 +24,8 @@ from inits.helpers import (
     user_entries,
 )
 
+pytestmark = pytest.mark.cross  # every test here runs a cross toolchain's files or qemu-user
+
 CHAIN = ("chain_main", "libchain_mid.so", "libchain_base.so")
 
 

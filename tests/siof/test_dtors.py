@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_tool, run_cli
+from helpers import case
 from jsonschema_check import cli_json
 
 from siof.truth import registrations, runner
@@ -43,7 +44,7 @@ def _ours(path: Path) -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("target", ["dtors", "libdtors.so"])
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [case(v, needs=VARIANTS[v]) for v in sorted(VARIANTS)])
 def test_dtors_match_the_run_time(siof_build: Path, variant: str, target: str) -> None:
     require_tool(*VARIANTS[variant], packages=PACKAGES)
     if runner(variant) is None:

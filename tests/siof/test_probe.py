@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_tool, run_cli
+from helpers import case
 
 PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec", "probe_init"]
 VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
@@ -48,7 +49,7 @@ def probe_build(siof_build: Path) -> Path:
     return siof_build.parent / "build" / "probe"
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_no_false_clean(probe_build: Path, program: str, variant: str) -> None:
     require_tool(VARIANTS[variant], packages="g++, clang")
@@ -63,7 +64,7 @@ def test_no_false_clean(probe_build: Path, program: str, variant: str) -> None:
     assert MUST_FIND.get(program, set()) <= found
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
 def test_a_reader_that_builds_through_a_call_reads_its_own(probe_build: Path, variant: str) -> None:
     """probe_share: each unit calls init_plain(&g_share) before reading it (a build-on-first-use helper that
     stores through the address): never read early, and never a finding -- a callee's store through the
@@ -78,7 +79,7 @@ def test_a_reader_that_builds_through_a_call_reads_its_own(probe_build: Path, va
     assert statuses == {"own"}
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
 def test_deps_orders_reads_of_what_earlier_objects_define(probe_build: Path, variant: str) -> None:
     """probe_dep: the program's initializer reads the library's global (through the GOT, or a copy
     relocation), and the library's initializers run first: with --deps the read is ordered by the load (the

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_tool, run_cli
+from helpers import case
 from jsonschema_check import cli_json
 
 # program -> (before-construction objects, order-dependent objects), by symbol, from the sources.
@@ -78,7 +79,7 @@ def order_build(siof_build: Path) -> Path:
     return siof_build / "siof"
 
 
-@pytest.mark.parametrize("variant", sorted(COMPILERS))
+@pytest.mark.parametrize("variant", [case(v, needs=TOOLS.get(v, ("g++",))) for v in sorted(COMPILERS)])
 @pytest.mark.parametrize("program", sorted(EXPECTED))
 def test_verdicts(order_build: Path, program: str, variant: str) -> None:
     """GCC and clang at -O2, GCC at -O0, and AArch64 (GCC -O2 and -O0): the verdicts the sources imply for
@@ -95,6 +96,7 @@ def test_verdicts(order_build: Path, program: str, variant: str) -> None:
         assert x["reader"]["index"] != x["constructor"]["index"]
 
 
+@pytest.mark.cross  # needs clang++
 def test_clang_builds_no_initializer_for_a_constant_config(order_build: Path) -> None:
     """Why clang's answers differ: cfg.cpp has no initializer at all there, and the read is `constant`."""
     require_tool("clang++", packages="clang")

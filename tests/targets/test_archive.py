@@ -107,6 +107,7 @@ def test_archive_output_inplace_and_dry_run(tmp_path: Path, objs: dict[str, Path
     assert lib.stat().st_ino == ino and lib.read_bytes() == out.read_bytes()
 
 
+@pytest.mark.cross  # needs llvm-ar
 def test_llvm_bsd_archive(tmp_path: Path, objs: dict[str, Path], llvm_ar: str) -> None:
     """llvm-ar --format=bsd: `#1/` names and a `__.SYMDEF` index, which nm still reads after the patch."""
     member = tmp_path / "holder_with_a_long_bsd_member_name.o"

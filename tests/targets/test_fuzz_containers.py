@@ -38,6 +38,9 @@ LONG = "holder_member_with_a_name_longer_than_sixteen_bytes.o"  # lands in the `
 SO = "holderpkg/libholder.so"
 RECORD = f"{DIST}/RECORD"
 ELFMAG = b"\x7fELF"
+
+pytestmark = pytest.mark.slow  # hypothesis campaigns and the corpus replay
+
 ZIP_VARIANTS = ("deflated", "stored")
 
 Poke = tuple[int, bytes]

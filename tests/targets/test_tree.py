@@ -91,6 +91,7 @@ def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_pa
     assert (r["shared"], r["a.resident"], r["b.resident"]) == ("no", "no", "no")
 
 
+@pytest.mark.slow  # many runs at once
 @pytest.mark.parametrize("mode", [[], ["--inplace"]], ids=["default", "inplace"])
 def test_concurrent_runs_on_one_tree_patch_each_file_once(stage: Path, tmp_path: Path, mode: list[str]) -> None:
     """Three runs over the same tree at once (each taking every file's lock in turn): all succeed, every target

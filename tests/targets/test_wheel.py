@@ -101,6 +101,7 @@ def test_fallback_paths_give_the_same_wheel(unique_build: Path, tmp_path: Path, 
     assert f"{SO},{record_hash(data)},{len(data)}" in record
 
 
+@pytest.mark.slow  # a pip install
 def test_wheel_installs_with_pip_and_its_library_unloads(unique_build: Path, tmp_path: Path) -> None:
     whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"))
     other = shutil.copy(unique_build / "libholder_v2.so", tmp_path / "libholder_v2.so")
@@ -131,6 +132,7 @@ def test_wheel_installs_with_pip_and_its_library_unloads(unique_build: Path, tmp
     assert (r["shared"], r["a.resident"], r["b.resident"]) == ("no", "no", "no")
 
 
+@pytest.mark.slow  # a large member
 def test_large_member_reuses_deflate_blocks(big_lib: Path, tmp_path: Path) -> None:
     """Most of a big member's compressed data is copied, not recompressed, and still inflates exactly."""
     whl = build_wheel(tmp_path, wheel_files(big_lib))
@@ -144,6 +146,7 @@ def test_large_member_reuses_deflate_blocks(big_lib: Path, tmp_path: Path) -> No
     assert abs(len(new) - len(old)) < len(old) // 50
 
 
+@pytest.mark.slow  # a large member
 @pytest.mark.parametrize("stored", [False, True])
 def test_memory_stays_bounded_on_a_large_member(big_lib: Path, tmp_path: Path, stored: bool) -> None:
     """A 160 MB member is inflated into an unlinked temp file and its compressed data copied by the kernel:

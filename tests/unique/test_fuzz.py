@@ -24,6 +24,8 @@ LIED = ("decoy-dynsym", "dynamic-offset", "grow-dynsym", "pn-xnum", "shdrs-past-
 mutations = st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 255)), min_size=1, max_size=8)
 
 
+@pytest.mark.slow  # a hypothesis campaign
+@pytest.mark.cross  # needs the cross fixtures
 @pytest.mark.parametrize("name", FIXTURES + tuple(f"lie:{lie}" for lie in LIED))
 def test_fuzz_mutated_fixture(cross_build: Path, tmp_path_factory: pytest.TempPathFactory, name: str) -> None:
     if name.startswith("lie:"):

@@ -81,6 +81,7 @@ def judge(build: Path, a: Path, b: Path, prefix: tuple[str, ...] = ()) -> None:
     assert check_json(a)[0] == 0, "a second look finds nothing left"
 
 
+@pytest.mark.slow  # the lies x views matrix
 @pytest.mark.parametrize("stripped", [False, True], ids=["with-symtab", "stripped"])
 @pytest.mark.parametrize("lie", sorted(LOADER_LIES))
 def test_loader_judges_each_lie(unique_build: Path, tmp_path: Path, lie: str, stripped: bool) -> None:
@@ -131,6 +132,7 @@ def test_a_section_grown_over_the_strings_is_not_edited(unique_build: Path, tmp_
     assert table.end <= table.str_offset
 
 
+@pytest.mark.cross  # needs qemu-user
 @pytest.mark.parametrize("arch", sorted(CROSS_ARCHES))
 def test_loader_judges_lies_under_qemu(cross_build: Path, tmp_path: Path, arch: str) -> None:
     prefix, qemu = CROSS_ARCHES[arch]
@@ -216,6 +218,8 @@ def readelf_d_unique(path: Path) -> set[str]:
 NO_ORACLE = {"grow-dynsym"}
 
 
+@pytest.mark.slow  # the lies x targets matrix
+@pytest.mark.cross  # needs clang++ and ld.lld, every target
 @pytest.mark.parametrize("lie", sorted(set(LOADER_LIES) - NO_ORACLE) + sorted(EXTENDED))
 @pytest.mark.parametrize("target", CLANG_TARGETS)
 def test_loader_view_matches_lief_and_readelf(clang_libs: dict[str, Path], tmp_path: Path, target: str,

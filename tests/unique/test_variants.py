@@ -95,6 +95,7 @@ def test_debian_libcc1_is_a_sysv_file_with_a_unique_symbol() -> None:
 QEMU_SYSROOT = {arch: f"/usr/{triple}" for arch, (triple, _) in CROSS_ARCHES.items()}
 
 
+@pytest.mark.cross  # needs the cross toolchains and qemu-user
 @pytest.mark.parametrize("arch", sorted(CROSS_ARCHES))
 @pytest.mark.parametrize("no_shdr", [False, True], ids=["sections", "no-sections"])
 def test_cross_architecture(arch: str, no_shdr: bool, tmp_path: Path) -> None:
