@@ -8,8 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from helpers import case, drop_section_headers
+from helpers import case, drop_section_headers, run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import assert_own_error
@@ -69,7 +68,7 @@ def skeleton(listing: dict) -> list[tuple]:
 def test_truncated_on_the_command_line(init_build: Path, tmp_path: Path) -> None:
     path = tmp_path / "cut.so"
     path.write_bytes((init_build / "gnu" / "libchain_base.so").read_bytes()[:5000])
-    proc = run_cli("inits", str(path))
+    proc = run_main("inits", str(path))
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"elfpatch: error: {path}: ")
 
@@ -133,7 +132,7 @@ def test_no_section_headers(init_build: Path, tmp_path: Path) -> None:
 def test_broken_dependency(init_build: Path, tmp_path: Path) -> None:
     shutil.copy(init_build / "gnu" / "chain_main", tmp_path)
     (tmp_path / "libchain_mid.so").write_bytes((init_build / "gnu" / "libchain_mid.so").read_bytes()[:3000])
-    proc = run_cli("inits", "--deps", str(tmp_path / "chain_main"))
+    proc = run_main("inits", "--deps", str(tmp_path / "chain_main"))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "libchain_mid.so" in proc.stderr
 

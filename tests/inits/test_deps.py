@@ -11,8 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from helpers import case
+from helpers import case, run_main
 from jsonschema_check import cli_json
 
 from elfpatch.loadorder import LdCache, resolve
@@ -116,7 +115,7 @@ def test_origin_of_a_symlinked_program(init_build: Path, tmp_path: Path) -> None
 
 def test_deps_entries_match_trace(init_build: Path) -> None:
     program = init_build / "gnu" / "chain_main"
-    proc = run_cli("inits", "--deps", "--json", str(program), check=True)
+    proc = run_main("inits", "--deps", "--json", str(program), check=True)
     load = cli_json(proc.stdout)["loads"][0]
     ours = [e for e in load["init"] if Path(e["object"]).name in CHAIN]
     trace = run_trace(program)
@@ -133,7 +132,7 @@ def test_dlopen_and_dlclose(init_build: Path, variant: str) -> None:
     """A library as PATH: what dlopen runs (dependencies first) and what dlclose runs (the reverse)."""
     lib = variant_dir(init_build, variant) / "libchain_mid.so"
     trace = run_trace(variant_dir(init_build, variant) / "chain_dlopen")
-    load = cli_json(run_cli("inits", "--deps", "--json", str(lib), check=True).stdout)["loads"][0]
+    load = cli_json(run_main("inits", "--deps", "--json", str(lib), check=True).stdout)["loads"][0]
     assert not load["main_program"]
     ours = [e for e in load["init"] if Path(e["object"]).name in CHAIN]
     assert [token(e) for e in user_entries(ours, INIT_KINDS)] == \
@@ -146,9 +145,9 @@ def test_dlopen_and_dlclose(init_build: Path, variant: str) -> None:
 def test_missing_dependency(init_build: Path, tmp_path: Path) -> None:
     shutil.copy(init_build / "gnu" / "chain_main", tmp_path)
     program = str(tmp_path / "chain_main")
-    doc = cli_json(run_cli("inits", "--deps", "--json", program, check=True).stdout)
+    doc = cli_json(run_main("inits", "--deps", "--json", program, check=True).stdout)
     assert doc["loads"][0]["missing"] == [{"name": "libchain_mid.so", "needed_by": program}]
-    text = run_cli("inits", "--deps", program, check=True).stdout
+    text = run_main("inits", "--deps", program, check=True).stdout
     assert f"not found: libchain_mid.so (needed by {program})" in text
 
 

@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import require_tool, run_cli
-from helpers import case
+from conftest import require_tool
+from helpers import case, run_main
 
 from elfpatch.elfconst import STT_FUNC
 from elfpatch.elffile import ElfFile
@@ -105,7 +105,7 @@ def _shim_log_ordered(siof_build: Path, lib: Path) -> list[tuple[str, ...]]:
 
 
 def _listed(lib: Path) -> tuple[dict, list[tuple[str, ...]]]:
-    proc = run_cli("inits", "--dtors", "--siof", "--json", str(lib))
+    proc = run_main("inits", "--dtors", "--siof", "--json", str(lib))
     assert proc.returncode in (0, 1), proc.stderr
     f = json.loads(proc.stdout)["files"][0]
 
@@ -173,7 +173,7 @@ def test_bad_eh_frame_is_a_note(stripped: tuple[Path, Path, Path], tmp_path: Pat
     assert any(".eh_frame" in n and "FDE" in n or "runs past" in n for n in ext.notes), ext.notes
     bad = tmp_path / "libbad.so"
     bad.write_bytes(bytes(data))
-    proc = run_cli("inits", "--dtors", "--json", str(bad))
+    proc = run_main("inits", "--dtors", "--json", str(bad))
     assert proc.returncode in (0, 1), proc.stderr
     assert json.loads(proc.stdout)["files"][0]["exit_time_destructors"]
 
