@@ -62,7 +62,7 @@ def test_an_undeclared_campaign_or_cross_test_fails(pytester: pytest.Pytester) -
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\nmarkers =\n    slow: s\n    cross: c\n")
     pytester.makepyfile(TESTS_OF_TIERS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--import-mode=importlib")
     result.assert_outcomes(passed=2, errors=2)
     result.stdout.fnmatch_lines(["*ERROR at setup of test_campaign_unmarked*", "*mark it @pytest.mark.slow",
                                  "*ERROR at setup of test_cross_fixtures_unmarked*", "*mark it @pytest.mark.cross"])
