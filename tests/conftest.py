@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import NATIVE, native_build
 from helpers import run_cli as run_cli  # its home is helpers.py; imported from here by older modules
 from hypothesis import settings
 
@@ -21,7 +22,6 @@ settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE = ROOT / "native_tests"
 UNIQUE_BUILD = NATIVE / "unique" / "build"
 
 # Debian's cross toolchains: (fixture dir, compiler prefix, qemu binary, sysroot).
@@ -79,14 +79,13 @@ def require_tool(*tools: str, packages: str = "g++-<arch>-linux-gnu, qemu-user")
 @pytest.fixture(scope="session")
 def unique_build() -> Path:
     """native_tests/unique/build, built once per session (make is a no-op when it is up to date)."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "unique")], check=True)
-    return UNIQUE_BUILD
+    return native_build("unique")
 
 
 @pytest.fixture(scope="session")
 def cross_build(unique_build: Path) -> Path:
     """The cross-compiled fixtures (native_tests/unique's `cross` target); only for tests marked `cross`."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "unique"), "cross"], check=True, stdout=subprocess.DEVNULL)
+    native_build("unique", "cross")
     return unique_build
 
 

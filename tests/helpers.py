@@ -1,5 +1,6 @@
 """What many test modules need, in one place: running the CLI (in a child process, or in this process where a
-child proves nothing more), a matrix case that needs a foreign toolchain, and ELF header surgery."""
+child proves nothing more), the native fixtures' builds, a matrix case that needs a foreign toolchain, and ELF
+header surgery."""
 from __future__ import annotations
 
 import io
@@ -14,6 +15,7 @@ from typing import Any, Iterable
 
 import pytest
 
+NATIVE = Path(__file__).resolve().parent.parent / "native_tests"
 NEVER_HANG = 300  # seconds; a run this long has hung (a test of speed is a benchmark, not a test)
 
 # What `make test-fast` may assume: the native GNU toolchain. A case needing any other tool (clang, lld, llvm,
@@ -26,6 +28,15 @@ def case(*values: Any, needs: Iterable[str] = (), id: str | None = None) -> Any:
     """One case of a parametrized matrix that runs ``needs``: marked `cross` when one of them is not native."""
     foreign = sorted(set(needs) - NATIVE_TOOLS)
     return pytest.param(*values, id=id, marks=[pytest.mark.cross] if foreign else [])
+
+
+def native_build(topic: str, target: str | None = None) -> Path:
+    """native_tests/<topic>/build after `make` there (``target``: e.g. "cross"). `make fixtures` builds every
+    native topic before pytest starts, so here it is a no-op, also when several workers start at once; a
+    compiler that is absent is passed over by the topic's Makefile and the tests that need it say so."""
+    subprocess.run(["make", "-s", "-C", str(NATIVE / topic), *([target] if target else [])], check=True,
+                   stdout=subprocess.DEVNULL)
+    return NATIVE / topic / "build"
 
 
 def _no_crash(stderr: str) -> None:

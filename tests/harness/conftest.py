@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pytest
-from conftest import NATIVE, require_tool
-from helpers import run_main
+from conftest import require_tool
+from helpers import native_build, run_main
 from jsonschema_check import cli_json
 
 # The unique/ fixtures that `elfpatch unique` gets to patch (libuser.so has no unique symbol of its own).
@@ -20,15 +20,13 @@ UNIQUE_LIBS = ("libholder_v1.so", "libholder_v2.so", "libplugin.so", "libnodelet
 @pytest.fixture(scope="session")
 def nd_build() -> Path:
     """native_tests/no_destruction/build, built once per session."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "no_destruction")], check=True)
-    return NATIVE / "no_destruction" / "build"
+    return native_build("no_destruction")
 
 
 @pytest.fixture(scope="session")
 def dl_build() -> Path:
     """native_tests/dlcheck/build (scopes, root causes, hostile libraries), built once per session."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "dlcheck")], check=True)
-    return NATIVE / "dlcheck" / "build"
+    return native_build("dlcheck")
 
 
 @pytest.fixture(scope="session")
