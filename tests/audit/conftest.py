@@ -15,7 +15,8 @@ AUDIT_BUILD = NATIVE / "audit" / "build"
 
 @pytest.fixture(scope="session")
 def audit_build() -> Path:
-    return native_build("audit")
+    native_build("audit")
+    return AUDIT_BUILD
 
 
 @pytest.fixture
