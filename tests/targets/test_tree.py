@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_main
+from helpers import run_cli, run_main
 from jsonschema_check import cli_json
 from unique.helpers import run_driver
 
@@ -175,7 +175,7 @@ def test_large_tree_uses_the_pool_keeps_order_and_reports_errors(unique_build: P
     data[4] = 3  # no ELF class: no view of it is usable (section headers past EOF would not do: the loader's
     # view of such a file is complete, so it is processed from that)
     broken.write_bytes(bytes(data))
-    proc = run_main("unique", "--json", str(root))
+    proc = run_cli("unique", "--json", str(root))  # a child: what the pool's processes write reaches its stderr
     assert proc.returncode == 2
     assert [line.split(":")[0] for line in proc.stderr.splitlines()] == ["elfpatch"]
     assert f"elfpatch: error: {broken}: " in proc.stderr
@@ -184,7 +184,7 @@ def test_large_tree_uses_the_pool_keeps_order_and_reports_errors(unique_build: P
     assert len(paths) == 41 and paths == sorted(paths)
     assert doc["summary"]["patched"] == 160 and doc["summary"]["errors"] == 1
     assert broken.read_bytes() == bytes(data)
-    assert run_main("unique", "--check", str(root / "d0")).returncode == 0
+    assert run_cli("unique", "--check", str(root / "d0")).returncode == 0
 
 
 def test_thin_archive_in_a_tree(objs: dict[str, Path], tmp_path: Path) -> None:
