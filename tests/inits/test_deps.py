@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import require_tool
 from helpers import case, run_main
 from jsonschema_check import cli_json
 
@@ -69,8 +70,7 @@ SYSTEM_ARGS = {"/bin/ls": ["/"], "/usr/bin/python3": ["-c", "pass"], "/usr/bin/c
 
 @pytest.mark.parametrize("program", ["/bin/ls", case("/usr/bin/clang", needs=["clang"]), "/usr/bin/python3"])
 def test_system_program_order_matches_glibc(program: str) -> None:
-    if not os.path.exists(program):
-        pytest.skip(f"{program} not installed")
+    require_tool(program, packages="coreutils, python3, clang")  # under CI, a missing program is a failure
     load = resolve(program)
     _pre, init, fini = loader_order([program, *SYSTEM_ARGS[program]])
     paths = [o.info.path for o in load.objects]

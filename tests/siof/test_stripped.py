@@ -242,8 +242,8 @@ def test_stripped_fixture_registrations_in_run_order(siof_build: Path, tmp_path:
     shim logs at dlopen (nothing listed that the run does not make, in the run's order). At -O0 this needs the
     unnamed unit helper to get its arguments (GCC's priority dispatch) and the local `atexit` stub its function."""
     build = siof_build / variant / "libdtors.so"
-    if not build.exists():
-        pytest.skip(f"{variant} fixtures not built (compiler absent)")
+    if not build.exists():  # the compiler is absent (under CI, a failure)
+        require_tool("clang++" if variant.startswith("clang") else "g++", packages="g++, clang")
     require_tool("strip", packages="binutils")
     lib = tmp_path / "libdtors.so"
     subprocess.run(["strip", "--strip-all", "-o", str(lib), str(build)], check=True)
