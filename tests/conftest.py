@@ -46,6 +46,7 @@ CROSS_ARCHES = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The one rule: a parametrized matrix keeps its first case in the quick loop; the rest is breadth (slow)."""
     seen: set[tuple[str, str]] = set()
     for item in items:
         if getattr(item, "callspec", None) is not None:
