@@ -31,9 +31,12 @@ lint: venv
 test: venv fixtures lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The quick loop while editing: no slow campaigns, no cross toolchains, nothing that needs root.
+# The quick loop while editing: no slow campaigns, no cross toolchains, nothing that needs root. On FAST_JOBS
+# pytest-xdist workers, a test file per worker (its module fixtures as in a serial run); the native fixtures are
+# built above, before pytest, so no worker builds them. FAST_JOBS=0 runs it in one process.
+FAST_JOBS ?= 2
 test-fast: venv fixtures lint
-	$(PY) -m pytest -m "not slow and not cross and not root" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not cross and not root" -n $(FAST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 bench: venv fixtures
 	$(PY) bench/stripped.py

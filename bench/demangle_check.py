@@ -48,7 +48,8 @@ TORCH_LIBS = ("torch/lib/", "torch/_C.")
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 SYSTEM = ("libLLVM-15.so.1", "libLLVM-14.so.1", "libQt5Core.so.5", "libprotobuf.so.32", "libprotoc.so.32",
           "libstdc++.so.6", "libboost_*.so.1.74.0", "libz3.so.4", "libgrpc++.so.1.51", "libopencv_*.so.406",
-          "libicuuc.so.72", "libicui18n.so.72")
+          "libicuuc.so.72", "libicui18n.so.72", "libQt5Gui.so.5", "libQt5Widgets.so.5", "libQt5Network.so.5",
+          "libvtk*-9.1.so.1", "libgdal.so.32", "libpoppler.so.126")
 BATCH_TIMEOUT = 900  # seconds for one library's c++filt batch (libtorch_cpu: ~0.5 M names, ~1 min)
 CXXFILT_MEMORY = 4 << 30  # bytes of address space for c++filt
 PROBE = symbols.NameFilter(["no glob matches this*"])  # a --symbol glob that could match any demangled form

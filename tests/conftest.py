@@ -1,4 +1,4 @@
-"""Shared fixtures: the native_tests builds, and the rule for tests that need cross toolchains."""
+"""Shared fixtures: the native_tests builds, the tiers (markers), and running as user nobody."""
 from __future__ import annotations
 
 import atexit
@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import NATIVE, native_build
+from helpers import run_cli as run_cli  # its home is helpers.py; imported from here by older modules
 from hypothesis import settings
 
 # Under CI every hypothesis test draws the same cases, so a CI failure reproduces on any machine; elsewhere the
@@ -20,7 +22,6 @@ settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE = ROOT / "native_tests"
 UNIQUE_BUILD = NATIVE / "unique" / "build"
 
 # Debian's cross toolchains: (fixture dir, compiler prefix, qemu binary, sysroot).
@@ -32,47 +33,37 @@ CROSS_ARCHES = {
 }
 
 
-# Toolchains beyond the native gcc, g++ and binutils that `make test-fast` may not have: a test whose name or
-# parameter id names one of these needs it (a64- is the siof fixtures' AArch64 variants).
-FOREIGN_TOOLCHAINS = (*CROSS_ARCHES, "a64-", "clang", "lld", "llvm")
-
-# Markers (pyproject's [tool.pytest.ini_options]): `make test-fast` runs `-m "not slow and not cross and not root"`.
-# - cross: needs a cross toolchain, qemu, clang, lld or llvm (the cross_build fixture, test_cross.py, a name or
-#   parameter id naming one, see FOREIGN_TOOLCHAINS, or an explicit @pytest.mark.cross);
-# - slow: all but the first case of a parametrized matrix, hypothesis campaigns (test_fuzz*), kill
-#   campaigns, large files, whole system directories, pip installs;
+# Tiers (markers registered in pyproject, --strict-markers): `make test-fast` runs
+# `-m "not slow and not cross and not root"`. Each is declared where the test is, never inferred from a name:
+# - cross: needs a cross toolchain, qemu, clang, lld or llvm: `pytestmark`, `@pytest.mark.cross`, or a matrix
+#   case built with helpers.case(..., needs=TOOLS);
+# - slow: hypothesis and kill campaigns, large files, whole system directories, pip installs: marked where they
+#   are; and, the one rule here, every case of a parametrized matrix but its first (breadth, for `make test`
+#   and CI; the first case keeps the test in the quick loop);
 # - root: needs root (chown, setcap, mount, setpriv), marked where the module says so.
-SLOW_MODULES = {"test_kill_large.py"}
-SLOW_TESTS = {
-    "test_memory_stays_bounded_on_a_large_member", "test_spliced_stream_inflates_to_the_edited_bytes",
-    "test_system_libraries_match_pyelftools_and_readelf", "test_system_libraries_match_lief",
-    "test_a_users_test_file", "test_concurrent_runs_on_one_tree_patch_each_file_once",
-    "test_wheel_installs_with_pip_and_its_library_unloads", "test_large_member_reuses_deflate_blocks",
-    "test_two_runs_at_once_patch_exactly_once", "test_readme_install_command_gives_a_working_entry_point",
-    # the header-lie matrices (lies x with/without .symtab, lies x ELF class and byte order)
-    "test_loader_judges_each_lie", "test_loader_view_matches_lief_and_readelf",
-}
+# Two declarations are checked when a test runs (so a new test cannot slip into the quick loop unmarked): a
+# hypothesis test must be `slow`, a test of the cross fixtures (the cross_build fixture) must be `cross`.
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The one rule: a parametrized matrix keeps its first case in the quick loop; the rest is breadth (slow)."""
     seen: set[tuple[str, str]] = set()
     for item in items:
-        # A parametrized matrix keeps its first case in `make test-fast`; the rest of it is breadth, for
-        # `make test` and CI.
         if getattr(item, "callspec", None) is not None:
             key = (str(item.path), getattr(item, "originalname", item.name))
             if key in seen:
                 item.add_marker(pytest.mark.slow)
             seen.add(key)
-        fixtures = set(getattr(item, "fixturenames", ()))
-        ident = getattr(getattr(item, "callspec", None), "id", "")
-        name = getattr(item, "originalname", item.name)
-        if "cross_build" in fixtures or item.path.name == "test_cross.py" \
-                or any(t in ident or t in name for t in FOREIGN_TOOLCHAINS):
-            item.add_marker(pytest.mark.cross)
-        if (item.path.name in SLOW_MODULES or name in SLOW_TESTS or name.startswith("test_fuzz")
-                or getattr(getattr(item, "function", None), "is_hypothesis_test", False)):
-            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The declarations a tier cannot do without, checked before the test's fixtures are set up."""
+    if getattr(getattr(item, "function", None), "is_hypothesis_test", False) and not item.get_closest_marker("slow"):
+        pytest.fail("a hypothesis campaign belongs to the slow tier: mark it @pytest.mark.slow", pytrace=False)
+    if "cross_build" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("cross"):
+        pytest.fail("a test of the cross fixtures (cross_build) needs cross toolchains: mark it @pytest.mark.cross",
+                    pytrace=False)
 
 
 def require_tool(*tools: str, packages: str = "g++-<arch>-linux-gnu, qemu-user") -> None:
@@ -89,13 +80,13 @@ def require_tool(*tools: str, packages: str = "g++-<arch>-linux-gnu, qemu-user")
 @pytest.fixture(scope="session")
 def unique_build() -> Path:
     """native_tests/unique/build, built once per session (make is a no-op when it is up to date)."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "unique")], check=True)
-    return UNIQUE_BUILD
+    return native_build("unique")
 
 
 @pytest.fixture(scope="session")
 def cross_build(unique_build: Path) -> Path:
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "unique"), "cross"], check=True, stdout=subprocess.DEVNULL)
+    """The cross-compiled fixtures (native_tests/unique's `cross` target); only for tests marked `cross`."""
+    native_build("unique", "cross")
     return unique_build
 
 
@@ -148,13 +139,4 @@ def run_as_nobody(nobody_python: tuple[str, Path], *args: str, cwd: str | None =
                            python, "-m", "elfpatch", *args],
                           capture_output=True, text=True, cwd=cwd or str(home), env=env, timeout=timeout)
     assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
-
-
-def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess:
-    """`python -m elfpatch ...` in a child process, as a user would run it."""
-    proc = subprocess.run([sys.executable, "-m", "elfpatch", *args], capture_output=True, text=True)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    if check:
-        assert proc.returncode == 0, proc.stderr
     return proc

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, UNIQUE_BUILD
 
 
@@ -22,6 +23,7 @@ def _checkout_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow  # a pip install
 def test_readme_install_command_gives_a_working_entry_point(tmp_path: Path) -> None:
     """Guarantee: `pip install <checkout>` (the README's install) gives an `elfpatch` command that runs its
     own installed copy: `--help`, `--version` and a real `unique --check`. (After `make` alone the command is

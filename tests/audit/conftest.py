@@ -2,11 +2,11 @@
 it (dist-info RECORDs), in the test's own temp directory."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import NATIVE
+from helpers import native_build
 
 from audit.helpers import site_packages
 
@@ -15,7 +15,7 @@ AUDIT_BUILD = NATIVE / "audit" / "build"
 
 @pytest.fixture(scope="session")
 def audit_build() -> Path:
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "audit")], check=True)
+    native_build("audit")
     return AUDIT_BUILD
 
 

@@ -6,7 +6,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 # The packages of the fixture site-packages: name, version, {installed path: file in native_tests/audit/build}.
@@ -51,7 +51,7 @@ def site_packages(root: Path, build: Path) -> Path:
 
 
 def audit_json(*args: str) -> tuple[int, dict]:
-    proc = run_cli("audit", "--json", *args)
+    proc = run_main("audit", "--json", *args)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, cli_json(proc.stdout)
 

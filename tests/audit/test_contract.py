@@ -9,7 +9,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from audit.helpers import INSTANCES, NAME, SLOTS, audit_json, by_symbol, install
@@ -49,10 +49,10 @@ def test_one_package_alone_is_no_cross_package_collision(site: Path, audit_build
     assert not c["cross_package"] and c["differs"]
     assert status == 0 and doc["summary"]["cross_package_collisions"] == 0
     # The text lists names within one package only with -v; names of files no package owns always.
-    text = run_cli("audit", str(site / "pkga")).stdout
+    text = run_main("audit", str(site / "pkga")).stdout
     assert "Registry<int>::slots" not in text and "3 names that only files of one package define" in text
-    assert "Registry<int>::slots  [sizes differ]" in run_cli("audit", "-v", str(site / "pkga")).stdout
-    loose = run_cli("audit", str(audit_build / "_a.so"), str(audit_build / "_b.so"))
+    assert "Registry<int>::slots  [sizes differ]" in run_main("audit", "-v", str(site / "pkga")).stdout
+    loose = run_main("audit", str(audit_build / "_a.so"), str(audit_build / "_b.so"))
     assert loose.returncode == 0 and "Registry<int>::slots  [sizes differ]" in loose.stdout
 
 
@@ -85,16 +85,16 @@ def test_an_exclude_glob_that_matches_nothing_is_warned(site: Path) -> None:
     """Guarantee: an --exclude glob that passed over nothing is said, as `unique` says it (the same line on
     stderr, and in the JSON: `run_warnings`, since `warnings` lists the files' own): globs match paths
     relative to the named root, so '*/pkgb/*' on the site excludes nothing; 'pkgb/*' is not warned about."""
-    proc = run_cli("audit", "--json", "--exclude", "*/pkgb/*", "--exclude", "pkgc/*", str(site))
+    proc = run_main("audit", "--json", "--exclude", "*/pkgb/*", "--exclude", "pkgc/*", str(site))
     doc = cli_json(proc.stdout)
     warning = "--exclude: '*/pkgb/*' matched nothing"
     assert f"elfpatch: warning: {warning}" in proc.stderr and "'pkgb/*'" in proc.stderr, proc.stderr
     assert [w for w in doc["run_warnings"] if w.startswith(warning)] == doc["run_warnings"] != [], doc
     assert "pkgc" not in proc.stderr, "a glob that excluded something is not warned about"
     assert doc["summary"]["package_pairs"][0]["packages"] == ["pkga", "pkgb"], "nothing of pkgb excluded"
-    text = run_cli("audit", "--exclude", "*/pkgb/*", str(site))
+    text = run_main("audit", "--exclude", "*/pkgb/*", str(site))
     assert f"elfpatch: warning: {warning}" in text.stderr
-    proc = run_cli("audit", "--json", "--exclude", "pkgb/*", str(site))
+    proc = run_main("audit", "--json", "--exclude", "pkgb/*", str(site))
     assert "warning" not in proc.stderr and cli_json(proc.stdout)["run_warnings"] == [], proc.stderr
 
 
@@ -136,7 +136,7 @@ def test_conda_environment(audit_build: Path, tmp_path: Path) -> None:
 
 
 def test_text_report_order(site: Path) -> None:
-    proc = run_cli("audit", str(site))
+    proc = run_main("audit", str(site))
     assert proc.returncode == 1 and proc.stderr == ""
     out = proc.stdout
     pairs, names, fix = (out.index(s) for s in ("pkga and pkgb: 3 names", "Registry<int>::slots",
@@ -150,14 +150,14 @@ def test_bad_input_is_one_line_and_exit_2(site: Path, tmp_path: Path) -> None:
     bad = site / "pkga" / "_bad.so"
     bad.write_bytes(b"\x7fELF" + b"\x07" * 60)
     before = bad.read_bytes()
-    proc = run_cli("audit", "--json", str(site))
+    proc = run_main("audit", "--json", str(site))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"elfpatch: error: {bad}: ")
     doc = cli_json(proc.stdout)
     assert [e["path"] for e in doc["errors"]] == [str(bad)] and doc["summary"]["errors"] == 1
     assert len(doc["collisions"]) == 3, "the rest of the tree is still audited"
     assert bad.read_bytes() == before
-    missing = run_cli("audit", str(tmp_path / "nope.so"))
+    missing = run_main("audit", str(tmp_path / "nope.so"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
 
 
@@ -166,7 +166,7 @@ def test_audit_writes_nothing(site: Path) -> None:
         return {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in site.rglob("*") if p.is_file()}
 
     before = state()
-    run_cli("audit", str(site))
+    run_main("audit", str(site))
     assert state() == before
 
 
@@ -201,7 +201,7 @@ def test_unreadable_reference_name_is_no_error_where_check_has_none(site: Path) 
     index = next(s.symndx for s in table if s.name == SLOTS)
     struct.pack_into("<I", data, table.offset + index * table.entsize, 0xFFFFFF)
     user.write_bytes(bytes(data))
-    assert run_cli("unique", "--check", str(user)).returncode == 0
+    assert run_main("unique", "--check", str(user)).returncode == 0
     status, doc = audit_json(str(site))
     assert status == 1 and doc["errors"] == []
     assert [os.path.relpath(r["path"], site) for r in by_symbol(doc)[NAME]["referenced_by"]] == ["pkgc/_c.so"]

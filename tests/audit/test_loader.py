@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import check_document
 
 from audit.helpers import INSTANCES, NAME, PACKAGES, SLOTS, audit_json, by_symbol
@@ -71,7 +71,7 @@ def test_every_cross_package_binding_is_a_reported_collision(site: Path, order: 
 
 def test_patched_site_has_no_collision_and_the_loader_no_cross_binding(site: Path) -> None:
     assert cross_package_bindings(site, MODULES), "shared before"
-    run_cli("unique", str(site), check=True)
+    run_main("unique", str(site), check=True)
     status, doc = audit_json(str(site))
     assert status == 0 and doc["collisions"] == [] and doc["pinned"] == []
     assert doc["summary"]["collisions"] == 0 and doc["summary"]["package_pairs"] == []

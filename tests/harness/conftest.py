@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pytest
-from conftest import NATIVE, require_tool, run_cli
+from conftest import require_tool
+from helpers import native_build, run_main
 from jsonschema_check import cli_json
 
 # The unique/ fixtures that `elfpatch unique` gets to patch (libuser.so has no unique symbol of its own).
@@ -19,15 +20,13 @@ UNIQUE_LIBS = ("libholder_v1.so", "libholder_v2.so", "libplugin.so", "libnodelet
 @pytest.fixture(scope="session")
 def nd_build() -> Path:
     """native_tests/no_destruction/build, built once per session."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "no_destruction")], check=True)
-    return NATIVE / "no_destruction" / "build"
+    return native_build("no_destruction")
 
 
 @pytest.fixture(scope="session")
 def dl_build() -> Path:
     """native_tests/dlcheck/build (scopes, root causes, hostile libraries), built once per session."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "dlcheck")], check=True)
-    return NATIVE / "dlcheck" / "build"
+    return native_build("dlcheck")
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +35,7 @@ def patched(unique_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     finds the patched libholder_v1.so through its $ORIGIN runpath)."""
     out = tmp_path_factory.mktemp("patched")
     for name in UNIQUE_LIBS:
-        run_cli("unique", "-o", str(out / name), str(unique_build / name), check=True)
+        run_main("unique", "-o", str(out / name), str(unique_build / name), check=True)
     shutil.copy(unique_build / "libuser.so", out / "libuser.so")
     return out
 
@@ -59,13 +58,13 @@ def build_lib(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
 
 def dlcheck_cli(*paths: Path | str, human: bool = False, options: Sequence[str] = (),
                 **run_args: Any) -> tuple[int, dict | str, str]:
-    """`python -m elfpatch dlcheck [--json] [OPTIONS] PATH...`: (exit status, parsed JSON or text, stderr).
-    ``run_args`` (env, cwd) go to subprocess.run."""
+    """`elfpatch dlcheck [--json] [OPTIONS] PATH...` in this process: (exit status, parsed JSON or text, stderr).
+    With ``run_args`` (env, cwd, for subprocess.run), in a child process."""
     args = ["dlcheck", *options, *map(str, paths)] if human else ["dlcheck", "--json", *options, *map(str, paths)]
     if run_args:
         proc = subprocess.run([sys.executable, "-m", "elfpatch", *args], capture_output=True, text=True,
                               **run_args)
         assert "Traceback" not in proc.stderr, proc.stderr
     else:
-        proc = run_cli(*args)
+        proc = run_main(*args)
     return proc.returncode, (proc.stdout if human else cli_json(proc.stdout)), proc.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import check_document
 
 from elfpatch.harness.dlcheck import dlcheck, exit_status
@@ -213,12 +213,12 @@ def test_readme_demo(unique_build: Path, tmp_path: Path) -> None:
     v1, v2 = tmp_path / "libholder_v1.so", tmp_path / "libholder_v2.so"
     rc, out, _ = dlcheck_cli(v1, v2, human=True)
     assert rc == 1 and f"{v1}: stays loaded after dlclose" in out
-    run_cli("unique", str(v1), str(v2), check=True)
+    run_main("unique", str(v1), str(v2), check=True)
     rc, out, _ = dlcheck_cli(v1, v2, human=True)
     assert rc == 0
     assert f"{v1}: unloads" in out and f"{v2}: unloads" in out and "cross bindings (" not in out
 
 
 def test_usage_errors() -> None:
-    proc = run_cli("dlcheck")
+    proc = run_main("dlcheck")
     assert proc.returncode == 2 and "PATH" in proc.stderr

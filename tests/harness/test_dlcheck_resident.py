@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import check_document
 
 from harness.conftest import dlcheck_cli
@@ -61,7 +61,7 @@ def test_the_advice_is_true_patched_it_unloads(dl_build: Path, tmp_path: Path) -
     shutil.copy(dl_build / "libext.so", tmp_path / "libext.so")
     (tmp_path / "ext.libs").mkdir()
     shutil.copy(dl_build / BUNDLED, tmp_path / BUNDLED)
-    run_cli("unique", "-q", str(tmp_path / BUNDLED), check=True)
+    run_main("unique", "-q", str(tmp_path / BUNDLED), check=True)
     rc, doc, _ = dlcheck_cli(tmp_path / "libext.so")
     assert rc == 0
     dep = bundled_entry(doc)

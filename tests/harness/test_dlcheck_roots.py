@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from conftest import require_tool, run_cli
+from conftest import require_tool
+from helpers import run_main
 
 from elfpatch.harness import Session
 from elfpatch.harness.blockers import is_system
@@ -31,7 +32,7 @@ def patched_plugins(dl_build: Path, tmp_path_factory: pytest.TempPathFactory) ->
     out = tmp_path_factory.mktemp("patched_cxx")
     shutil.copy(dl_build / "libcxxhelper.so", out / "libcxxhelper.so")
     for name in ("libstaticcxx.so", "libstaticcxx_full.so"):
-        run_cli("unique", "-o", str(out / name), str(dl_build / name), check=True)
+        run_main("unique", "-o", str(out / name), str(dl_build / name), check=True)
     return out
 
 
@@ -165,7 +166,7 @@ def test_a_chain_to_a_unique_root_suggests_patching_the_root(build_lib: Callable
     rc, text, _ = dlcheck_cli(base, uniq, human=True)
     assert f"it goes when {uniq} goes: run `elfpatch unique` on it" in text
     assert f"`elfpatch unique {base}`" not in text
-    run_cli("unique", str(uniq), check=True)
+    run_main("unique", str(uniq), check=True)
     rc, doc, _ = dlcheck_cli(base, uniq)
     assert rc == 0 and [f["unloads"] for f in doc["files"]] == [True, True]
 

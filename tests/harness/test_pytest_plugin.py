@@ -47,6 +47,7 @@ def test_importing_the_plugin_loads_nothing_heavy() -> None:
     assert out.strip() == "['elfpatch.harness', 'elfpatch.harness.pytest_plugin']"
 
 
+@pytest.mark.slow  # a pytest run in a child
 def test_a_users_test_file(pytester: pytest.Pytester, unique_build: Path) -> None:
     pytester.makepyfile(USER_TEST.format(plugin=str(unique_build / "libplugin.so"),
                                          v1=str(unique_build / "libholder_v1.so"),

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from conftest import NATIVE, require_tool
+from helpers import case
 
 INIT_ORDER = NATIVE / "init_order"
 BUILD = INIT_ORDER / "build"
 NATIVE_VARIANTS = ("gnu", "relr", "lld", "stripped")
+LLD = case("lld", needs=["ld.lld"])  # the lld variant as a matrix case: `cross`
 # Cross variants: (build dir, compiler prefix, qemu binary). Each runs under qemu-user with the sysroot.
 CROSS_VARIANTS = {
     "i686": ("i686-linux-gnu", "qemu-i386"),

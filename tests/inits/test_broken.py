@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import case, drop_section_headers, run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import assert_own_error
@@ -68,7 +68,7 @@ def skeleton(listing: dict) -> list[tuple]:
 def test_truncated_on_the_command_line(init_build: Path, tmp_path: Path) -> None:
     path = tmp_path / "cut.so"
     path.write_bytes((init_build / "gnu" / "libchain_base.so").read_bytes()[:5000])
-    proc = run_cli("inits", str(path))
+    proc = run_main("inits", str(path))
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"elfpatch: error: {path}: ")
 
@@ -95,10 +95,12 @@ def test_relocation_symbol_out_of_range(init_build: Path) -> None:
         initializers(ElfFile(bytes(data), "x"))
 
 
+@pytest.mark.slow  # a hypothesis campaign
 @settings(max_examples=int(os.environ.get("ELFPATCH_FUZZ_EXAMPLES", "200")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 0x3FFF), st.integers(0, 255)), min_size=1, max_size=8))
-@pytest.mark.parametrize("fixture", ["gnu/libchain_base.so", "relr/libchain_base.so", "lld/liblegacy.so"])
+@pytest.mark.parametrize("fixture", ["gnu/libchain_base.so", "relr/libchain_base.so",
+                                     case("lld/liblegacy.so", needs=["ld.lld"])])
 def test_fuzz_byte_pokes(init_build: Path, fixture: str, pokes: list[tuple[int, int]]) -> None:
     """Random bytes written over headers, dynamic section, relocations (RELA, RELR), symbol tables, arrays
     and legacy .ctors."""
@@ -108,13 +110,6 @@ def test_fuzz_byte_pokes(init_build: Path, fixture: str, pokes: list[tuple[int, 
         if offset < len(data):
             data[offset] = value
     listing_or_error(bytes(data))
-
-
-def drop_section_headers(path: Path) -> None:
-    data = bytearray(path.read_bytes())
-    struct.pack_into("<Q", data, 0x28, 0)  # e_shoff
-    struct.pack_into("<HH", data, 0x3C, 0, 0)  # e_shnum, e_shstrndx
-    path.write_bytes(bytes(data))
 
 
 def test_no_section_headers(init_build: Path, tmp_path: Path) -> None:
@@ -137,7 +132,7 @@ def test_no_section_headers(init_build: Path, tmp_path: Path) -> None:
 def test_broken_dependency(init_build: Path, tmp_path: Path) -> None:
     shutil.copy(init_build / "gnu" / "chain_main", tmp_path)
     (tmp_path / "libchain_mid.so").write_bytes((init_build / "gnu" / "libchain_mid.so").read_bytes()[:3000])
-    proc = run_cli("inits", "--deps", str(tmp_path / "chain_main"))
+    proc = run_main("inits", "--deps", str(tmp_path / "chain_main"))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "libchain_mid.so" in proc.stderr
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import run_cli
+import pytest
+from helpers import run_main
 from jsonschema_check import cli_json
 
 import elfpatch
@@ -17,6 +18,7 @@ def test_json_contract(init_build: Path) -> None:
     _check_contract({str(init_build / "gnu" / "prio"): 6, str(init_build / "gnu" / "libchain_base.so"): 2})
 
 
+@pytest.mark.cross  # needs ld.lld
 def test_json_contract_of_lld_legacy_kinds(init_build: Path) -> None:
     """lld keeps .ctors/.dtors: the `ctors`/`dtors` kinds and DT_INIT/DT_FINI entries in the same contract."""
     _check_contract({str(init_build / "gnu" / "prio"): 6, str(variant_dir(init_build, "lld") / "liblegacy.so"): 3})
@@ -25,7 +27,7 @@ def test_json_contract_of_lld_legacy_kinds(init_build: Path) -> None:
 def _check_contract(counts: dict[str, int]) -> None:
     """The document for these paths, with their static initializer counts."""
     paths = list(counts)
-    doc = cli_json(run_cli("inits", "--json", *paths, check=True).stdout)
+    doc = cli_json(run_main("inits", "--json", *paths, check=True).stdout)
     assert set(doc) == {"schema", "files", "summary", "warnings"} and doc["warnings"] == []
     assert [f["path"] for f in doc["files"]] == paths
     for f in doc["files"]:
@@ -42,13 +44,13 @@ def _check_contract(counts: dict[str, int]) -> None:
 
 def test_api_matches_cli(init_build: Path) -> None:
     path = str(init_build / "relr" / "chain_main")
-    entry = cli_json(run_cli("inits", "--json", path, check=True).stdout)["files"][0]
+    entry = cli_json(run_main("inits", "--json", path, check=True).stdout)["files"][0]
     assert (entry.pop("status"), entry.pop("error")) == ("listed", None)  # the envelope's, not the listing's
     assert elfpatch.list_initializers(path) == entry
 
 
 def test_text_table_in_execution_order(init_build: Path) -> None:
-    out = run_cli("inits", str(init_build / "gnu" / "prio"), check=True).stdout
+    out = run_main("inits", str(init_build / "gnu" / "prio"), check=True).stdout
     lines = out.splitlines()
     assert lines[0].endswith("prio: 6 static initializers")
     order = [line.split()[-1] for line in lines if "_GLOBAL__sub_I" in line]
@@ -61,18 +63,18 @@ def test_text_table_in_execution_order(init_build: Path) -> None:
 
 def test_max_gate(init_build: Path) -> None:
     prio, base = str(init_build / "gnu" / "prio"), str(init_build / "gnu" / "libchain_base.so")
-    assert run_cli("inits", "--max", "6", prio).returncode == 0
-    over = run_cli("inits", "--max", "5", prio, "--json")
+    assert run_main("inits", "--max", "6", prio).returncode == 0
+    over = run_main("inits", "--max", "5", prio, "--json")
     assert over.returncode == 1
     assert cli_json(over.stdout)["summary"]["over_max"] == [prio]
-    both = run_cli("inits", "--max", "2", base, prio)
+    both = run_main("inits", "--max", "2", base, prio)
     assert both.returncode == 1 and "(max 2, over)" in both.stdout
-    assert run_cli("inits", "--max", "0", str(init_build / "gnu" / "siof_ab")).returncode == 1
+    assert run_main("inits", "--max", "0", str(init_build / "gnu" / "siof_ab")).returncode == 1
 
 
 def test_stripped_count_includes_what_it_cannot_name(init_build: Path) -> None:
     """Without symbols frame_dummy is one more unnamed entry: counted, and the text says so."""
-    proc = run_cli("inits", str(init_build / "stripped" / "prio"), check=True)
+    proc = run_main("inits", str(init_build / "stripped" / "prio"), check=True)
     assert "7 static initializers" in proc.stdout and "no symbol" in proc.stdout
 
 
@@ -80,7 +82,7 @@ def test_errors_one_line_each_others_still_listed(init_build: Path, tmp_path: Pa
     text = tmp_path / "notes.txt"
     text.write_text("hello\n")
     good = str(init_build / "gnu" / "siof_ab")
-    proc = run_cli("inits", "--json", str(tmp_path / "missing"), good, str(text), str(tmp_path),
+    proc = run_main("inits", "--json", str(tmp_path / "missing"), good, str(text), str(tmp_path),
                    str(init_build / "gnu" / "prio.o"))
     assert proc.returncode == 2
     errors = proc.stderr.splitlines()
@@ -98,18 +100,18 @@ def test_errors_one_line_each_others_still_listed(init_build: Path, tmp_path: Pa
 
 
 def test_error_beats_the_gate(init_build: Path, tmp_path: Path) -> None:
-    proc = run_cli("inits", "--max", "0", str(init_build / "gnu" / "prio"), str(tmp_path / "nope"))
+    proc = run_main("inits", "--max", "0", str(init_build / "gnu" / "prio"), str(tmp_path / "nope"))
     assert proc.returncode == 2
 
 
 def test_bad_max() -> None:
-    proc = run_cli("inits", "--max", "-1", "x")
+    proc = run_main("inits", "--max", "-1", "x")
     assert proc.returncode == 2
     assert proc.stderr == "elfpatch: error: --max: expected a whole number 0 or more, not '-1'\n"
 
 
 def test_deps_text(init_build: Path) -> None:
-    out = run_cli("inits", "--deps", str(init_build / "gnu" / "chain_main"), check=True).stdout
+    out = run_main("inits", "--deps", str(init_build / "gnu" / "chain_main"), check=True).stdout
     assert "whole load (8 objects)" in out
     block = out[out.index("whole load (8"):]
     assert block.index("(preinit, before every library)") < block.index("libc.so.6") \
@@ -120,7 +122,7 @@ def test_deps_text(init_build: Path) -> None:
 
 def test_deps_json_shape(init_build: Path) -> None:
     path = str(init_build / "gnu" / "chain_main")
-    doc = cli_json(run_cli("inits", "--deps", "--json", path, check=True).stdout)
+    doc = cli_json(run_main("inits", "--deps", "--json", path, check=True).stdout)
     assert set(doc) == {"schema", "files", "loads", "summary", "warnings"}
     (load,) = doc["loads"]
     assert set(load) == {"path", "main_program", "initfirst", "objects", "missing", "init_order",
@@ -131,4 +133,4 @@ def test_deps_json_shape(init_build: Path) -> None:
     for e in load["init"] + load["fini"]:
         assert set(e) == ENTRY_KEYS | {"object"}
     # --max still judges only the files named on the command line, not libstdc++ & co.
-    assert run_cli("inits", "--deps", "--max", "3", path).returncode == 0
+    assert run_main("inits", "--deps", "--max", "3", path).returncode == 0

@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import require_tool, run_cli
+from conftest import require_tool
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from elfpatch.inits.order import list_initializers
@@ -23,6 +24,8 @@ from inits.helpers import (
     token,
     user_entries,
 )
+
+pytestmark = pytest.mark.cross  # every test here runs a cross toolchain's files or qemu-user
 
 CHAIN = ("chain_main", "libchain_mid.so", "libchain_base.so")
 
@@ -46,7 +49,7 @@ def test_chain_deps(init_cross_build: Path, variant: str) -> None:
     build, prefix = cross_variant(init_cross_build, variant)
     program = build / "chain_main"
     trace = run_trace(program, prefix)
-    load = cli_json(run_cli("inits", "--deps", "--json", str(program), check=True).stdout)["loads"][0]
+    load = cli_json(run_main("inits", "--deps", "--json", str(program), check=True).stdout)["loads"][0]
     ours = [e for e in load["init"] if Path(e["object"]).name in CHAIN]
     assert [token(e) for e in user_entries(ours, INIT_KINDS)] == trace.of("preinit", "init")
     ours_fini = [e for e in load["fini"] if Path(e["object"]).name in CHAIN]
@@ -59,7 +62,7 @@ def test_chain_deps(init_cross_build: Path, variant: str) -> None:
 def test_dlopen(init_cross_build: Path, variant: str) -> None:
     build, prefix = cross_variant(init_cross_build, variant)
     trace = run_trace(build / "chain_dlopen", prefix)
-    load = cli_json(run_cli("inits", "--deps", "--json", str(build / "libchain_mid.so"), check=True).stdout)
+    load = cli_json(run_main("inits", "--deps", "--json", str(build / "libchain_mid.so"), check=True).stdout)
     ours = [e for e in load["loads"][0]["init"] if Path(e["object"]).name in CHAIN]
     assert [token(e) for e in user_entries(ours, INIT_KINDS)] == \
         trace.of("init", events=trace.between("dlopen-begin", "dlopen-end"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 from unique.lies import shdrs_past_eof
 
@@ -15,7 +15,7 @@ def test_inits_warnings_are_in_the_json(init_build: Path, tmp_path: Path) -> Non
     path = tmp_path / "prio"
     shutil.copy(init_build / "gnu" / "prio", path)
     path.write_bytes(shdrs_past_eof(path.read_bytes()))
-    proc = run_cli("inits", "--json", str(path), str(init_build / "gnu" / "prio"))
+    proc = run_main("inits", "--json", str(path), str(init_build / "gnu" / "prio"))
     assert proc.returncode == 0, proc.stderr
     lied, honest = cli_json(proc.stdout)["files"]
     printed = [line.split(f"{path}: ", 1)[1] for line in proc.stderr.splitlines()]

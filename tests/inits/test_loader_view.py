@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 from unique.lies import (
     dynamic_offset,
@@ -41,7 +41,7 @@ def test_listing_matches_what_the_loader_runs(init_build: Path, tmp_path: Path, 
         if lie in ("dynamic-offset-with-sections",):
             assert [token(e) for e in user_entries(listing["init"], INIT_KINDS)] == trace.of("preinit", "init")
             assert [token(e) for e in user_entries(listing["fini"], FINI_KINDS)] == trace.of("fini")
-    proc = run_cli("inits", "--json", str(path))
+    proc = run_main("inits", "--json", str(path))
     assert proc.returncode == 0, proc.stderr
     assert cli_json(proc.stdout)["files"][0]["init"]
     assert proc.stderr.startswith(f"elfpatch: warning: {path}: "), "what could not be read is said"
@@ -53,6 +53,6 @@ def test_no_usable_view_is_still_an_error(init_build: Path, tmp_path: Path) -> N
     shutil.copy(init_build / "gnu" / "prio_static", path)
     path.write_bytes(shdrs_past_eof(path.read_bytes()))
     before = path.read_bytes()
-    proc = run_cli("inits", str(path))
+    proc = run_main("inits", str(path))
     assert proc.returncode == 2 and proc.stderr.startswith(f"elfpatch: error: {path}: ")
     assert len(proc.stderr.splitlines()) == 1 and path.read_bytes() == before

@@ -13,6 +13,7 @@ from elfpatch.inits.order import list_initializers
 from inits.helpers import (
     FINI_KINDS,
     INIT_KINDS,
+    LLD,
     nm_addresses,
     run_trace,
     slot_map,
@@ -24,7 +25,7 @@ from inits.helpers import (
 SINGLE = ("siof_ab", "siof_ba", "cofu_ab", "cofu_ba", "prio", "prio_nopie")
 
 
-@pytest.mark.parametrize("variant", ["gnu", "relr", "lld"])
+@pytest.mark.parametrize("variant", ["gnu", "relr", LLD])
 @pytest.mark.parametrize("program", SINGLE)
 def test_order_matches_trace(init_build: Path, variant: str, program: str) -> None:
     path = variant_dir(init_build, variant) / program
@@ -34,7 +35,7 @@ def test_order_matches_trace(init_build: Path, variant: str, program: str) -> No
     assert [token(e) for e in user_entries(listing["fini"], FINI_KINDS)] == trace.of("fini")
 
 
-@pytest.mark.parametrize("variant", ["gnu", "relr", "lld", "stripped"])
+@pytest.mark.parametrize("variant", ["gnu", "relr", LLD, "stripped"])
 @pytest.mark.parametrize("program", SINGLE + ("patterns", "chain_main"))
 def test_addresses_match_relocated_slots(init_build: Path, variant: str, program: str) -> None:
     """Every array slot of every object in the process, as the loader relocated it, minus the load bias."""
@@ -85,7 +86,7 @@ def test_construct_on_first_use_is_order_independent(init_build: Path, program: 
     assert [token(e) for e in user_entries(listing["init"], INIT_KINDS)] == ["cofu_user.cpp"]
 
 
-@pytest.mark.parametrize("variant", ["gnu", "lld"])
+@pytest.mark.parametrize("variant", ["gnu", LLD])
 def test_no_initializer_and_no_destruction(init_build: Path, variant: str) -> None:
     """constinit needs no initializer; NoDestructor and a leaked new are built by the file's one initializer
     and never destroyed; only the plain global's destructor runs at exit."""
@@ -120,6 +121,7 @@ def test_non_pic_names_the_first_global_not_the_file(init_build: Path) -> None:
     assert all(e["address"] >= 0x400000 for e in listing["init"])  # absolute, not relocated
 
 
+@pytest.mark.cross  # needs ld.lld
 def test_lld_leaves_slots_zero(init_build: Path) -> None:
     """The point of reading RELA addends: in an lld build the .init_array bytes are all zero."""
     from elftools.elf.elffile import ELFFile
@@ -163,7 +165,7 @@ def test_legacy_ctors_and_dtors(init_build: Path) -> None:
     assert trace.slots["liblegacy.so"] == slot_map(listing)
 
 
-@pytest.mark.parametrize("variant", ["gnu", "relr", "lld"])
+@pytest.mark.parametrize("variant", ["gnu", "relr", LLD])
 @pytest.mark.parametrize("program", ["prio", "prio_nopie", "siof_ab", "libchain_base.so", "chain_main"])
 def test_addresses_agree_with_nm(init_build: Path, variant: str, program: str) -> None:
     path = variant_dir(init_build, variant) / program

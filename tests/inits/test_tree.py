@@ -5,7 +5,7 @@ import os
 import shutil
 from pathlib import Path
 
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 
@@ -25,7 +25,7 @@ def test_a_directory_lists_its_elf_files(init_build: Path, tmp_path: Path) -> No
     tree paths, and the JSON keeps the envelope (one entry per file, counted in summary.files)."""
     root = tmp_path / "tree"
     _tree(init_build, root)
-    proc = run_cli("inits", "--json", "--exclude", "test_*", str(root))
+    proc = run_main("inits", "--json", "--exclude", "test_*", str(root))
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     doc = cli_json(proc.stdout)
     listed = [f["path"] for f in doc["files"]]
@@ -33,7 +33,7 @@ def test_a_directory_lists_its_elf_files(init_build: Path, tmp_path: Path) -> No
     assert all(f["status"] == "listed" for f in doc["files"])
     assert doc["summary"]["files"] == 2 and doc["summary"]["errors"] == 0
     assert doc["summary"]["static_initializers"][str(root / "prio")] == 6
-    text = run_cli("inits", str(root), check=True).stdout
+    text = run_main("inits", str(root), check=True).stdout
     assert f"{root / 'sub' / 'test_prio'}: 6 static initializers" in text
 
 
@@ -43,14 +43,14 @@ def test_an_exclude_glob_that_matches_nothing_is_warned(init_build: Path, tmp_pa
     (globs match paths relative to it), 'sub/*' excludes and is not warned about."""
     root = tmp_path / "tree"
     _tree(init_build, root)
-    proc = run_cli("inits", "--json", "--exclude", "*/sub/*", str(root))
+    proc = run_main("inits", "--json", "--exclude", "*/sub/*", str(root))
     doc = cli_json(proc.stdout)
     assert len(doc["files"]) == 3, "nothing excluded"
     warning = "--exclude: '*/sub/*' matched nothing"
     assert f"elfpatch: warning: {warning}" in proc.stderr and "'sub/*'" in proc.stderr, proc.stderr
     assert [w for w in doc["warnings"] if w.startswith(warning)] == doc["warnings"] != [], doc
-    assert f"elfpatch: warning: {warning}" in run_cli("inits", "--exclude", "*/sub/*", str(root)).stderr
-    proc = run_cli("inits", "--json", "--exclude", "sub/*", str(root))
+    assert f"elfpatch: warning: {warning}" in run_main("inits", "--exclude", "*/sub/*", str(root)).stderr
+    proc = run_main("inits", "--json", "--exclude", "sub/*", str(root))
     assert proc.stderr == "" and cli_json(proc.stdout)["warnings"] == [], proc.stderr
 
 
@@ -59,7 +59,7 @@ def test_a_file_path_and_a_tree_mix(init_build: Path, tmp_path: Path) -> None:
     root = tmp_path / "tree"
     _tree(init_build, root)
     prio = str(init_build / "gnu" / "prio")
-    proc = run_cli("inits", "--json", "--exclude", "sub/*", prio, str(root), str(tmp_path / "nope"))
+    proc = run_main("inits", "--json", "--exclude", "sub/*", prio, str(root), str(tmp_path / "nope"))
     assert proc.returncode == 2
     doc = cli_json(proc.stdout)
     assert [f["path"] for f in doc["files"]] == [prio, str(root / "prio"), str(tmp_path / "nope")]

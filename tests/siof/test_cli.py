@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require_tool, run_cli
+from conftest import require_tool
+from helpers import run_main
 from jsonschema_check import cli_json
 
 OBJ_KEYS = {"address", "symbol", "demangled", "section"}
@@ -21,7 +22,7 @@ def gcc_build(siof_build: Path) -> Path:
 
 
 def _file(*args: str) -> dict:
-    proc = run_cli("inits", "--json", *args)
+    proc = run_main("inits", "--json", *args)
     assert proc.returncode in (0, 1), proc.stderr
     return cli_json(proc.stdout)
 
@@ -90,7 +91,7 @@ def test_incomplete_is_said(gcc_build: Path, tmp_path: Path, what: str) -> None:
     f = doc["files"][0]
     assert f["analysis_complete"] is False and doc["summary"]["analysis_complete"] is False
     assert any(needle in n for n in f["analysis_notes"]), f["analysis_notes"]
-    text = run_cli("inits", *args, str(path)).stdout
+    text = run_main("inits", *args, str(path)).stdout
     assert "analysis INCOMPLETE" in text and needle in text
     if what in ("indirect", "depth"):
         a = [e["analysis"] for e in f["init"] if e.get("analysis") and not e["analysis"]["complete"]]
@@ -101,8 +102,8 @@ def test_incomplete_is_said(gcc_build: Path, tmp_path: Path, what: str) -> None:
 def test_max_dtors(gcc_build: Path) -> None:
     exe = str(gcc_build / "gcc-O2" / "dtors")
     n = len(_file("--dtors", exe)["files"][0]["exit_time_destructors"])
-    assert run_cli("inits", "--max-dtors", str(n), exe).returncode == 0
-    proc = run_cli("inits", "--max-dtors", str(n - 1), "--json", exe)
+    assert run_main("inits", "--max-dtors", str(n), exe).returncode == 0
+    proc = run_main("inits", "--max-dtors", str(n - 1), "--json", exe)
     assert proc.returncode == 1 and cli_json(proc.stdout)["summary"]["over_max_dtors"] == [exe]
 
 
@@ -111,10 +112,10 @@ def test_bad_input_is_one_line_and_status_2(tmp_path: Path) -> None:
     bad.write_bytes(b"\x7fELF" + b"\x02\x01\x01" + b"\0" * 9 + b"\xff" * 200)
     before = bad.read_bytes()
     for flags in (["--dtors"], ["--siof"], ["--fail-on", "order-dependent"]):
-        proc = run_cli("inits", *flags, str(bad))
+        proc = run_main("inits", *flags, str(bad))
         assert proc.returncode == 2
         assert len(proc.stderr.strip().splitlines()) == 1 and str(bad) in proc.stderr
     assert bad.read_bytes() == before
     for flags in (["--fail-on", "nonsense"], ["--depth", "65"], ["--depth", "-1"], ["--max-dtors", "x"]):
-        proc = run_cli("inits", *flags, str(bad))
+        proc = run_main("inits", *flags, str(bad))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -175,11 +175,13 @@ A64_FILLS = {
 }
 
 
+@pytest.mark.cross  # needs aarch64 binutils
 @pytest.mark.parametrize("form", sorted(A64_FILLS))
 def test_aarch64_fill_loops_store_into_the_array(tmp_path: Path, form: str) -> None:
     assert _stores(_sweep(tmp_path, EM_AARCH64, A64_FILLS[form])) == [DATA]
 
 
+@pytest.mark.cross  # needs aarch64 binutils
 def test_aarch64_constructor_loop(tmp_path: Path) -> None:
     events = _sweep(tmp_path, EM_AARCH64, """
         adrp x19, g
@@ -309,6 +311,7 @@ def test_rbp_is_a_frame_pointer_only_once_it_is_one(tmp_path: Path) -> None:
     assert _derefs(general) == [None] and _derefs(frame) == []
 
 
+@pytest.mark.cross  # needs aarch64 binutils
 def test_aarch64_a_load_through_an_unknown_register_is_a_deref(tmp_path: Path) -> None:
     events = _sweep(tmp_path, EM_AARCH64, """
         ldr x1, [x19, #8]

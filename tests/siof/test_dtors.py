@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import require_tool, run_cli
+from conftest import require_tool
+from helpers import case, run_main
 from jsonschema_check import cli_json
 
 from siof.truth import registrations, runner
@@ -33,7 +34,7 @@ def _show(obj: dict | None) -> str:
 
 
 def _ours(path: Path) -> list[tuple[str, str, str]]:
-    doc = cli_json(run_cli("inits", "--dtors", "--json", str(path), check=True).stdout)
+    doc = cli_json(run_main("inits", "--dtors", "--json", str(path), check=True).stdout)
     out = []
     for d in doc["files"][0]["exit_time_destructors"]:
         kind = "atexit" if d["kind"] == "atexit_c" else d["kind"]  # C's atexit() calls __cxa_atexit too
@@ -43,7 +44,7 @@ def _ours(path: Path) -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("target", ["dtors", "libdtors.so"])
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [case(v, needs=VARIANTS[v]) for v in sorted(VARIANTS)])
 def test_dtors_match_the_run_time(siof_build: Path, variant: str, target: str) -> None:
     require_tool(*VARIANTS[variant], packages=PACKAGES)
     if runner(variant) is None:
@@ -59,7 +60,7 @@ def test_dtors_kinds_and_local_statics(siof_build: Path) -> None:
     """The fixture's special cases keep their labels: C's atexit, thread_local, the function-local static,
     libstdc++'s string destructor (defined elsewhere: no address), the array helper (no object)."""
     require_tool("g++", packages=PACKAGES)
-    doc = cli_json(run_cli("inits", "--dtors", "--json", str(siof_build / "gcc-O2" / "dtors"),
+    doc = cli_json(run_main("inits", "--dtors", "--json", str(siof_build / "gcc-O2" / "dtors"),
                              check=True).stdout)
     dtors = doc["files"][0]["exit_time_destructors"]
     kinds = [d["kind"] for d in dtors]
@@ -74,8 +75,8 @@ def test_dtors_kinds_and_local_statics(siof_build: Path) -> None:
 def test_text_lists_what_runs_at_exit_last_registered_first(siof_build: Path) -> None:
     require_tool("g++", packages=PACKAGES)
     path = str(siof_build / "gcc-O2" / "dtors")
-    text = run_cli("inits", "--dtors", path, check=True).stdout
-    doc = cli_json(run_cli("inits", "--dtors", "--json", path, check=True).stdout)
+    text = run_main("inits", "--dtors", path, check=True).stdout
+    doc = cli_json(run_main("inits", "--dtors", "--json", path, check=True).stdout)
     lines = [ln for ln in text.splitlines() if "(registered by initializer" in ln]
     assert len(lines) == len(doc["files"][0]["exit_time_destructors"])
     assert "c_bye" in lines[0]  # registered last (dt_c.c's constructor), runs first

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_tool
+from helpers import case
 
 from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
@@ -14,7 +15,8 @@ from elfpatch.inits.analysis import analyze
 from elfpatch.inits.order import initializers
 
 
-@pytest.mark.parametrize("fixture", ["gcc-O2/libdtors.so", "clang-O0/dtors", "a64-gcc-O2/libdtors.so"])
+@pytest.mark.parametrize("fixture", ["gcc-O2/libdtors.so", case("clang-O0/dtors", needs=["clang++"]),
+                                     case("a64-gcc-O2/libdtors.so", needs=["aarch64-linux-gnu-g++"])])
 def test_mutants_end_in_a_result_or_our_error(siof_build: Path, fixture: str) -> None:
     compiler = {"gcc": "g++", "clang": "clang++", "a64": "aarch64-linux-gnu-g++"}[fixture.split("-")[0]]
     require_tool(compiler, packages="g++, clang, g++-aarch64-linux-gnu")

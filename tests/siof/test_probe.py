@@ -15,7 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import require_tool, run_cli
+from conftest import require_tool
+from helpers import case, run_main
 
 PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec", "probe_init"]
 VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
@@ -48,7 +49,7 @@ def probe_build(siof_build: Path) -> Path:
     return siof_build.parent / "build" / "probe"
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_no_false_clean(probe_build: Path, program: str, variant: str) -> None:
     require_tool(VARIANTS[variant], packages="g++, clang")
@@ -56,14 +57,14 @@ def test_no_false_clean(probe_build: Path, program: str, variant: str) -> None:
     early = observed_early(d / program)
     assert early, "the fixture reads before construction: the run says so"
     target = d / READER_FILE.get(program, program)
-    doc = json.loads(run_cli("inits", "--siof", "--json", str(target), check=True).stdout)
+    doc = json.loads(run_main("inits", "--siof", "--json", str(target), check=True).stdout)
     f = doc["files"][0]
     assert false_cleans(f, early) == []
     found = {x["object"]["symbol"] for x in f["findings"] if x["verdict"] == "before-construction"}
     assert MUST_FIND.get(program, set()) <= found
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
 def test_a_reader_that_builds_through_a_call_reads_its_own(probe_build: Path, variant: str) -> None:
     """probe_share: each unit calls init_plain(&g_share) before reading it (a build-on-first-use helper that
     stores through the address): never read early, and never a finding -- a callee's store through the
@@ -72,13 +73,13 @@ def test_a_reader_that_builds_through_a_call_reads_its_own(probe_build: Path, va
     require_tool(VARIANTS[variant], packages="g++, clang")
     exe = probe_build / variant / "probe_share"
     assert observed_early(exe) == []
-    f = json.loads(run_cli("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
     assert f["findings"] == []
     statuses = {r["status"] for e in f["init"] for r in ((e.get("analysis") or {}).get("reads") or ())}
     assert statuses == {"own"}
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
 def test_deps_orders_reads_of_what_earlier_objects_define(probe_build: Path, variant: str) -> None:
     """probe_dep: the program's initializer reads the library's global (through the GOT, or a copy
     relocation), and the library's initializers run first: with --deps the read is ordered by the load (the
@@ -89,7 +90,7 @@ def test_deps_orders_reads_of_what_earlier_objects_define(probe_build: Path, var
     assert observed_early(d / "probe_dep") == []
 
     def analysis(*args: str) -> dict:
-        return json.loads(run_cli("inits", "--siof", "--json", *args, check=True).stdout)["files"][0]
+        return json.loads(run_main("inits", "--siof", "--json", *args, check=True).stdout)["files"][0]
 
     plain, deps = analysis(str(d / "probe_dep")), analysis("--deps", str(d / "probe_dep"))
     assert deps["findings"] == [] and deps["analysis_complete"]

@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import require_tool, run_cli
+from conftest import require_tool
+from helpers import case, run_main
 from jsonschema_check import cli_json
 
 # program -> (before-construction objects, order-dependent objects), by symbol, from the sources.
@@ -47,7 +48,7 @@ ASAN_BLIND = {"overwrite", "ctorn", "loop_store", "loop_callee", "placement"}
 
 
 def _analysis(path: Path) -> dict:
-    doc = cli_json(run_cli("inits", "--siof", "--json", str(path), check=True).stdout)
+    doc = cli_json(run_main("inits", "--siof", "--json", str(path), check=True).stdout)
     return doc["files"][0]
 
 
@@ -78,7 +79,7 @@ def order_build(siof_build: Path) -> Path:
     return siof_build / "siof"
 
 
-@pytest.mark.parametrize("variant", sorted(COMPILERS))
+@pytest.mark.parametrize("variant", [case(v, needs=TOOLS.get(v, ("g++",))) for v in sorted(COMPILERS)])
 @pytest.mark.parametrize("program", sorted(EXPECTED))
 def test_verdicts(order_build: Path, program: str, variant: str) -> None:
     """GCC and clang at -O2, GCC at -O0, and AArch64 (GCC -O2 and -O0): the verdicts the sources imply for
@@ -95,6 +96,7 @@ def test_verdicts(order_build: Path, program: str, variant: str) -> None:
         assert x["reader"]["index"] != x["constructor"]["index"]
 
 
+@pytest.mark.cross  # needs clang++
 def test_clang_builds_no_initializer_for_a_constant_config(order_build: Path) -> None:
     """Why clang's answers differ: cfg.cpp has no initializer at all there, and the read is `constant`."""
     require_tool("clang++", packages="clang")
@@ -152,9 +154,9 @@ def test_every_asan_report_is_a_finding(order_build: Path, program: str) -> None
 
 def test_fail_on_exit_codes(order_build: Path) -> None:
     ba, ab = str(order_build / "O2" / "cross_ba"), str(order_build / "O2" / "cross_ab")
-    assert run_cli("inits", "--fail-on", "before-construction", ba).returncode == 1
-    assert run_cli("inits", "--fail-on", "before-construction", ab).returncode == 0
-    assert run_cli("inits", "--fail-on", "order-dependent", ab).returncode == 1
-    assert run_cli("inits", "--fail-on", "order-dependent", str(order_build / "O2" / "safe")).returncode == 0
-    text = run_cli("inits", "--siof", ba).stdout
+    assert run_main("inits", "--fail-on", "before-construction", ba).returncode == 1
+    assert run_main("inits", "--fail-on", "before-construction", ab).returncode == 0
+    assert run_main("inits", "--fail-on", "order-dependent", ab).returncode == 1
+    assert run_main("inits", "--fail-on", "order-dependent", str(order_build / "O2" / "safe")).returncode == 0
+    text = run_main("inits", "--siof", ba).stdout
     assert "before-construction: g_config" in text and "(user.cpp)" in text

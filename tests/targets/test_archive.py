@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 from unique.helpers import run_driver
 
@@ -56,9 +56,9 @@ def test_gnu_archive_is_patched_within_its_bytes(tmp_path: Path, objs: dict[str,
     members, index = ar_members(lib), ar_index(lib)
     assert members == [LONG, "plain.o", "notes.txt"]
     assert b"//              " in before and len(nm_unique(lib)) == 2, "a long-name table and 2 unique symbols"
-    assert run_cli("unique", "--check", str(lib)).returncode == 1
+    assert run_main("unique", "--check", str(lib)).returncode == 1
 
-    doc = cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", str(lib), check=True).stdout)
     rows = {f["member"]: f for f in doc["files"]}
     assert set(rows) == {LONG, "plain.o"}, "the text member and the index are not ELF members"
     assert all(f["path"] == str(lib) for f in doc["files"])
@@ -71,8 +71,8 @@ def test_gnu_archive_is_patched_within_its_bytes(tmp_path: Path, objs: dict[str,
     assert sum(a != b for a, b in zip(before, after)) == 2, "one st_info byte per unique symbol, nothing else"
     assert ar_members(lib) == members and ar_index(lib) == index
     assert nm_unique(lib) == []
-    assert run_cli("unique", "--check", str(lib)).returncode == 0
-    assert cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)["summary"]["patched"] == 0
+    assert run_main("unique", "--check", str(lib)).returncode == 0
+    assert cli_json(run_main("unique", "--json", str(lib), check=True).stdout)["summary"]["patched"] == 0
 
 
 def test_library_linked_from_patched_archives_unloads(tmp_path: Path, objs: dict[str, Path],
@@ -85,7 +85,7 @@ def test_library_linked_from_patched_archives_unloads(tmp_path: Path, objs: dict
     r = run_driver(driver, before1, before2)
     assert (r["shared"], r["a.resident"]) == ("yes", "yes"), "control: unpatched archives give unique symbols"
 
-    run_cli("unique", str(v1), str(v2), check=True)
+    run_main("unique", str(v1), str(v2), check=True)
     lib1, lib2 = link_shared(tmp_path / "after1.so", v1), link_shared(tmp_path / "after2.so", v2)
     assert readelf_unique(lib1) == 0 and readelf_unique(lib2) == 0
     r = run_driver(driver, lib1, lib2)
@@ -98,15 +98,16 @@ def test_library_linked_from_patched_archives_unloads(tmp_path: Path, objs: dict
 def test_archive_output_inplace_and_dry_run(tmp_path: Path, objs: dict[str, Path]) -> None:
     lib = gnu_archive(tmp_path, objs)
     before = lib.read_bytes()
-    assert run_cli("unique", "-n", str(lib)).returncode == 0 and lib.read_bytes() == before
+    assert run_main("unique", "-n", str(lib)).returncode == 0 and lib.read_bytes() == before
     out = tmp_path / "out.a"
-    run_cli("unique", "-o", str(out), str(lib), check=True)
+    run_main("unique", "-o", str(out), str(lib), check=True)
     assert lib.read_bytes() == before and nm_unique(out) == [] and len(out.read_bytes()) == len(before)
     ino = lib.stat().st_ino
-    run_cli("unique", "--inplace", str(lib), check=True)
+    run_main("unique", "--inplace", str(lib), check=True)
     assert lib.stat().st_ino == ino and lib.read_bytes() == out.read_bytes()
 
 
+@pytest.mark.cross  # needs llvm-ar
 def test_llvm_bsd_archive(tmp_path: Path, objs: dict[str, Path], llvm_ar: str) -> None:
     """llvm-ar --format=bsd: `#1/` names and a `__.SYMDEF` index, which nm still reads after the patch."""
     member = tmp_path / "holder_with_a_long_bsd_member_name.o"
@@ -116,7 +117,7 @@ def test_llvm_bsd_archive(tmp_path: Path, objs: dict[str, Path], llvm_ar: str) -
     subprocess.run([llvm_ar, "--format=bsd", "rcs", str(lib), str(member), str(tmp_path / "p.o")], check=True)
     assert lib.read_bytes()[8:11] == b"#1/"
     index = subprocess.run([llvm_ar, "t", str(lib)], capture_output=True, text=True, check=True).stdout
-    doc = cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", str(lib), check=True).stdout)
     assert [f["member"] for f in doc["files"]] == [member.name, "p.o"]
     assert doc["summary"]["patched"] == 2 and nm_unique(lib) == []
     assert subprocess.run([llvm_ar, "t", str(lib)], capture_output=True, text=True).stdout == index
@@ -130,7 +131,7 @@ def test_hand_built_bsd_archive(tmp_path: Path, objs: dict[str, Path]) -> None:
     lib = bsd_archive(tmp_path / "libbsd.a", [("a_rather_long_bsd_name.o", objs["v1"].read_bytes()),
                                               ("short.o", objs["plain"].read_bytes())])
     before = lib.read_bytes()
-    doc = cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", str(lib), check=True).stdout)
     assert [f["member"] for f in doc["files"]] == ["a_rather_long_bsd_name.o", "short.o"]
     assert doc["summary"]["patched"] == 2 and nm_unique(lib) == []
     after = lib.read_bytes()
@@ -149,16 +150,16 @@ def test_thin_archive_patches_the_files_it_names(tmp_path: Path, objs: dict[str,
                    cwd=tmp_path)
     assert lib.read_bytes().startswith(b"!<thin>\n") and len(ar_members(lib)) == 3
     before = lib.read_bytes()
-    assert run_cli("unique", "--check", str(lib)).returncode == 1
-    doc = cli_json(run_cli("unique", "--json", str(lib), check=True).stdout)
+    assert run_main("unique", "--check", str(lib)).returncode == 1
+    doc = cli_json(run_main("unique", "--json", str(lib), check=True).stdout)
     assert [(f["member"], f["status"]) for f in doc["files"]] == [(f"objs/{LONG}", "patched"),
                                                                   ("objs/plain.o", "unchanged")]
     assert lib.read_bytes() == before and nm_unique(Path(obj)) == [] and Path(plain).read_bytes() == \
         objs["plain"].read_bytes()
-    assert run_cli("unique", "--check", str(lib)).returncode == 0
+    assert run_main("unique", "--check", str(lib)).returncode == 0
     exe = link_exe(tmp_path, lib)
     assert subprocess.run([str(exe)]).returncode == 0 and readelf_unique(exe) == 0
-    assert run_cli("unique", "-o", str(tmp_path / "x.a"), str(lib)).returncode == 2
+    assert run_main("unique", "-o", str(tmp_path / "x.a"), str(lib)).returncode == 2
 
 
 def test_thin_archive_with_a_missing_member_changes_nothing(tmp_path: Path, objs: dict[str, Path]) -> None:
@@ -168,7 +169,7 @@ def test_thin_archive_with_a_missing_member_changes_nothing(tmp_path: Path, objs
     subprocess.run(["ar", "rcsT", lib.name, "a.o", "b.o"], check=True, cwd=tmp_path)
     os.unlink(b)
     before = Path(a).read_bytes()
-    proc = run_cli("unique", str(lib))
+    proc = run_main("unique", str(lib))
     assert proc.returncode == 2 and "thin member b.o" in proc.stderr
     assert Path(a).read_bytes() == before, "every member is read before any is written"
 
@@ -189,7 +190,7 @@ def test_broken_archive_is_left_alone(tmp_path: Path, objs: dict[str, Path], pok
         elf = data.index(b"\x7fELF")
         data[elf + 0x28 : elf + 0x30] = (1 << 40).to_bytes(8, "little")
     lib.write_bytes(bytes(data))
-    proc = run_cli("unique", str(lib))
+    proc = run_main("unique", str(lib))
     assert proc.returncode == 2 and proc.stderr.startswith(f"elfpatch: error: {lib}: ")
     assert proc.stderr.count("\n") == 1
     assert lib.read_bytes() == bytes(data)
@@ -201,6 +202,6 @@ def test_archive_of_an_object_with_symbol_filter(tmp_path: Path) -> None:
     obj = compile_holder(tmp_path / "holder.o", 1)
     lib = tmp_path / "libf.a"
     subprocess.run(["ar", "rcs", str(lib), str(obj)], check=True)
-    doc = cli_json(run_cli("unique", "--json", "--symbol", "Holder<*>::*", str(lib), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", "--symbol", "Holder<*>::*", str(lib), check=True).stdout)
     assert doc["files"][0]["kept"] == 1 and doc["summary"]["patched"] == 1
     assert [line.split()[-1] for line in nm_unique(lib)] == ["_ZZ7countervE1c"]

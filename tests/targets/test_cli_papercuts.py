@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from targets.helpers import build_wheel, readelf_unique, tree_state, wheel_files
@@ -28,13 +28,13 @@ def test_an_excluded_path_named_with_output_is_refused_not_passed_over(unique_bu
     stale.write_bytes(lib.read_bytes())  # an earlier run's (unpatched) result
     before = tree_state(tmp_path)
     for args in (("-w", str(out_dir)), ("-o", str(tmp_path / "out.so"))):
-        proc = run_cli("unique", "--exclude", "lib*", *args, str(lib))
+        proc = run_main("unique", "--exclude", "lib*", *args, str(lib))
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"elfpatch: error: {lib}: ")
         assert "'lib*'" in proc.stderr, proc.stderr
     assert tree_state(tmp_path) == before, "nothing written, the input untouched"
     # Without the glob the same run writes the result.
-    run_cli("unique", "-w", str(out_dir), str(lib), check=True)
+    run_main("unique", "-w", str(out_dir), str(lib), check=True)
     assert readelf_unique(stale) == 0
 
 
@@ -46,7 +46,7 @@ def test_an_exclude_glob_that_matches_nothing_is_warned(unique_build: Path, tmp_
     torch = site / "torch"
     _lib(unique_build, torch / "test", "test_holder.so")
     _lib(unique_build, torch / "lib", "libholder.so")
-    proc = run_cli("unique", "--check", "--json", "--exclude", "*/test/*", str(torch))
+    proc = run_main("unique", "--check", "--json", "--exclude", "*/test/*", str(torch))
     doc = cli_json(proc.stdout)
     assert len(doc["files"]) == 2, "excluded nothing"
     warning = "--exclude: '*/test/*' matched nothing"
@@ -54,7 +54,7 @@ def test_an_exclude_glob_that_matches_nothing_is_warned(unique_build: Path, tmp_
     assert [w for w in doc["warnings"] if w.startswith(warning)], doc["warnings"]
     assert "'test/*'" in proc.stderr, "the glob that would match is suggested"
     for glob, root in (("test/*", torch), ("*/test/*", site)):  # the recipe's globs, each on its root
-        proc = run_cli("unique", "--check", "--json", "--exclude", glob, str(root))
+        proc = run_main("unique", "--check", "--json", "--exclude", glob, str(root))
         doc = cli_json(proc.stdout)
         assert [os.path.basename(f["path"]) for f in doc["files"]] == ["libholder.so"], glob
         assert "warning" not in proc.stderr and doc["warnings"] == [], proc.stderr
@@ -65,7 +65,7 @@ def test_an_exclude_glob_used_only_on_members_is_not_warned(unique_build: Path, 
     d = tmp_path / "dist"
     d.mkdir()
     build_wheel(d, wheel_files(unique_build / "libholder_v1.so"))
-    proc = run_cli("unique", "--check", "--exclude", "holderpkg/*", str(d))
+    proc = run_main("unique", "--check", "--exclude", "holderpkg/*", str(d))
     assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
 
 
@@ -76,12 +76,12 @@ def test_output_into_a_missing_directory_names_the_output(unique_build: Path, tm
     lib = _lib(unique_build, tmp_path / "in")
     before = tree_state(tmp_path)
     out = tmp_path / "repaired" / "x.so"
-    proc = run_cli("unique", "-o", str(out), str(lib))
+    proc = run_main("unique", "-o", str(out), str(lib))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert str(out) in proc.stderr and "does not exist" in proc.stderr, proc.stderr
     assert tree_state(tmp_path) == before
     (tmp_path / "repaired").write_text("a file, not a directory")
-    proc = run_cli("unique", "-o", str(out), str(lib))
+    proc = run_main("unique", "-o", str(out), str(lib))
     assert proc.returncode == 2 and "is not a directory" in proc.stderr and str(out) in proc.stderr
 
 
@@ -90,7 +90,7 @@ def test_every_warning_is_in_the_json(unique_build: Path, tmp_path: Path) -> Non
     reading the JSON sees it: here the hard-link warning, for a file and for a tree's file."""
     lib = _lib(unique_build, tmp_path / "in")
     os.link(lib, tmp_path / "other-name.so")
-    proc = run_cli("unique", "--json", str(lib))
+    proc = run_main("unique", "--json", str(lib))
     assert proc.returncode == 0, proc.stderr
     (entry,) = cli_json(proc.stdout)["files"]
     assert entry["status"] == "patched"
@@ -99,6 +99,6 @@ def test_every_warning_is_in_the_json(unique_build: Path, tmp_path: Path) -> Non
     tree = tmp_path / "tree"
     inner = _lib(unique_build, tree)
     os.link(inner, tmp_path / "outside.so")
-    doc = cli_json(run_cli("unique", "--json", str(tree)).stdout)
+    doc = cli_json(run_main("unique", "--json", str(tree)).stdout)
     (entry,) = doc["files"]
     assert [w for w in entry["warnings"] if "hard link" in w], entry

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import assert_error_line, assert_own_error
@@ -38,6 +38,9 @@ LONG = "holder_member_with_a_name_longer_than_sixteen_bytes.o"  # lands in the `
 SO = "holderpkg/libholder.so"
 RECORD = f"{DIST}/RECORD"
 ELFMAG = b"\x7fELF"
+
+pytestmark = pytest.mark.slow  # hypothesis campaigns and the corpus replay
+
 ZIP_VARIANTS = ("deflated", "stored")
 
 Poke = tuple[int, bytes]
@@ -243,7 +246,7 @@ def test_fuzz_archive_cli(ar_seed: Seed, tmp_path_factory: pytest.TempPathFactor
         data = apply_ar(ar_seed, edits, cut, thin)
         path = tmp_path_factory.mktemp("fuzz_ar_cli") / "libfuzz.a"
         path.write_bytes(data)
-        proc = run_cli("unique", *([flag] if flag else []), str(path))
+        proc = run_main("unique", *([flag] if flag else []), str(path))
         if check_cli(proc, path, data, flag == "--check"):
             check_archive_success(data, path.read_bytes(), None)
 
@@ -426,7 +429,7 @@ def test_fuzz_wheel_cli(whl_seeds: dict[str, Seed], tmp_path_factory: pytest.Tem
         data = apply_whl(seed, edits, *mutation)
         path = tmp_path_factory.mktemp("fuzz_whl_cli") / "holderpkg-1.0-py3-none-linux_x86_64.whl"
         path.write_bytes(data)
-        proc = run_cli("unique", *(["--check"] if check_mode else []), str(path))
+        proc = run_main("unique", *(["--check"] if check_mode else []), str(path))
         if check_cli(proc, path, data, check_mode):
             check_wheel_success(data, path.read_bytes(), None)
 
@@ -498,7 +501,7 @@ def test_fuzz_corpus(name: str, tmp_path: Path) -> None:
         path.parent.mkdir()
         path.write_bytes(data)
         if mode == "cli":
-            if not check_cli(run_cli("unique", str(path)), path, data, check_mode=False):
+            if not check_cli(run_main("unique", str(path)), path, data, check_mode=False):
                 continue
             reports = None
         else:

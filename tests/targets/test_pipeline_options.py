@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from elfpatch.harness.dlcheck import dlcheck
@@ -34,7 +34,7 @@ def inputs(unique_build: Path, objs: dict[str, Path], tmp_path: Path) -> dict[st
 def test_output_dir_writes_each_input_under_its_own_name(inputs: dict[str, Path], tmp_path: Path) -> None:
     before = tree_state(inputs["lib"].parent)
     out = tmp_path / "wheelhouse"  # created, as auditwheel's -w does
-    proc = run_cli("unique", "--json", "-w", str(out), *(str(p) for p in inputs.values()))
+    proc = run_main("unique", "--json", "-w", str(out), *(str(p) for p in inputs.values()))
     assert proc.returncode == 0, proc.stderr
     assert tree_state(inputs["lib"].parent) == before, "inputs untouched"
     assert sorted(os.listdir(out)) == sorted(p.name for p in inputs.values())
@@ -63,11 +63,11 @@ def test_output_dir_refusals(inputs: dict[str, Path], tmp_path: Path) -> None:
         ("-w", str(out), "-o", str(tmp_path / "x.so"), str(inputs["lib"])),
     ]
     for args in cases:
-        proc = run_cli("unique", *args)
+        proc = run_main("unique", *args)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
         assert proc.stderr.startswith("elfpatch: error: ")
     assert not out.exists(), "a refused run leaves no -w directory behind"
-    proc = run_cli("unique", "-w", str(out), str(inputs["lib"].parent))
+    proc = run_main("unique", "-w", str(out), str(inputs["lib"].parent))
     assert proc.returncode == 2 and "not a directory" in proc.stderr and proc.stderr.count("\n") == 1
     assert tree_state(inputs["lib"].parent) == before
 
@@ -81,7 +81,7 @@ def test_output_of_a_wheel_with_nothing_to_patch_is_a_byte_identical_copy(unique
              "holderpkg-1.0.dist-info/RECORD.jws": b"{}"}
     whl = build_wheel(tmp_path, files, record=False)
     for args in (["-o", str(tmp_path / "out.whl")], ["-w", str(tmp_path / "house")]):
-        proc = run_cli("unique", *args, str(whl))
+        proc = run_main("unique", *args, str(whl))
         assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out.whl").read_bytes() == whl.read_bytes()
     assert (tmp_path / "house" / whl.name).read_bytes() == whl.read_bytes()
@@ -92,7 +92,7 @@ def test_exclude_in_trees_wheels_and_archives(inputs: dict[str, Path], unique_bu
     (root / "tests").mkdir()
     shutil.copy(unique_build / "libholder_v2.so", root / "tests" / "test_holder.so")
     before = tree_state(root)
-    proc = run_cli("unique", "--json", "--exclude", "tests/*", "--exclude", "libholder.a", str(root))
+    proc = run_main("unique", "--json", "--exclude", "tests/*", "--exclude", "libholder.a", str(root))
     assert proc.returncode == 0, proc.stderr
     doc = cli_json(proc.stdout)
     assert sorted(os.path.relpath(f["path"], root) for f in doc["files"]) == [WHEEL_NAME, "libholder_v1.so",
@@ -102,12 +102,12 @@ def test_exclude_in_trees_wheels_and_archives(inputs: dict[str, Path], unique_bu
     for name in ("tests/test_holder.so", "libholder.a"):
         assert after[str(root / name)] == before[str(root / name)], name
     # A glob without / matches a file's own name anywhere; member names are matched too.
-    doc = cli_json(run_cli("unique", "--json", "--check", "--exclude", "test_*.so", "--exclude", "*.o",
+    doc = cli_json(run_main("unique", "--json", "--check", "--exclude", "test_*.so", "--exclude", "*.o",
                              "--exclude", "holderpkg/lib*", str(root)).stdout)
     names = sorted(f"{os.path.relpath(f['path'], root)}[{f.get('member')}]" for f in doc["files"])
     assert names == [f"{WHEEL_NAME}[None]", "libholder.a[None]", "libholder_v1.so[None]", "libuser.so[None]"]
     # A PATH named on the command line is matched as given.
-    doc = cli_json(run_cli("unique", "--json", "--check", "--exclude", "*.so", str(inputs["lib"]),
+    doc = cli_json(run_main("unique", "--json", "--check", "--exclude", "*.so", str(inputs["lib"]),
                              str(inputs["archive"])).stdout)
     assert [f["path"] for f in doc["files"]] == [str(inputs["archive"])] and doc["summary"]["skipped"] == 1
 
@@ -116,7 +116,7 @@ def test_keep_is_the_complement_of_symbol(inputs: dict[str, Path]) -> None:
     lib = str(inputs["lib"])
 
     def rows(*args: str) -> tuple[set[tuple[str, int]], int]:
-        (entry,) = cli_json(run_cli("unique", "-n", "--json", *args, lib).stdout)["files"]
+        (entry,) = cli_json(run_main("unique", "-n", "--json", *args, lib).stdout)["files"]
         return {(s["table"], s["index"]) for s in entry["symbols"]}, entry["kept"]
 
     everything, _ = rows()
@@ -124,7 +124,7 @@ def test_keep_is_the_complement_of_symbol(inputs: dict[str, Path]) -> None:
     rest, kept_k = rows("--keep", "counter*")
     assert selected and rest and selected.isdisjoint(rest) and selected | rest == everything
     assert kept_k == len(selected) and kept_s == len(rest)
-    text = run_cli("unique", "-n", "--keep", "counter*", lib).stdout
+    text = run_main("unique", "-n", "--keep", "counter*", lib).stdout
     assert f"({len(selected)} kept unique by --keep)" in text
 
 
@@ -136,23 +136,23 @@ def test_keep_leaves_the_loader_sharing_only_the_kept_singleton(unique_build: Pa
         libs.append(str(p))
     shared = {b["symbol"] for b in dlcheck(libs)["cross_bindings"]}
     assert shared == {"_ZN6HolderIiE5valueE", "_ZZ7countervE1c"}
-    run_cli("unique", "--keep", "counter()::*", *libs, check=True)
+    run_main("unique", "--keep", "counter()::*", *libs, check=True)
     assert {b["symbol"] for b in dlcheck(libs)["cross_bindings"]} == {"_ZZ7countervE1c"}
 
 
 def test_tree_text_lists_findings_only_unless_verbose(inputs: dict[str, Path]) -> None:
     root = inputs["lib"].parent
     (root / "notes.txt").write_text("not ELF\n")
-    default = run_cli("unique", "--check", str(root)).stdout
+    default = run_main("unique", "--check", str(root)).stdout
     assert "libuser.so" not in default and "libholder_v1.so: found 4 unique symbols" in default
-    verbose = run_cli("unique", "--check", "-v", str(root)).stdout
+    verbose = run_main("unique", "--check", "-v", str(root)).stdout
     assert f"{inputs['plain']}: no unique symbols" in verbose
-    quiet = run_cli("unique", "--check", "-q", str(root))
+    quiet = run_main("unique", "--check", "-q", str(root))
     assert quiet.returncode == 1 and quiet.stdout.splitlines() == [default.splitlines()[-1]]
     assert quiet.stdout.endswith(", 1 other\n")
     # A file named on the command line is always listed; JSON always lists everything.
-    assert "no unique symbols" in run_cli("unique", "--check", str(inputs["plain"])).stdout
-    doc = cli_json(run_cli("unique", "--check", "--json", "-q", str(root)).stdout)
+    assert "no unique symbols" in run_main("unique", "--check", str(inputs["plain"])).stdout
+    doc = cli_json(run_main("unique", "--check", "--json", "-q", str(root)).stdout)
     assert str(inputs["plain"]) in {f["path"] for f in doc["files"]}
     assert doc["summary"]["other"] == 1
 
@@ -166,7 +166,7 @@ def test_json_entries_carry_their_package(inputs: dict[str, Path], unique_build:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: holder-pkg\nVersion: 1.0\n")
     (info / "RECORD").write_text("holderpkg/libholder.so,,\nholder_pkg-1.0.dist-info/RECORD,,\n")
     shutil.copy(unique_build / "libholder_v2.so", site / "stray.so")  # no package owns it
-    doc = cli_json(run_cli("unique", "-n", "--json", str(site), str(inputs["wheel"])).stdout)
+    doc = cli_json(run_main("unique", "-n", "--json", str(site), str(inputs["wheel"])).stdout)
     packages = {(os.path.basename(f["path"]), f.get("member")): f["package"] for f in doc["files"]}
     assert packages == {("libholder.so", None): {"name": "holder-pkg", "version": "1.0"},
                         ("stray.so", None): None,

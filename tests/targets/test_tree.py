@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli, run_main
 from jsonschema_check import cli_json
 from unique.helpers import run_driver
 
@@ -62,7 +62,7 @@ def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_pa
     outside_before = outside.read_bytes()
     state = tree_state(stage)
 
-    check = run_cli("unique", "--check", "--json", str(stage))
+    check = run_main("unique", "--check", "--json", str(stage))
     assert check.returncode == 1 and check.stderr == ""
     doc = cli_json(check.stdout)
     paths = [f["path"] for f in doc["files"]]
@@ -74,11 +74,11 @@ def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_pa
     assert doc["summary"]["other"] == OTHER
     assert tree_state(stage) == state, "--check writes nothing"
 
-    proc = run_cli("unique", "--json", str(stage), check=True)
+    proc = run_main("unique", "--json", str(stage), check=True)
     doc = cli_json(proc.stdout)
     assert {os.path.relpath(f["path"], stage) for f in doc["files"] if f["status"] == "patched"} == \
         set(TARGETS) - {"obj/plain.o"}
-    assert run_cli("unique", "--check", str(stage)).returncode == 0
+    assert run_main("unique", "--check", str(stage)).returncode == 0
 
     after = tree_state(stage)
     for name, (kind, what, _) in state.items():
@@ -91,6 +91,7 @@ def test_check_then_patch_a_staging_tree(stage: Path, unique_build: Path, tmp_pa
     assert (r["shared"], r["a.resident"], r["b.resident"]) == ("no", "no", "no")
 
 
+@pytest.mark.slow  # many runs at once
 @pytest.mark.parametrize("mode", [[], ["--inplace"]], ids=["default", "inplace"])
 def test_concurrent_runs_on_one_tree_patch_each_file_once(stage: Path, tmp_path: Path, mode: list[str]) -> None:
     """Three runs over the same tree at once (each taking every file's lock in turn): all succeed, every target
@@ -101,7 +102,7 @@ def test_concurrent_runs_on_one_tree_patch_each_file_once(stage: Path, tmp_path:
     expected = {}
     for i, target in enumerate(targets):
         out = tmp_path / f"expected{i}"
-        run_cli("unique", "-o", str(out), str(stage / target), check=True)
+        run_main("unique", "-o", str(out), str(stage / target), check=True)
         expected[target] = out.read_bytes()
     links = {k: v for k, v in tree_state(stage).items() if v[0] == "link"}
     procs = [subprocess.Popen([sys.executable, "-m", "elfpatch", "unique", *mode, str(stage)],
@@ -114,12 +115,12 @@ def test_concurrent_runs_on_one_tree_patch_each_file_once(stage: Path, tmp_path:
     after = tree_state(stage)
     assert {k: v for k, v in after.items() if v[0] == "link"} == links
     assert not [k for k in after if k.endswith(".tmp")]
-    assert "0 patched" in run_cli("unique", str(stage), check=True).stdout.splitlines()[-1]
+    assert "0 patched" in run_main("unique", str(stage), check=True).stdout.splitlines()[-1]
 
 
 def test_dry_run_and_text_report_on_a_tree(stage: Path) -> None:
     state = tree_state(stage)
-    proc = run_cli("unique", "-n", str(stage))
+    proc = run_main("unique", "-n", str(stage))
     assert proc.returncode == 0 and tree_state(stage) == state
     last = proc.stdout.splitlines()[-1]
     assert last.startswith(f"{len(TARGETS)} files,") and last.endswith(f"{SKIPPED} skipped, {OTHER} other")
@@ -137,7 +138,7 @@ def test_hard_links_survive(unique_build: Path, tmp_path: Path) -> None:
     os.link(first, outside)
     original = first.read_bytes()
 
-    proc = run_cli("unique", "--json", str(root), check=True)
+    proc = run_main("unique", "--json", str(root), check=True)
     doc = cli_json(proc.stdout)
     assert [f["path"] for f in doc["files"]] == [str(first)], "one inode, processed once, under its first name"
     assert "1 other name(s) keep the unpatched file" in proc.stderr, "the name outside the tree is warned about"
@@ -158,7 +159,7 @@ def test_hard_links_with_inplace_keep_the_inode(unique_build: Path, tmp_path: Pa
     outside = tmp_path / "outside.so"
     os.link(first, outside)
     ino = first.stat().st_ino
-    proc = run_cli("unique", "--inplace", str(root), check=True)
+    proc = run_main("unique", "--inplace", str(root), check=True)
     assert "hard links" not in proc.stderr
     assert first.stat().st_ino == ino and first.stat().st_nlink == 3 and readelf_unique(outside) == 0
 
@@ -174,7 +175,7 @@ def test_large_tree_uses_the_pool_keeps_order_and_reports_errors(unique_build: P
     data[4] = 3  # no ELF class: no view of it is usable (section headers past EOF would not do: the loader's
     # view of such a file is complete, so it is processed from that)
     broken.write_bytes(bytes(data))
-    proc = run_cli("unique", "--json", str(root))
+    proc = run_cli("unique", "--json", str(root))  # a child: what the pool's processes write reaches its stderr
     assert proc.returncode == 2
     assert [line.split(":")[0] for line in proc.stderr.splitlines()] == ["elfpatch"]
     assert f"elfpatch: error: {broken}: " in proc.stderr
@@ -194,7 +195,7 @@ def test_thin_archive_in_a_tree(objs: dict[str, Path], tmp_path: Path) -> None:
     shutil.copy(objs["v2"], tmp_path / "out.o")
     subprocess.run(["ar", "rcsT", "tree/libthin.a", "tree/obj/in.o", "out.o"], check=True, cwd=tmp_path)
     out_before = (tmp_path / "out.o").read_bytes()
-    doc = cli_json(run_cli("unique", "--json", str(root), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", str(root), check=True).stdout)
     rows = [(os.path.basename(f["path"]), f.get("member"), f["status"]) for f in doc["files"]]
     assert rows == [("libthin.a", "../out.o", "skipped"), ("in.o", None, "patched")]
     assert "outside the tree" in doc["files"][0]["reason"]
@@ -206,7 +207,7 @@ def test_progress_bar_only_on_a_tty(unique_build: Path, tmp_path: Path) -> None:
     root.mkdir()
     for i in range(3):
         shutil.copy(unique_build / "libholder_v1.so", root / f"l{i}.so")
-    quiet = run_cli("unique", "--check", str(root))
+    quiet = run_main("unique", "--check", str(root))
     assert quiet.stderr == ""
     master, slave = pty.openpty()
     try:
@@ -284,7 +285,7 @@ def test_the_library_tells_progress_and_draws_nothing(unique_build: Path, tmp_pa
 
 def test_tree_refuses_output_and_reports_a_missing_path(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
-    proc = run_cli("unique", "-o", str(tmp_path / "x"), str(tmp_path / "d"))
+    proc = run_main("unique", "-o", str(tmp_path / "x"), str(tmp_path / "d"))
     assert proc.returncode == 2 and "takes a file, not a directory" in proc.stderr
-    proc = run_cli("unique", str(tmp_path / "missing"))
+    proc = run_main("unique", str(tmp_path / "missing"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 from unique.helpers import run_driver
 
@@ -37,7 +37,7 @@ def patched_copy(lib: Path, tmp_path: Path) -> bytes:
     """What elfpatch makes of the library as a plain file: the reference for the wheel member."""
     ref = tmp_path / f"ref_{lib.name}"
     shutil.copy(lib, ref)
-    run_cli("unique", str(ref), check=True)
+    run_main("unique", str(ref), check=True)
     return ref.read_bytes()
 
 
@@ -46,9 +46,9 @@ def test_wheel_patch(unique_build: Path, tmp_path: Path) -> None:
     raw_before = raw_members(whl)
     with zipfile.ZipFile(whl) as z:
         infos_before = {i.filename: i for i in z.infolist()}
-    assert run_cli("unique", "--check", str(whl)).returncode == 1
+    assert run_main("unique", "--check", str(whl)).returncode == 1
 
-    proc = run_cli("unique", "--json", str(whl), check=True)
+    proc = run_main("unique", "--json", str(whl), check=True)
     assert f"removed {DIST}/RECORD.jws: the signature no longer matches" in proc.stderr
     doc = cli_json(proc.stdout)
     assert [(f["path"], f["member"], f["status"]) for f in doc["files"]] == [(str(whl), SO, "patched")]
@@ -70,7 +70,7 @@ def test_wheel_patch(unique_build: Path, tmp_path: Path) -> None:
     assert record[-1] == f"{DIST}/RECORD,,"
     assert f"{SO},{record_hash(data)},{len(data)}" in record
     assert not any(".jws" in row for row in record)
-    assert run_cli("unique", "--check", str(whl)).returncode == 0
+    assert run_main("unique", "--check", str(whl)).returncode == 0
 
     unpacked = tmp_path / "unpacked"
     subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", str(unpacked), str(whl)], check=True,
@@ -101,10 +101,11 @@ def test_fallback_paths_give_the_same_wheel(unique_build: Path, tmp_path: Path, 
     assert f"{SO},{record_hash(data)},{len(data)}" in record
 
 
+@pytest.mark.slow  # a pip install
 def test_wheel_installs_with_pip_and_its_library_unloads(unique_build: Path, tmp_path: Path) -> None:
     whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"))
     other = shutil.copy(unique_build / "libholder_v2.so", tmp_path / "libholder_v2.so")
-    run_cli("unique", str(whl), str(other), check=True)
+    run_main("unique", str(whl), str(other), check=True)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
@@ -131,11 +132,12 @@ def test_wheel_installs_with_pip_and_its_library_unloads(unique_build: Path, tmp
     assert (r["shared"], r["a.resident"], r["b.resident"]) == ("no", "no", "no")
 
 
+@pytest.mark.slow  # a large member
 def test_large_member_reuses_deflate_blocks(big_lib: Path, tmp_path: Path) -> None:
     """Most of a big member's compressed data is copied, not recompressed, and still inflates exactly."""
     whl = build_wheel(tmp_path, wheel_files(big_lib))
     old = raw_members(whl)[SO]
-    run_cli("unique", str(whl), check=True)
+    run_main("unique", str(whl), check=True)
     new = raw_members(whl)[SO]
     assert read_member(whl, SO) == patched_copy(big_lib, tmp_path)
     # The long stretch of original compressed bytes between the edits is found again in the new member.
@@ -144,6 +146,7 @@ def test_large_member_reuses_deflate_blocks(big_lib: Path, tmp_path: Path) -> No
     assert abs(len(new) - len(old)) < len(old) // 50
 
 
+@pytest.mark.slow  # a large member
 @pytest.mark.parametrize("stored", [False, True])
 def test_memory_stays_bounded_on_a_large_member(big_lib: Path, tmp_path: Path, stored: bool) -> None:
     """A 160 MB member is inflated into an unlinked temp file and its compressed data copied by the kernel:
@@ -179,7 +182,7 @@ def test_stored_and_streamed_members(unique_build: Path, tmp_path: Path) -> None
     """A stored member stays stored; members with data descriptors are copied with them."""
     files = wheel_files(unique_build / "libholder_v1.so")
     stored = build_wheel(tmp_path, files, stored=(SO, "holderpkg/data.txt"))
-    run_cli("unique", str(stored), check=True)
+    run_main("unique", str(stored), check=True)
     assert member_header(stored, SO)[0] == 0 and member_header(stored, "holderpkg/data.txt")[0] == 0
     assert readelf_unique_bytes(read_member(stored, SO), tmp_path) == 0
 
@@ -188,7 +191,7 @@ def test_stored_and_streamed_members(unique_build: Path, tmp_path: Path) -> None
     streamed = build_wheel(streamed_dir, files, streamed=True)
     assert member_header(streamed, "holderpkg/data.txt")[1] & 0x08, "the fixture has data descriptors"
     before = raw_members(streamed)
-    run_cli("unique", str(streamed), check=True)
+    run_main("unique", str(streamed), check=True)
     after = raw_members(streamed)
     assert after["holderpkg/data.txt"] == before["holderpkg/data.txt"]
     with zipfile.ZipFile(streamed) as z:
@@ -207,30 +210,30 @@ def readelf_unique_bytes(data: bytes, tmp_path: Path) -> int:
 def test_wheel_output_dry_run_check_and_inplace(unique_build: Path, tmp_path: Path) -> None:
     whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"), signed=True)
     before = whl.read_bytes()
-    proc = run_cli("unique", "-n", "--json", str(whl))
+    proc = run_main("unique", "-n", "--json", str(whl))
     assert proc.returncode == 0 and whl.read_bytes() == before
     assert cli_json(proc.stdout)["files"][0]["status"] == "would-patch"
     out = tmp_path / "out" / whl.name
     out.parent.mkdir()
-    run_cli("unique", "-o", str(out), str(whl), check=True)
-    assert whl.read_bytes() == before and run_cli("unique", "--check", str(out)).returncode == 0
-    proc = run_cli("unique", "--inplace", str(whl))
+    run_main("unique", "-o", str(out), str(whl), check=True)
+    assert whl.read_bytes() == before and run_main("unique", "--check", str(out)).returncode == 0
+    proc = run_main("unique", "--inplace", str(whl))
     assert proc.returncode == 2 and "--inplace cannot patch a wheel" in proc.stderr and whl.read_bytes() == before
     # Nothing to change: the wheel is not rewritten at all.
     done = out.read_bytes()
-    assert run_cli("unique", "--json", str(out), check=True).stdout.count('"unchanged"') == 1
+    assert run_main("unique", "--json", str(out), check=True).stdout.count('"unchanged"') == 1
     assert out.read_bytes() == done
 
 
 def test_wheel_without_elf_or_record(tmp_path: Path, unique_build: Path) -> None:
     pure = build_wheel(tmp_path, {"pkg/__init__.py": b"", f"{DIST}/METADATA": b"Name: x\n"})
     before = pure.read_bytes()
-    doc = cli_json(run_cli("unique", "--json", str(pure), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", str(pure), check=True).stdout)
     assert [f["status"] for f in doc["files"]] == ["unchanged"] and pure.read_bytes() == before
     d = tmp_path / "norecord"
     d.mkdir()
     bare = build_wheel(d, wheel_files(unique_build / "libholder_v1.so"), record=False)
-    proc = run_cli("unique", str(bare), check=True)
+    proc = run_main("unique", str(bare), check=True)
     assert "has no .dist-info/RECORD to update" in proc.stderr
     with zipfile.ZipFile(bare) as z:
         assert z.testzip() is None
@@ -270,7 +273,7 @@ def test_broken_wheels_are_left_alone(unique_build: Path, tmp_path: Path, case: 
         raw[start + 100 : start + 140] = b"\xff" * 40
         whl.write_bytes(bytes(raw))
         data, msg = bytes(raw), f"zip member '{SO}'"
-    proc = run_cli("unique", str(whl))
+    proc = run_main("unique", str(whl))
     assert proc.returncode == 2 and msg in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert whl.read_bytes() == data
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
@@ -279,6 +282,6 @@ def test_broken_wheels_are_left_alone(unique_build: Path, tmp_path: Path, case: 
 def test_failed_write_leaves_nothing(unique_build: Path, tmp_path: Path) -> None:
     whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so"))
     before = whl.read_bytes()
-    proc = run_cli("unique", "-o", str(tmp_path / "no" / "such" / "dir" / whl.name), str(whl))
+    proc = run_main("unique", "-o", str(tmp_path / "no" / "such" / "dir" / whl.name), str(whl))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert whl.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [whl.name]

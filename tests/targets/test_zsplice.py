@@ -67,6 +67,7 @@ def splice(raw: bytes, blob: bytearray, edits: list[int], pool, min_copy: int, c
     return segs, zsplice.resolve(zsplice.assemble(span, blob, segs, pool.submit, chunk=chunk))
 
 
+@pytest.mark.slow  # 24 seeds of large streams
 @pytest.mark.parametrize("seed", range(24))
 def test_spliced_stream_inflates_to_the_edited_bytes(seed: int, pool, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)

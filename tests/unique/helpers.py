@@ -4,6 +4,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from helpers import drop_section_headers as drop_section_headers  # its home is tests/helpers.py
+
 
 def run_driver(driver: Path, a: Path, b: Path, prefix: tuple[str, ...] = ()) -> dict[str, str]:
     """Run unique_driver (optionally under qemu) and return its key=value lines."""
@@ -32,18 +34,3 @@ def info_offsets(image: bytes) -> set[int]:
         return {t.info_offset(i) for t in elf.symbol_tables() for i in range(t.count)}
     except elfpatch.ElfPatchError:
         return set()
-
-
-def drop_section_headers(path: Path) -> None:
-    """Zero e_shoff, e_shnum and e_shstrndx, as sstrip-like tools do; glibc loads such files fine."""
-    import struct
-
-    data = bytearray(path.read_bytes())
-    endian = "<" if data[5] == 1 else ">"
-    if data[4] == 2:  # ELF64: e_shoff at 0x28, e_shnum at 0x3c, e_shstrndx at 0x3e
-        struct.pack_into(endian + "Q", data, 0x28, 0)
-        struct.pack_into(endian + "HH", data, 0x3C, 0, 0)
-    else:  # ELF32: e_shoff at 0x20, e_shnum at 0x30, e_shstrndx at 0x32
-        struct.pack_into(endian + "I", data, 0x20, 0)
-        struct.pack_into(endian + "HH", data, 0x30, 0, 0)
-    path.write_bytes(bytes(data))

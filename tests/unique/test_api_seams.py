@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 
 import elfpatch
 
@@ -62,7 +62,7 @@ def test_api_refuses_harmful_combinations_before_opening(lib: Path, tmp_path: Pa
 def test_cli_usage_errors_write_nothing(lib: Path, tmp_path: Path, args: list[str]) -> None:
     out = tmp_path / "OUT"
     before = snapshot(lib, out)
-    proc = run_cli("unique", *[str(out) if a == "OUT" else a for a in args], str(lib))
+    proc = run_main("unique", *[str(out) if a == "OUT" else a for a in args], str(lib))
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("elfpatch: error: "), proc.stderr
     unchanged_since(before)
@@ -72,7 +72,7 @@ def test_cli_two_paths_with_output(lib: Path, tmp_path: Path) -> None:
     other, out = tmp_path / "other.so", tmp_path / "out.so"
     shutil.copyfile(lib, other)
     before = snapshot(lib, other, out)
-    proc = run_cli("unique", "-o", str(out), str(lib), str(other))
+    proc = run_main("unique", "-o", str(out), str(lib), str(other))
     assert proc.returncode == 2 and "exactly one PATH" in proc.stderr
     unchanged_since(before)
 
@@ -124,7 +124,7 @@ def test_gnu_long_name_offset_with_a_non_utf8_byte(tmp_path: Path) -> None:
     before = archive.read_bytes()
     with pytest.raises(elfpatch.ParseError, match="long name offset"):
         elfpatch.patch(archive)
-    proc = run_cli("unique", str(archive))
+    proc = run_main("unique", str(archive))
     assert proc.returncode == 2 and "internal error" not in proc.stderr and "long name offset" in proc.stderr
     assert archive.read_bytes() == before
 
@@ -195,7 +195,7 @@ def test_api_keep_and_exclude_mean_what_the_cli_flags_mean(lib: Path, tmp_path: 
     holder = "Holder<*"
     (report,) = elfpatch.scan(lib, keep=holder)
     assert sorted({s.demangled for s in report.symbols}) == ["counter()::c"] and report.kept == 2
-    cli = run_cli("unique", "--dry-run", "--json", "--keep", holder, str(lib)).stdout
+    cli = run_main("unique", "--dry-run", "--json", "--keep", holder, str(lib)).stdout
     assert '"kept": 2' in cli and cli.count('"counter()::c"') == len(report.symbols)
     assert elfpatch.check(lib, keep=["Holder<*", "counter*"]) is False
     tree = tmp_path / "tree"

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from elfpatch.elf.const import DT_GNU_HASH, DT_HASH, DT_SYMTAB, PT_DYNAMIC
@@ -129,7 +129,7 @@ def broken(src: Path, tmp_path: Path, name: str, mutate: Mutation) -> Path:
 def assert_rejected(path: Path) -> None:
     before = path.read_bytes()
     for mode in ([], ["--check"], ["-n"], ["--inplace"], ["--json"]):
-        proc = run_cli("unique", *mode, str(path))
+        proc = run_main("unique", *mode, str(path))
         assert proc.returncode == 2, (mode, proc.stdout, proc.stderr)
         lines = proc.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"elfpatch: error: {path}: "), (mode, proc.stderr)
@@ -147,19 +147,19 @@ def test_broken_section_view_falls_back_to_the_loaders(unique_build: Path, tmp_p
 
     path = broken(unique_build / "libholder_v1.so", tmp_path, name, SECTION_VIEW_BROKEN[name])
     before = path.read_bytes()
-    proc = run_cli("unique", "--check", "--json", str(path))
+    proc = run_main("unique", "--check", "--json", str(path))
     entry = cli_json(proc.stdout)["files"][0]
     assert proc.returncode == 1 and proc.stderr == "" and path.read_bytes() == before
     assert entry["warnings"], "what could not be read is reported"
     assert {s["name"] for s in entry["symbols"] if s["table"] == ".dynsym"} == {"_ZN6HolderIiE5valueE",
                                                                                   "_ZZ7countervE1c"}
-    proc = run_cli("unique", str(path), check=True)
+    proc = run_main("unique", str(path), check=True)
     assert "  warning: " in proc.stdout
     changed = [i for i, (x, y) in enumerate(zip(before, path.read_bytes())) if x != y]
     table = ElfFile(before).loader_table()
     loader = {table.info_offset(i) for i in range(table.count)}
     assert set(changed) <= info_offsets(before) and len(loader & set(changed)) == 2
-    assert run_cli("unique", "--check", str(path)).returncode == 0
+    assert run_main("unique", "--check", str(path)).returncode == 0
 
 
 @pytest.mark.parametrize("name", sorted(WITHOUT_SECTIONS))
@@ -188,5 +188,5 @@ def test_directory_and_special_files(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.so"
     os.mkfifo(fifo)  # must be refused, not opened and waited on
     for path in (Path("/dev/null"), fifo):
-        proc = run_cli("unique", str(path))
+        proc = run_main("unique", str(path))
         assert proc.returncode == 2 and proc.stderr.startswith(f"elfpatch: error: {path}: ")

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from elfpatch.elf.file import ElfFile
@@ -21,7 +21,7 @@ def info_offsets(path: Path) -> set[int]:
 
 
 def test_json_document(lib: Path) -> None:
-    proc = run_cli("unique", "--json", str(lib))
+    proc = run_main("unique", "--json", str(lib))
     assert proc.returncode == 0, proc.stderr
     doc = cli_json(proc.stdout)
     (entry,) = doc["files"]
@@ -39,7 +39,7 @@ def test_json_document(lib: Path) -> None:
 
 def test_only_st_info_bytes_change_and_second_run_is_a_no_op(lib: Path) -> None:
     before = lib.read_bytes()
-    doc = cli_json(run_cli("unique", "--json", "--to", "weak", str(lib)).stdout)
+    doc = cli_json(run_main("unique", "--json", "--to", "weak", str(lib)).stdout)
     after = lib.read_bytes()
     changed = changed_offsets(before, after)
     assert len(changed) == 4 and set(changed) <= info_offsets(lib)
@@ -47,7 +47,7 @@ def test_only_st_info_bytes_change_and_second_run_is_a_no_op(lib: Path) -> None:
         assert after[off] >> 4 == 2 and before[off] >> 4 == 10
         assert after[off] & 0xF == before[off] & 0xF, "the symbol type nibble is kept"
     assert {s["to"] for s in doc["files"][0]["symbols"]} == {"WEAK"}
-    again = cli_json(run_cli("unique", "--json", str(lib)).stdout)
+    again = cli_json(run_main("unique", "--json", str(lib)).stdout)
     assert again["files"][0]["status"] == "unchanged" and again["summary"]["patched"] == 0
     assert lib.read_bytes() == after
 
@@ -55,37 +55,37 @@ def test_only_st_info_bytes_change_and_second_run_is_a_no_op(lib: Path) -> None:
 def test_check_and_dry_run_change_nothing(lib: Path) -> None:
     before = lib.read_bytes()
     mtime = lib.stat().st_mtime_ns
-    check = run_cli("unique", "--check", "--json", str(lib))
+    check = run_main("unique", "--check", "--json", str(lib))
     assert check.returncode == 1
     doc = cli_json(check.stdout)
     assert doc["files"][0]["status"] == "found" and doc["summary"] == {
         "files": 1, "unique": 4, "patched": 0, "errors": 0, "skipped": 0, "other": 0}
-    dry = run_cli("unique", "-n", "--json", str(lib))
+    dry = run_main("unique", "-n", "--json", str(lib))
     assert dry.returncode == 0
     assert cli_json(dry.stdout)["files"][0]["status"] == "would-patch"
     assert lib.read_bytes() == before and lib.stat().st_mtime_ns == mtime
-    run_cli("unique", str(lib), check=True)
-    assert run_cli("unique", "--check", str(lib)).returncode == 0
+    run_main("unique", str(lib), check=True)
+    assert run_main("unique", "--check", str(lib)).returncode == 0
 
 
 def test_check_with_symbol_filter_counts_only_selected(lib: Path) -> None:
-    proc = run_cli("unique", "--check", "--json", "--symbol", "Holder<*>::*", str(lib))
+    proc = run_main("unique", "--check", "--json", "--symbol", "Holder<*>::*", str(lib))
     doc = cli_json(proc.stdout)
     assert proc.returncode == 1
     assert {s["name"] for s in doc["files"][0]["symbols"]} == {"_ZN6HolderIiE5valueE"}
     assert doc["files"][0]["kept"] == 2 and doc["summary"]["unique"] == 2
-    assert run_cli("unique", "--check", "--symbol", "nothing*", str(lib)).returncode == 0
+    assert run_main("unique", "--check", "--symbol", "nothing*", str(lib)).returncode == 0
 
 
 def test_output_leaves_input_untouched(lib: Path, tmp_path: Path) -> None:
     before = lib.read_bytes()
     out = tmp_path / "out" / "patched.so"
     out.parent.mkdir()
-    run_cli("unique", "-o", str(out), str(lib), check=True)
+    run_main("unique", "-o", str(out), str(lib), check=True)
     assert lib.read_bytes() == before
     assert len(changed_offsets(before, out.read_bytes())) == 4
-    assert run_cli("unique", "--check", str(out)).returncode == 0
-    assert run_cli("unique", "-o", str(out), str(lib), str(lib)).returncode == 2
+    assert run_main("unique", "--check", str(out)).returncode == 0
+    assert run_main("unique", "-o", str(out), str(lib), str(lib)).returncode == 2
 
 
 def test_atomic_mode_keeps_mode_and_xattrs_and_symlinks(lib: Path, tmp_path: Path) -> None:
@@ -97,12 +97,12 @@ def test_atomic_mode_keeps_mode_and_xattrs_and_symlinks(lib: Path, tmp_path: Pat
     link = tmp_path / "link.so"
     link.symlink_to(lib.name)
     inode = lib.stat().st_ino
-    run_cli("unique", str(link), check=True)
+    run_main("unique", str(link), check=True)
     assert link.is_symlink() and os.readlink(link) == lib.name
     assert lib.stat().st_ino != inode, "the default mode renames a new file into place"
     assert lib.stat().st_mode & 0o7777 == 0o751
     assert os.getxattr(lib, "user.elfpatch-test") == b"kept"
-    assert run_cli("unique", "--check", str(lib)).returncode == 0
+    assert run_main("unique", "--check", str(lib)).returncode == 0
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -110,21 +110,21 @@ def test_inplace_keeps_inode_and_hard_links(lib: Path, tmp_path: Path) -> None:
     other = tmp_path / "hardlink.so"
     os.link(lib, other)
     inode = lib.stat().st_ino
-    run_cli("unique", "--inplace", str(lib), check=True)
+    run_main("unique", "--inplace", str(lib), check=True)
     assert lib.stat().st_ino == inode and other.stat().st_ino == inode
-    assert run_cli("unique", "--check", str(other)).returncode == 0
+    assert run_main("unique", "--check", str(other)).returncode == 0
 
 
 def test_atomic_mode_warns_about_hard_links(lib: Path, tmp_path: Path) -> None:
     os.link(lib, tmp_path / "hardlink.so")
-    proc = run_cli("unique", str(lib), check=True)
+    proc = run_main("unique", str(lib), check=True)
     assert "hard links" in proc.stderr and "--inplace" in proc.stderr
 
 
 def test_errors_are_one_line_and_other_paths_still_run(lib: Path, tmp_path: Path) -> None:
     junk = tmp_path / "junk.so"
     junk.write_bytes(b"not an elf file at all")
-    proc = run_cli("unique", "--json", str(junk), str(tmp_path / "missing.so"), str(lib))
+    proc = run_main("unique", "--json", str(junk), str(tmp_path / "missing.so"), str(lib))
     assert proc.returncode == 2
     lines = proc.stderr.splitlines()
     assert lines == [f"elfpatch: error: {junk}: not an ELF file",
@@ -137,17 +137,17 @@ def test_errors_are_one_line_and_other_paths_still_run(lib: Path, tmp_path: Path
 
 
 def test_check_exit_status_is_2_when_a_file_fails(lib: Path, tmp_path: Path) -> None:
-    assert run_cli("unique", "--check", str(lib), str(tmp_path / "missing")).returncode == 2
+    assert run_main("unique", "--check", str(lib), str(tmp_path / "missing")).returncode == 2
 
 
 def test_usage_errors_exit_2() -> None:
-    assert run_cli("unique").returncode == 2
-    assert run_cli("unique", "--check", "--inplace", "x").returncode == 2
-    assert run_cli("unique", "--to", "local", "x").returncode == 2
+    assert run_main("unique").returncode == 2
+    assert run_main("unique", "--check", "--inplace", "x").returncode == 2
+    assert run_main("unique", "--to", "local", "x").returncode == 2
 
 
 def test_human_output(lib: Path) -> None:
-    out = run_cli("unique", "-n", str(lib), check=True).stdout.splitlines()
+    out = run_main("unique", "-n", str(lib), check=True).stdout.splitlines()
     assert out[0] == f"{lib}: would patch 4 unique symbols"
     assert any("Holder<int>::value  UNIQUE -> GLOBAL" in line for line in out)
     assert out[-1] == "1 file, 4 unique, 0 patched, 0 errors"
@@ -159,15 +159,15 @@ def test_names_with_line_breaks_print_as_one_line(lib: Path, tmp_path: Path) -> 
     data = lib.read_bytes()
     odd = tmp_path / "odd\nname.so"
     odd.write_bytes(data.replace(b"_ZN6HolderIiE5valueE", b"_ZN6Hol\nder\rIiE\x1blueE"))
-    out = run_cli("unique", "-n", str(odd), check=True).stdout.splitlines()
+    out = run_main("unique", "-n", str(odd), check=True).stdout.splitlines()
     assert out[0] == "{}: would patch 4 unique symbols".format(str(odd).replace("\n", "\\n"))
     assert sum("_ZN6Hol\\nder\\rIiE\\x1blueE  UNIQUE -> GLOBAL" in line for line in out) == 2
     assert len(out) == 1 + 4 + 1
-    doc = cli_json(run_cli("unique", "-n", "--json", str(odd), check=True).stdout)
+    doc = cli_json(run_main("unique", "-n", "--json", str(odd), check=True).stdout)
     assert doc["files"][0]["path"] == str(odd)
     assert "_ZN6Hol\nder\rIiE\x1blueE" in {s["name"] for s in doc["files"][0]["symbols"]}
     odd.write_bytes(b"\x7fELF")
-    proc = run_cli("unique", str(odd))
+    proc = run_main("unique", str(odd))
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("elfpatch: error: {}: ".format(str(odd).replace("\n", "\\n")))
 

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from elfpatch.elf import mangled, symbols
@@ -83,12 +83,12 @@ def test_decltype_static_is_demangled_and_selected(unique_build: Path, tmp_path:
     shutil.copyfile(unique_build / "libdecltype.so", lib)
     (theirs,) = subprocess.run(["c++filt", "-i", COUNTER], capture_output=True, text=True).stdout.splitlines()
     assert symbols.demangle(COUNTER) == theirs and theirs.startswith("counter<std::")
-    proc = run_cli("unique", "--check", "--json", "--symbol", "counter<*", str(lib))
+    proc = run_main("unique", "--check", "--json", "--symbol", "counter<*", str(lib))
     assert proc.returncode == 1, proc.stderr
     (row,) = {(s["name"], s["demangled"]) for s in cli_json(proc.stdout)["files"][0]["symbols"]}
     assert row == (COUNTER, theirs)
     before = lib.read_bytes()
-    proc = run_cli("unique", "--json", "--keep", "counter<*", str(lib))
+    proc = run_main("unique", "--json", "--keep", "counter<*", str(lib))
     assert proc.returncode == 0, proc.stderr
     (entry,) = cli_json(proc.stdout)["files"]
     assert entry["symbols"] == [] and entry["kept"] >= 1 and entry["warnings"] == []
@@ -271,7 +271,7 @@ def test_a_name_not_demangled_makes_a_glob_warn(tmp_path: Path) -> None:
     lib = tmp_path / "liblong.so"
     subprocess.run(["gcc", "-shared", "-o", str(lib), str(asm)], check=True)
     for args, status in ((["--symbol", "f(X<*"], 0), (["--keep", "f(X<*"], 1), ([], 1), (["--symbol", "_Z1f*"], 1)):
-        proc = run_cli("unique", "--check", "--json", *args, str(lib))
+        proc = run_main("unique", "--check", "--json", *args, str(lib))
         assert proc.returncode == status, (args, proc.stderr)
         warnings = cli_json(proc.stdout)["files"][0]["warnings"]
         blind = [w for w in warnings if "not demangled" in w]

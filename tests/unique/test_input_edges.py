@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import run_cli
+from helpers import run_main
 from jsonschema_check import cli_json
 
 COFF_OBJ = b"\x64\x86\x01\x00" + bytes(60)  # an IMAGE_FILE_MACHINE_AMD64 COFF header: not ELF
@@ -39,14 +39,14 @@ def test_ms_lib_without_elf_members_is_unchanged(tmp_path: Path) -> None:
     assert listed == ["first_object_with_a_long_name.obj", "second_object_with_a_long_name.obj"], "GNU ar reads it"
     before = lib.read_bytes()
     for mode in (["--check"], [], ["-n"]):
-        proc = run_cli("unique", "--json", *mode, str(lib))
+        proc = run_main("unique", "--json", *mode, str(lib))
         assert proc.returncode == 0, proc.stderr
         assert [f["status"] for f in cli_json(proc.stdout)["files"]] == ["unchanged"]
     assert lib.read_bytes() == before
     tree = tmp_path / "tree"
     tree.mkdir()
     shutil.copy(lib, tree / "x.a")
-    assert run_cli("unique", str(tree)).returncode == 0, "a tree that holds one does not fail"
+    assert run_main("unique", str(tree)).returncode == 0, "a tree that holds one does not fail"
 
 
 def test_ms_lib_long_names_name_elf_members(unique_build: Path, tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_ms_lib_long_names_name_elf_members(unique_build: Path, tmp_path: Path) 
     lib = tmp_path / "mixed.a"
     lib.write_bytes(ms_lib({b"coff_object_with_a_long_name.obj": COFF_OBJ,
                             b"holder_member_with_a_long_name.o": (unique_build / "holder_v1.o").read_bytes()}))
-    proc = run_cli("unique", "--json", str(lib), check=True)
+    proc = run_main("unique", "--json", str(lib), check=True)
     files = cli_json(proc.stdout)["files"]
     assert [(f["member"], f["status"]) for f in files] == [("holder_member_with_a_long_name.o", "patched")]
     assert " UNIQUE " not in subprocess.run(["readelf", "-sW", str(lib)], capture_output=True, text=True).stdout
@@ -69,7 +69,7 @@ def test_output_of_a_skipped_file_holds_the_input(unique_build: Path, tmp_path: 
     src.write_bytes(bytes(data))
     out = tmp_path / "out.so"
     out.write_bytes(b"stale output of an earlier run")
-    proc = run_cli("unique", "--json", "-o", str(out), str(src))
+    proc = run_main("unique", "--json", "-o", str(out), str(src))
     assert proc.returncode == 0, proc.stderr
     assert [f["status"] for f in cli_json(proc.stdout)["files"]] == ["skipped"]
     assert out.read_bytes() == bytes(data) == src.read_bytes()
@@ -85,11 +85,11 @@ def test_wheel_member_with_lying_headers(unique_build: Path, tmp_path: Path) -> 
     lib = tmp_path / "libholder.so"
     lib.write_bytes(shdrs_past_eof((unique_build / "libholder_v1.so").read_bytes()))
     whl = build_wheel(tmp_path, wheel_files(lib))
-    proc = run_cli("unique", "--json", str(whl), check=True)
+    proc = run_main("unique", "--json", str(whl), check=True)
     (entry,) = cli_json(proc.stdout)["files"]
     assert entry["member"] == "holderpkg/libholder.so" and entry["status"] == "patched"
     assert {s["table"] for s in entry["symbols"]} == {".dynsym"} and entry["warnings"]
-    assert run_cli("unique", "--check", str(whl)).returncode == 0
+    assert run_main("unique", "--check", str(whl)).returncode == 0
 
 
 def static_executable(e_type: int = 2, filesz: int | None = None) -> bytes:
@@ -120,9 +120,9 @@ def test_static_executable_with_unusable_section_headers(tmp_path: Path) -> None
         assert subprocess.run([str(exe)]).returncode == 7, "the kernel runs it"
     before = exe.read_bytes()
     for args in (["--check"], ["--check", "--json"], []):
-        proc = run_cli("unique", *args, str(exe))
+        proc = run_main("unique", *args, str(exe))
         assert proc.returncode == 0, proc.stderr
-    doc = cli_json(run_cli("unique", "--check", "--json", str(exe)).stdout)
+    doc = cli_json(run_main("unique", "--check", "--json", str(exe)).stdout)
     (entry,) = doc["files"]
     assert entry["status"] == "unchanged" and entry["symbols"] == []
     assert any("section headers unusable" in w and "no PT_DYNAMIC" in w for w in entry["warnings"])
@@ -130,5 +130,5 @@ def test_static_executable_with_unusable_section_headers(tmp_path: Path) -> None
     for name, data in (("shared.so", static_executable(e_type=3)), ("cut", static_executable(filesz=4096))):
         broken = tmp_path / name
         broken.write_bytes(data)
-        proc = run_cli("unique", "--check", str(broken))
+        proc = run_main("unique", "--check", str(broken))
         assert proc.returncode == 2 and f"{broken}: " in proc.stderr, (name, proc.stderr)

@@ -34,6 +34,8 @@ from targets.helpers import build_wheel, file_digest, readelf_unique, wheel_file
 
 import elfpatch
 
+pytestmark = pytest.mark.slow  # kill campaigns on a 100 MB library
+
 BLOB = 100_000_000  # bytes of random data in .rodata: the library is ~100 MB
 SEED = 20240611
 # Phases of a default-mode run, in order (elfpatch.fs.teststop); the file is the original until "renamed".

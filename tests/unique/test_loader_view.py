@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CROSS_ARCHES, require_tool, run_cli
+from conftest import CROSS_ARCHES, require_tool
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from elfpatch.elf.const import ELFOSABI_GNU, STB_GNU_UNIQUE
@@ -52,7 +53,7 @@ def run_loader(driver: Path, a: Path, b: Path, prefix: tuple[str, ...] = ()) -> 
 
 
 def check_json(path: Path) -> tuple[int, dict]:
-    proc = run_cli("unique", "--check", "--json", str(path))
+    proc = run_main("unique", "--check", "--json", str(path))
     return proc.returncode, cli_json(proc.stdout)["files"][0]
 
 
@@ -67,7 +68,7 @@ def judge(build: Path, a: Path, b: Path, prefix: tuple[str, ...] = ()) -> None:
     assert {s["name"] for s in entry["symbols"] if s["table"] == ".dynsym"} == UNIQUE_NAMES
     assert entry["warnings"], "the views disagree: the report says how"
     originals = {p: p.read_bytes() for p in (a, b)}
-    proc = run_cli("unique", str(a), str(b), check=True)
+    proc = run_main("unique", str(a), str(b), check=True)
     assert proc.stdout.count("  warning: ") >= 2, proc.stdout
     for p, before in originals.items():
         changed = changed_offsets(before, p.read_bytes())
@@ -81,6 +82,7 @@ def judge(build: Path, a: Path, b: Path, prefix: tuple[str, ...] = ()) -> None:
     assert check_json(a)[0] == 0, "a second look finds nothing left"
 
 
+@pytest.mark.slow  # the lies x views matrix
 @pytest.mark.parametrize("stripped", [False, True], ids=["with-symtab", "stripped"])
 @pytest.mark.parametrize("lie", sorted(LOADER_LIES))
 def test_loader_judges_each_lie(unique_build: Path, tmp_path: Path, lie: str, stripped: bool) -> None:
@@ -110,7 +112,7 @@ def test_both_views_are_patched_where_they_part(unique_build: Path, tmp_path: Pa
     saying which, and the warning says where each is."""
     a, _ = lied_pair(unique_build, tmp_path, "copied-dynsym", stripped=True)
     before = a.read_bytes()
-    proc = run_cli("unique", "--json", str(a), check=True)
+    proc = run_main("unique", "--json", str(a), check=True)
     entry = cli_json(proc.stdout)["files"][0]
     tables = {s["table"] for s in entry["symbols"]}
     assert ".dynsym" in tables and len(tables) == 2, tables
@@ -131,6 +133,7 @@ def test_a_section_grown_over_the_strings_is_not_edited(unique_build: Path, tmp_
     assert table.end <= table.str_offset
 
 
+@pytest.mark.cross  # needs qemu-user
 @pytest.mark.parametrize("arch", sorted(CROSS_ARCHES))
 def test_loader_judges_lies_under_qemu(cross_build: Path, tmp_path: Path, arch: str) -> None:
     prefix, qemu = CROSS_ARCHES[arch]
@@ -148,7 +151,7 @@ def test_honest_files_have_no_warnings(unique_build: Path) -> None:
     for name in ("libholder_v1.so", "holder_v1.o", "unique_exe"):
         code, entry = check_json(unique_build / name)
         assert code == 1 and entry["warnings"] == [], (name, entry)
-    proc = run_cli("unique", "--check", str(unique_build / "libholder_v1.so"))
+    proc = run_main("unique", "--check", str(unique_build / "libholder_v1.so"))
     assert "warning" not in proc.stdout
 
 
@@ -216,6 +219,8 @@ def readelf_d_unique(path: Path) -> set[str]:
 NO_ORACLE = {"grow-dynsym"}
 
 
+@pytest.mark.slow  # the lies x targets matrix
+@pytest.mark.cross  # needs clang++ and ld.lld, every target
 @pytest.mark.parametrize("lie", sorted(set(LOADER_LIES) - NO_ORACLE) + sorted(EXTENDED))
 @pytest.mark.parametrize("target", CLANG_TARGETS)
 def test_loader_view_matches_lief_and_readelf(clang_libs: dict[str, Path], tmp_path: Path, target: str,
@@ -234,7 +239,7 @@ def test_loader_view_matches_lief_and_readelf(clang_libs: dict[str, Path], tmp_p
         assert readelf_d_unique(path) == UNIQUE_NAMES
     code, _ = check_json(path)
     assert code == 1
-    run_cli("unique", str(path), check=True)
+    run_main("unique", str(path), check=True)
     if lief_judges:
         assert not [n for n, b in lief_dynamic(path) if b == STB_GNU_UNIQUE]
     if readelf_judges:
@@ -254,7 +259,7 @@ def test_extended_numbering_is_read(unique_build: Path, tmp_path: Path, lie: str
     rows = {(s["table"], s["name"]) for s in entry["symbols"]}
     assert rows == {(t, n) for t in (".dynsym", ".symtab") for n in UNIQUE_NAMES}
     assert readelf.count(" UNIQUE ") == len(rows)
-    run_cli("unique", str(a), str(b), check=True)
+    run_main("unique", str(a), str(b), check=True)
     assert " UNIQUE " not in subprocess.run(["readelf", "-sW", str(a)], capture_output=True, text=True).stdout
     if lie == "shnum-extended":
         values, pinned = run_loader(unique_build / "unique_driver", a, b)

@@ -86,6 +86,7 @@ def test_fixtures_match_pyelftools(unique_build: Path) -> None:
         assert ours(path) == pyelftools_tables(path), path
 
 
+@pytest.mark.cross  # needs the cross fixtures
 def test_cross_fixtures_match_pyelftools(cross_build: Path) -> None:
     """Both ELF classes and byte orders: i686, aarch64, ppc64 (big-endian) and s390x."""
     files = [f for f in fixture_files(cross_build) if Path(f).parent.name in CROSS_ARCHES]
@@ -94,6 +95,7 @@ def test_cross_fixtures_match_pyelftools(cross_build: Path) -> None:
         assert ours(path) == pyelftools_tables(path), path
 
 
+@pytest.mark.slow  # whole system directories
 def test_system_libraries_match_pyelftools_and_readelf() -> None:
     files = system_elves()
     assert files
@@ -127,6 +129,7 @@ def test_fixtures_match_lief(unique_build: Path) -> None:
             assert got == [int(b) if not hasattr(b, "value") else b.value for b in want], path
 
 
+@pytest.mark.slow  # whole system directories
 def test_system_libraries_match_lief() -> None:
     lief = pytest.importorskip("lief")
     files = [p for p in system_elves(40) if os.path.getsize(p) < 8 << 20][:20]

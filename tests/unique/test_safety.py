@@ -127,6 +127,7 @@ def test_killed_run_leaves_original_or_patched(lib: Path, tmp_path: Path, phase:
     assert lib.read_bytes() == patched and temps(lib.parent) == []
 
 
+@pytest.mark.slow  # runs at once
 def test_two_runs_at_once_patch_exactly_once(lib: Path, tmp_path: Path) -> None:
     original = lib.read_bytes()
     expected = tmp_path / "expected.so"

@@ -7,7 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CROSS_ARCHES, NATIVE, require_tool, run_cli
+from conftest import CROSS_ARCHES, NATIVE, require_tool
+from helpers import run_main
 from jsonschema_check import cli_json
 
 from unique.helpers import drop_section_headers, run_driver
@@ -41,7 +42,7 @@ def test_no_section_headers(unique_build: Path, tmp_path: Path, hash_style: str)
                                                         text=True).stdout
     driver = unique_build / "unique_driver"
     assert run_driver(driver, a, b)["shared"] == "yes", "glibc loads files without section headers"
-    doc = cli_json(run_cli("unique", "--json", str(a), str(b), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", str(a), str(b), check=True).stdout)
     for entry in doc["files"]:
         assert {(s["table"], s["name"]) for s in entry["symbols"]} == {
             (".dynsym", "_ZN6HolderIiE5valueE"), (".dynsym", "_ZZ7countervE1c")}
@@ -61,7 +62,7 @@ def test_sysv_osabi_is_still_unique_to_glibc(unique_build: Path, tmp_path: Path)
     set_osabi(b, 0)
     driver = unique_build / "unique_driver"
     assert run_driver(driver, a, b)["a.resident"] == "yes", "glibc marks a SYSV file NODELETE too"
-    doc = cli_json(run_cli("unique", "--json", str(a), str(b), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", str(a), str(b), check=True).stdout)
     assert doc["summary"]["patched"] == 8
     assert run_driver(driver, a, b)["a.resident"] == "no"
 
@@ -72,21 +73,21 @@ def test_other_osabi_is_left_alone(unique_build: Path, tmp_path: Path, osabi: in
     shutil.copy(unique_build / "libholder_v1.so", lib)
     set_osabi(lib, osabi)
     before = lib.read_bytes()
-    proc = run_cli("unique", "--json", str(lib))
+    proc = run_main("unique", "--json", str(lib))
     assert proc.returncode == 0
     (entry,) = cli_json(proc.stdout)["files"]
     assert entry["status"] == "skipped" and f"EI_OSABI {osabi}" in entry["reason"]
     assert cli_json(proc.stdout)["summary"]["skipped"] == 1
     assert lib.read_bytes() == before
-    assert "skipped: EI_OSABI" in run_cli("unique", str(lib)).stdout
-    assert run_cli("unique", "--check", str(lib)).returncode == 0
+    assert "skipped: EI_OSABI" in run_main("unique", str(lib)).stdout
+    assert run_main("unique", "--check", str(lib)).returncode == 0
 
 
 def test_debian_libcc1_is_a_sysv_file_with_a_unique_symbol() -> None:
     lib = Path("/usr/lib/x86_64-linux-gnu/libcc1.so.0")
     if not lib.exists():
         pytest.skip("libcc1.so.0 is not installed")
-    doc = cli_json(run_cli("unique", "--dry-run", "--json", str(lib)).stdout)
+    doc = cli_json(run_main("unique", "--dry-run", "--json", str(lib)).stdout)
     assert lib.read_bytes()[7] == 0
     readelf = subprocess.run(["readelf", "-sW", str(lib)], capture_output=True, text=True).stdout
     assert doc["summary"]["unique"] == readelf.count("<OS specific>: 10") > 0
@@ -95,6 +96,7 @@ def test_debian_libcc1_is_a_sysv_file_with_a_unique_symbol() -> None:
 QEMU_SYSROOT = {arch: f"/usr/{triple}" for arch, (triple, _) in CROSS_ARCHES.items()}
 
 
+@pytest.mark.cross  # needs the cross toolchains and qemu-user
 @pytest.mark.parametrize("arch", sorted(CROSS_ARCHES))
 @pytest.mark.parametrize("no_shdr", [False, True], ids=["sections", "no-sections"])
 def test_cross_architecture(arch: str, no_shdr: bool, tmp_path: Path) -> None:
@@ -109,7 +111,7 @@ def test_cross_architecture(arch: str, no_shdr: bool, tmp_path: Path) -> None:
     prefix = (qemu, "-L", QEMU_SYSROOT[arch])
     before = run_driver(build / "unique_driver", a, b, prefix)
     assert (before["b.value"], before["shared"], before["a.resident"]) == ("1", "yes", "yes")
-    doc = cli_json(run_cli("unique", "--json", str(a), str(b), check=True).stdout)
+    doc = cli_json(run_main("unique", "--json", str(a), str(b), check=True).stdout)
     assert doc["summary"]["patched"] == (4 if no_shdr else 8)
     after = run_driver(build / "unique_driver", a, b, prefix)
     assert (after["b.value"], after["shared"], after["a.resident"], after["b.resident"]) == ("2", "no", "no", "no")
