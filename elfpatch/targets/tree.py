@@ -42,7 +42,7 @@ from typing import Iterable, NamedTuple
 from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line, warn
 from elfpatch.fs import teststop
 from elfpatch.fs.commit import before_install
-from elfpatch.fs.journal import MAX_JOURNAL, Journal, is_journal, trusted  # noqa: F401 - their old home: here
+from elfpatch.fs.journal import Journal, is_journal, trusted
 from elfpatch.fs.relink import DIFFERS, DONE, FAILED, SWITCHED, Links, open_file, remove_link, switch_name
 from elfpatch.fs.source import Place
 from elfpatch.fs.temps import JOURNAL_RE, LIVE, STALE, TEMP_RE, UNMARKED, temp_state
@@ -55,7 +55,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from elfpatch.targets import ProgressEvents
 
-_trusted_journal = trusted  # its name when the journal lived here
 
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16

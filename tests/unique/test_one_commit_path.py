@@ -33,7 +33,7 @@ def test_the_tree_walk_has_no_commit_protocol_of_its_own() -> None:
     assert called(PACKAGE / "targets" / "tree.py") & PROTOCOL == set()
 
 
-OPENERS = ["write.py", "source.py", "targets/__init__.py", "targets/tree.py", "fs/temps.py", "fs/journal.py",
+OPENERS = ["fs/commit.py", "fs/source.py", "targets/__init__.py", "targets/tree.py", "fs/temps.py", "fs/journal.py",
            "fs/relink.py"]
 
 

@@ -125,7 +125,7 @@ def test_an_oversized_journal_is_never_trusted(tmp_path: Path) -> None:
     """Guarantee: a count from a file is bounded before use. A journal-named file past MAX_JOURNAL bytes (ours
     by every other sign: a regular file of this user, mode 0600, one name, unlocked) is not replayed, so its
     size never decides how much a run reads or pads."""
-    from elfpatch.targets.tree import MAX_JOURNAL, _trusted_journal
+    from elfpatch.fs.journal import MAX_JOURNAL, trusted
 
     name = ".elfpatch-0123456789abcdef.links"
     path = tmp_path / name
@@ -133,9 +133,9 @@ def test_an_oversized_journal_is_never_trusted(tmp_path: Path) -> None:
     path.chmod(0o600)
     dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        assert _trusted_journal(dfd, name) is None
+        assert trusted(dfd, name) is None
         path.write_bytes(b'{"journal": "elfpatch-links"}'.ljust(MAX_JOURNAL))  # at the bound: trusted
-        fd = _trusted_journal(dfd, name)
+        fd = trusted(dfd, name)
         assert fd is not None
         os.close(fd)
     finally:

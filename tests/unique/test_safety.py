@@ -14,6 +14,7 @@ from conftest import run_cli
 
 import elfpatch
 from elfpatch.fs import commit as write
+from elfpatch.fs import temps as fs_temps
 from unique.helpers import temps
 
 
@@ -57,7 +58,7 @@ def stale_temp(directory: Path, hexname: str = "0123456789abcdef") -> Path:
     p = directory / f".elfpatch-{hexname}.tmp"
     p.write_bytes(b"half written")
     try:
-        os.setxattr(p, write.TEMP_MARK, write.TEMP_MARK_VALUE)
+        os.setxattr(p, fs_temps.TEMP_MARK, fs_temps.TEMP_MARK_VALUE)
     except OSError as exc:
         pytest.skip(f"no user extended attributes here: {exc.strerror}")
     return p
@@ -166,11 +167,11 @@ def test_named_temp_where_o_tmpfile_is_missing_is_locked_and_removed(lib: Path, 
             seen["name"] = name
             dfd = os.open(lib.parent, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                seen["removed"] = write.clean_stale_temps(dfd)
+                seen["removed"] = fs_temps.clean_stale_temps(dfd)
             finally:
                 os.close(dfd)
 
     monkeypatch.setattr(write.teststop, "stop", at)
     elfpatch.patch(lib)
-    assert write.TEMP_RE.match(seen["name"]) and seen["locked"] and seen["removed"] == []
+    assert fs_temps.TEMP_RE.match(seen["name"]) and seen["locked"] and seen["removed"] == []
     assert lib.read_bytes() == expected.read_bytes() and temps(lib.parent) == []
