@@ -1,11 +1,19 @@
 """The symbols at addresses, from one symbol table: the one symbolizer. At each address the best function
-symbol (a function, STT_FUNC or STT_GNU_IFUNC, before an untyped STT_NOTYPE one; then a global or weak one
-before a local one; ARM/AArch64 mapping symbols ``$x``/``$d`` and local labels ``.L`` name nothing), and the
-data objects (STT_OBJECT). Undefined entries are dropped.
+symbol, by one rule for every user (the `inits` listing, the --siof/--dtors analysis):
 
-Column by column at C speed: st_info classifies every entry through one translate(), itertools.compress keeps
-the wanted entries, and nothing loops in Python per symbol (a 530k-symbol table costs a few tenths of a
-second); a name is decoded only when it is asked for.
+1. a function (STT_FUNC or STT_GNU_IFUNC) before an untyped (STT_NOTYPE) symbol;
+2. then a global or weak symbol before a local one;
+3. then, among aliases of one rank (``__attribute__((alias))``, a C++ constructor's C1/C2 or destructor's
+   D1/D2 names), the entry latest in the table. The linker's order of aliases means nothing in itself; the
+   rule is kept because --siof/--dtors have always named by it (the `inits` listing used to take the first);
+
+and data objects (STT_OBJECT, the latest entry at an address) apart. Named nothing, so never chosen: undefined
+entries (st_shndx 0), unnamed ones (st_name 0), ARM/AArch64 mapping symbols ``$x``/``$d`` and local labels ``.L``.
+
+Column by column at C speed: st_info classifies every entry through one translate(), st_name's and st_shndx's
+bytes (strided slices of the table) drop the unnamed and undefined ones, itertools.compress keeps the wanted
+entries, and nothing loops in Python per symbol (a 530k-symbol table costs a few tenths of a second); a name is
+decoded only when it is asked for.
 """
 from __future__ import annotations
 
@@ -43,6 +51,15 @@ _ONLY = {c: bytes(1 if b == c else 0 for b in range(256)) for c in range(1, 6)}
 _NONZERO = bytes([0] + [255] * 255)
 
 
+def _nonzero(blob: bytes, ent: int, n: int, offset: int, width: int) -> int:
+    """Byte i is 0xFF when entry i's field of ``width`` bytes at ``offset`` is not zero, else 0: its bytes'
+    strided slices OR-ed, whatever the byte order."""
+    column = 0
+    for k in range(offset, offset + width):
+        column |= int.from_bytes(blob[k::ent], "little")
+    return int.from_bytes(column.to_bytes(n, "little").translate(_NONZERO), "little")
+
+
 class TableSymbols:
     """One table's symbols by address: ``functions`` (address -> index of the best function symbol there),
     ``objects`` (address -> index of a data object there), and each entry's ``st_name`` and ``st_size``."""
@@ -54,11 +71,9 @@ class TableSymbols:
         ent, n = table.entsize, table.count
         blob = elf.read(table.offset, n * ent)
         info = table.info_bytes()
-        sh = ST_SHNDX_OFFSET[elf.elfclass]  # undefined entries (st_shndx 0) are dropped
-        shndx = int.from_bytes(blob[sh::ent], "little") | int.from_bytes(blob[sh + 1::ent], "little")
-        defined = shndx.to_bytes(n, "little").translate(_NONZERO)
-        classes = (int.from_bytes(info.translate(_CLASS), "little")
-                   & int.from_bytes(defined, "little")).to_bytes(n, "little")
+        # Undefined (st_shndx 0) and unnamed (st_name 0, at offset 0 in both classes) entries are dropped.
+        kept = _nonzero(blob, ent, n, ST_SHNDX_OFFSET[elf.elfclass], 2) & _nonzero(blob, ent, n, 0, 4)
+        classes = (int.from_bytes(info.translate(_CLASS), "little") & kept).to_bytes(n, "little")
         names: Sequence[int]
         values: Sequence[int]
         sizes: Sequence[int]

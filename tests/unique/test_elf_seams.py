@@ -8,11 +8,12 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import require_tool
 
 import elfpatch
 from elfpatch.elf import const
-from elfpatch.elf.file import ElfFile
+from elfpatch.elf.file import ElfFile, SymbolTable
 from elfpatch.elf.loadorder import MULTIARCH, PLATFORM
 
 PACKAGE = Path(elfpatch.__file__).parent
@@ -175,3 +176,87 @@ def test_the_symbolizer_ranks_functions_before_untyped_and_global_before_local(t
     assert syms["data_object"].st_value in symbols.objects and syms["data_object"].st_value not in at
     wanted = {syms["untyped"].st_value, syms["data_object"].st_value}
     assert symbols.function_names(wanted) == {syms["untyped"].st_value: "local_typed"}
+
+
+# A constructor with global, weak and local aliases at its address; a local constructor with a local alias
+# (in .symtab only, so no .dynsym name stands in for it).
+ALIASES_C = """
+__attribute__((constructor)) void ctor(void) {}
+void ctor_alias(void) __attribute__((alias("ctor")));
+void ctor_weak(void) __attribute__((weak, alias("ctor")));
+static void ctor_local(void) __attribute__((alias("ctor"), used));
+__attribute__((constructor)) static void local_ctor(void) {}
+static void local_alias(void) __attribute__((alias("local_ctor"), used));
+"""
+
+
+def _aliases_library(tmp_path: Path, elfclass: int) -> Path:
+    require_tool("gcc", packages="gcc")
+    (tmp_path / "a.c").write_text(ALIASES_C)
+    lib = tmp_path / f"liba{elfclass}.so"
+    flags = ["-m32", "-nostdlib"] if elfclass == 32 else []  # no 32-bit C library needed: nothing is called
+    run = subprocess.run(["gcc", "-shared", "-fPIC", "-O0", *flags, "-o", str(lib), str(tmp_path / "a.c")],
+                         capture_output=True, text=True)
+    if run.returncode and elfclass == 32:
+        pytest.skip(f"gcc cannot build an ELFCLASS32 library here: {run.stderr.strip()[-200:]}")
+    assert run.returncode == 0, run.stderr
+    assert ElfFile(lib.read_bytes(), str(lib)).elfclass == elfclass
+    return lib
+
+
+def _functions_at(table: SymbolTable, name: str) -> tuple[int, list[tuple[int, str, bool]]]:
+    """``name``'s address and the defined function entries there: (index, name, local), in table order."""
+    rows = list(table.entries())
+    addr = next(r.st_value for i, r in enumerate(rows) if table.symbol(i).name == name)
+    return addr, [(i, table.symbol(i).name, const.st_bind(r.st_info) == const.STB_LOCAL)
+                  for i, r in enumerate(rows) if r.st_value == addr and r.st_shndx
+                  and const.st_type(r.st_info) == const.STT_FUNC]
+
+
+def _names_at(lib: Path, addr: int) -> tuple[str | None, str | None, str | None]:
+    """The name at ``addr`` from the symbolizer, from the Image the --siof/--dtors analysis reads, and in the
+    `inits` listing."""
+    from elfpatch.elf.symbolize import TableSymbols
+    from elfpatch.inits.image import Image
+    from elfpatch.inits.order import list_initializers
+
+    elf = ElfFile(lib.read_bytes(), str(lib))
+    table = next(t for t in elf.symbol_tables() if t.name == ".symtab")
+    index = TableSymbols(table).functions.get(addr)
+    listed = [e["symbol"] for e in list_initializers(str(lib))["init"] if e["address"] == addr]
+    assert len(listed) == 1
+    return (table.symbol(index).name if index is not None else None), Image(elf).function_name(addr), listed[0]
+
+
+@pytest.mark.parametrize("elfclass", [64, 32])
+def test_aliases_are_named_by_the_latest_global_entry_in_the_listing_and_the_analysis(
+        tmp_path: Path, elfclass: int) -> None:
+    """Aliases of one rank at one address: the entry latest in the table names it, for the `inits` listing as
+    for --siof/--dtors (which have named by that rule; the listing used to take the first); a local alias
+    never beats a global or weak one."""
+    lib = _aliases_library(tmp_path, elfclass)
+    elf = ElfFile(lib.read_bytes(), str(lib))
+    addr, at = _functions_at(next(t for t in elf.symbol_tables() if t.name == ".symtab"), "ctor")
+    exported = [name for _i, name, local in at if not local]
+    assert len(exported) == 3 and any(local for *_x, local in at)  # ctor, ctor_alias, ctor_weak; ctor_local
+    assert _names_at(lib, addr) == (exported[-1],) * 3  # not exported[0], the first entry
+
+
+@pytest.mark.parametrize("elfclass", [64, 32])
+def test_an_unnamed_function_entry_never_names_its_address(tmp_path: Path, elfclass: int) -> None:
+    """A function entry without a name (st_name 0) sharing its address with a named constructor gives way to
+    it: the listing printed "?" for the constructor and the analysis an empty name."""
+    lib = _aliases_library(tmp_path, elfclass)
+    data = bytearray(lib.read_bytes())
+    table = next(t for t in ElfFile(bytes(data), str(lib)).symbol_tables() if t.name == ".symtab")
+    addr, at = _functions_at(table, "local_ctor")
+    assert [name for _i, name, _local in at] in (["local_ctor", "local_alias"], ["local_alias", "local_ctor"])
+    latest, kept = at[-1][0], at[0][1]  # the entry that names the address, and the alias left
+    start = table.offset + latest * table.entsize  # st_name: the entry's first 4 bytes in both classes
+    data[start:start + 4] = bytes(4)
+    crafted = tmp_path / "unnamed.so"
+    crafted.write_bytes(data)
+    rows = list(ElfFile(bytes(data), str(crafted)).symbol_tables())
+    assert next(t for t in rows if t.name == ".symtab").entry(latest).st_name == 0
+    assert _names_at(crafted, addr) == (kept,) * 3
+    assert _names_at(lib, addr) == (at[-1][1],) * 3  # untouched, the latest entry names it
