@@ -78,57 +78,45 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     """(entries, loads, errors) over ``args.paths``: one entry per file (a directory's ELF files), status
     "listed" or "error" (a file that fails has no listing; one whose load (--deps) fails keeps its listing;
     a tree that cannot be walked is its PATH's); each error is on stderr too."""
+    from elfpatch.inits.entry import file_entry, mark_failed
     from elfpatch.targets import Exclude
     from elfpatch.targets.elftree import elf_paths
-    from elfpatch.warnlog import WarningLog, warnings_of
 
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
     for path, walk_error in elf_paths(args.paths, Exclude(args.exclude)):
-        with WarningLog() as log:  # what was logged before a failure stays in the failed file's warnings
-            try:
-                if walk_error is not None:
-                    raise walk_error
-                entry = {"path": path, "status": "listed", "error": None, **_listing(path, args)}
-            except ElfPatchError as exc:
-                entry = _failed({"path": path, "status": "error", "error": None,
-                                 "warnings": warnings_of(log, path)}, path, exc)
+        entry, exc = file_entry(path, walk_error, lambda p: _listing(p, args))
+        if exc is not None:
+            _say(path, exc)
         files.append(entry)
-        if args.deps and entry["error"] is None:
+        if args.deps and exc is None:
             try:
                 loads.append(_load(path, entry))
-            except ElfPatchError as exc:
-                _failed(entry, path, exc)
+            except ElfPatchError as load_error:
+                _say(path, load_error)
+                mark_failed(entry, path, load_error)
     return files, loads, sum(f["status"] == "error" for f in files)
 
 
-def _failed(entry: dict[str, Any], path: str, exc: ElfPatchError) -> dict[str, Any]:
-    """``entry`` marked failed by ``exc`` (its stderr line printed): the message names another file (a
-    dependency) when the error is about that one."""
+def _say(path: str, exc: ElfPatchError) -> None:
     print(error_line(exc.path or path, exc.message), file=sys.stderr)
-    other = exc.path is not None and exc.path != path
-    entry.update(status="error", error=f"{exc.path}: {exc.message}" if other else exc.message)
-    return entry
 
 
 def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
     """One file's initializers, with the disassembly's findings when a flag asks for them."""
     from elfpatch.inits.order import list_initializers
-    from elfpatch.warnlog import WarningLog, warnings_of
 
-    with WarningLog() as log:  # also on stderr; the JSON's "warnings" must not miss them
-        listing = list_initializers(path)
-        if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
-            from elfpatch.inits.analysis import analyze_path  # imports capstone: only for these flags
+    listing = list_initializers(path)
+    if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
+        from elfpatch.inits.analysis import analyze_path  # imports capstone: only for these flags
 
-            before = None
-            if args.deps:  # reads of what earlier objects of the load define are ordered by it
-                from elfpatch.inits.deporder import defined_before
+        before = None
+        if args.deps:  # reads of what earlier objects of the load define are ordered by it
+            from elfpatch.inits.deporder import defined_before
 
-                before = defined_before(path)
-            analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
-                         siof=args.siof or bool(args.fail_on), before=before)
-    listing["warnings"] = list(dict.fromkeys(listing["warnings"] + warnings_of(log, path)))
+            before = defined_before(path)
+        analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
+                     siof=args.siof or bool(args.fail_on), before=before)
     return listing
 
 
