@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from elfpatch.commands.options import Count
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
 from elfpatch.report import envelope, write_document
+
+if TYPE_CHECKING:
+    from elfpatch.elf.loadorder import Load
 
 HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
@@ -78,6 +81,8 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     """(entries, loads, errors) over ``args.paths``: one entry per file (a directory's ELF files), status
     "listed" or "error" (a file that fails has no listing; one whose load (--deps) fails keeps its listing;
     a tree that cannot be walked is its PATH's); each error is on stderr too."""
+    from functools import partial
+
     from elfpatch.inits.entry import file_entry, mark_failed
     from elfpatch.targets import Exclude
     from elfpatch.targets.elftree import elf_paths
@@ -85,13 +90,14 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
     for path, walk_error in elf_paths(args.paths, Exclude(args.exclude)):
-        entry, exc = file_entry(path, walk_error, lambda p: _listing(p, args))
+        load_of = _LoadOnce(path)
+        entry, exc = file_entry(path, walk_error, partial(_listing, args=args, load_of=load_of))
         if exc is not None:
             _say(path, exc)
         files.append(entry)
         if args.deps and exc is None:
             try:
-                loads.append(_load(path, entry))
+                loads.append(_load(path, entry, load_of()))
             except ElfPatchError as load_error:
                 _say(path, load_error)
                 mark_failed(entry, path, load_error)
@@ -102,7 +108,30 @@ def _say(path: str, exc: ElfPatchError) -> None:
     print(error_line(exc.path or path, exc.message), file=sys.stderr)
 
 
-def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
+class _LoadOnce:
+    """The load of one file (--deps), resolved at most once: the analysis's order of reads and the whole load's
+    listing share it; a failure is kept and raised again."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._load: Load | None = None
+        self._error: ElfPatchError | None = None
+
+    def __call__(self) -> Load:
+        if self._error is not None:
+            raise self._error
+        if self._load is None:
+            from elfpatch.elf.loadorder import resolve
+
+            try:
+                self._load = resolve(self.path)
+            except ElfPatchError as exc:
+                self._error = exc
+                raise
+        return self._load
+
+
+def _listing(path: str, args: argparse.Namespace, load_of: _LoadOnce) -> dict[str, Any]:
     """One file's initializers, with the disassembly's findings when a flag asks for them."""
     from elfpatch.inits.order import list_initializers
 
@@ -114,7 +143,10 @@ def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
         if args.deps:  # reads of what earlier objects of the load define are ordered by it
             from elfpatch.inits.deporder import defined_before
 
-            before = defined_before(path)
+            try:
+                before = defined_before(load_of())
+            except ElfPatchError:
+                before = None  # an unresolved load orders nothing; the whole load's listing says why
         analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
                      siof=args.siof or bool(args.fail_on), before=before)
     return listing
@@ -138,12 +170,10 @@ def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summa
     return gate
 
 
-def _load(path: str, listing: dict[str, Any]) -> dict[str, Any]:
+def _load(path: str, listing: dict[str, Any], load: Load) -> dict[str, Any]:
     """The whole load of ``path``: its objects, and every initializer and finalizer in execution order."""
-    from elfpatch.elf.loadorder import resolve
     from elfpatch.inits.order import list_initializers
 
-    load = resolve(path)
     listings = [listing] + [list_initializers(o.info.path) for o in load.objects[1:]]
     init: list[dict[str, Any]] = []
     order = list(load.init_order)
