@@ -57,7 +57,7 @@ from elfpatch.fs.relink import (
     take_changed,
 )
 from elfpatch.fs.source import Place
-from elfpatch.fs.temps import JOURNAL_RE, LIVE, STALE, TEMP_RE, UNMARKED, temp_state
+from elfpatch.fs.temps import JOURNAL_RE, LIVE, PROBABLE_TEMP, STALE, TEMP_RE, UNMARKED, temp_state
 from elfpatch.report import ERROR, FileReport
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
@@ -72,12 +72,6 @@ _trusted_journal = trusted  # its name when the journal lived here
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
 PARALLEL_MIN_BYTES = 32 << 20
-
-# A file named like our temp, with no lock on it, where the file system keeps no marker: reported like any
-# input (it may be anyone's), never removed; the user is told what it probably is.
-PROBABLE_TEMP = ("named like an elfpatch temp, and its file system keeps no extended attributes to mark ours: "
-                 "probably the temp of a killed run (no run holds it); reported as an input and never removed, "
-                 "delete it if it is one")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
