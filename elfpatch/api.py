@@ -135,15 +135,9 @@ def _elf_paths(paths: Paths, exclude: Globs) -> list[tuple[str, ElfPatchError | 
 
 def _entry(path: str, walk_error: ElfPatchError | None, raise_errors: bool) -> dict[str, Any]:
     """One ``files`` entry of `inits --json` for ``path`` (the warnings logged before a failure kept)."""
-    from elfpatch.inits.order import list_initializers as listing_of
-    from elfpatch.warnlog import WarningLog, warnings_of
+    from elfpatch.inits.entry import file_entry
 
-    with WarningLog() as log:
-        try:
-            if walk_error is not None:
-                raise walk_error
-            return {"path": path, "status": "listed", "error": None, **listing_of(path)}
-        except ElfPatchError as exc:
-            if raise_errors:
-                raise
-            return {"path": path, "status": "error", "error": exc.message, "warnings": warnings_of(log, path)}
+    entry, exc = file_entry(path, walk_error)
+    if exc is not None and raise_errors:
+        raise exc
+    return entry

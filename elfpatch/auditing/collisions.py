@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
@@ -22,6 +21,7 @@ from elfpatch.elf.const import SHN_UNDEF, ST_SHNDX_OFFSET, STT_FUNC, STT_GNU_IFU
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.symbols import demangle, unique_indexes
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ParseError
+from elfpatch.fs.regular import open_at
 from elfpatch.report import ERROR, SKIPPED, FileReport, envelope
 from elfpatch.targets import CHECK, Exclude, Job
 from elfpatch.targets.dispatch import process
@@ -183,16 +183,15 @@ def _collision_json(c: Collision) -> dict[str, Any]:
 
 
 def _file_digest(path: str, size: int) -> bytes | None:
-    """The digest of the file at ``path`` if it is still a regular file of ``size`` bytes (O_NONBLOCK: a
-    FIFO put there since the scan must not hang the run), else None."""
+    """The digest of the file at ``path`` if it is still a regular file of ``size`` bytes (open_at: a FIFO put
+    there since the scan must not hang the run), else None."""
     h = hashlib.blake2b(digest_size=20)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        fd, st = open_at(path, follow=True)
+    except OSError:  # NotRegular too
         return None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+        if st.st_size != size:
             return None
         offset = 0
         while offset < size:

@@ -19,14 +19,21 @@ from typing import Sequence
 from elfpatch.targets import kind_of, read_head
 
 
-def _unique_options() -> dict[str, bool]:
-    """Each option string of `elfpatch unique` -> whether it takes a value, read from its parser."""
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """`elfpatch unique` under a root named as the CLI's, so that its usage errors read the same: (the root, the
+    `unique` subparser whose options the splitter reads). Built once per run: the splitter and the run share it."""
+    from elfpatch.commands.helpformat import formatter
     from elfpatch.commands.unique import register
 
-    sub = argparse.ArgumentParser().add_subparsers()
+    parser = argparse.ArgumentParser(prog="elfpatch", formatter_class=formatter())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     register(sub)
-    parser = sub.choices["unique"]
-    return {opt: a.nargs != 0 for a in parser._actions for opt in a.option_strings}
+    return parser, sub.choices["unique"]
+
+
+def _unique_options(unique: argparse.ArgumentParser) -> dict[str, bool]:
+    """Each option string of `elfpatch unique` -> whether it takes a value, read from its parser."""
+    return {opt: a.nargs != 0 for a in unique._actions for opt in a.option_strings}
 
 
 def _takes_value(arg: str, options: dict[str, bool]) -> bool:
@@ -40,12 +47,12 @@ def _takes_value(arg: str, options: dict[str, bool]) -> bool:
     return len(matches) == 1 and options[matches[0]]
 
 
-def split(args: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(options, target files) of the hook's arguments: an option's value is never taken for a file; after
-``--`` no argument is an option."""
+def split(args: Sequence[str], unique: argparse.ArgumentParser | None = None) -> tuple[list[str], list[str]]:
+    """(options, target files) of the hook's arguments, told apart by ``unique`` (`elfpatch unique`'s parser,
+built when not given): an option's value is never taken for a file; after ``--`` no argument is an option."""
     options: list[str] = []
     files: list[str] = []
-    known = _unique_options()
+    known = _unique_options(unique if unique is not None else _parser()[1])
     value_next = only_paths = False
     for arg in args:
         if value_next:
@@ -69,23 +76,14 @@ def _is_target(path: str) -> bool:
         return True  # let elfpatch say why it cannot be read
 
 
-def _parser() -> argparse.ArgumentParser:
-    """`elfpatch unique` under a root named as the CLI's, so that its usage errors read the same."""
-    from elfpatch.commands.helpformat import formatter
-    from elfpatch.commands.unique import register
-
-    parser = argparse.ArgumentParser(prog="elfpatch", formatter_class=formatter())
-    register(parser.add_subparsers(dest="command", metavar="COMMAND"))
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     from elfpatch.commands.run import run
 
-    options, files = split(sys.argv[1:] if argv is None else argv)
+    parser, unique = _parser()
+    options, files = split(sys.argv[1:] if argv is None else argv, unique)
     if not files:
         return 0
-    return run(_parser(), ["unique", "--check", *options, *files])
+    return run(parser, ["unique", "--check", *options, *files])
 
 
 if __name__ == "__main__":

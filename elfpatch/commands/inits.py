@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from elfpatch.commands.options import Count
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
 from elfpatch.report import envelope, write_document
+
+if TYPE_CHECKING:
+    from elfpatch.elf.loadorder import Load
 
 HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
@@ -80,58 +83,75 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     directory's ELF files), status "listed" or "error" (a file that fails has no listing; one whose load
     (--deps) fails keeps its listing; a tree that cannot be walked is its PATH's); each error is on stderr
     too, and so is an --exclude glob that matched nothing (the warnings)."""
+    from functools import partial
+
+    from elfpatch.inits.entry import file_entry, mark_failed
     from elfpatch.targets import Exclude
     from elfpatch.targets.elftree import elf_paths
-    from elfpatch.warnlog import WarningLog, warnings_of
 
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
     exclude = Exclude(args.exclude)
     for path, walk_error in elf_paths(args.paths, exclude):
-        with WarningLog() as log:  # what was logged before a failure stays in the failed file's warnings
-            try:
-                if walk_error is not None:
-                    raise walk_error
-                entry = {"path": path, "status": "listed", "error": None, **_listing(path, args)}
-            except ElfPatchError as exc:
-                entry = _failed({"path": path, "status": "error", "error": None,
-                                 "warnings": warnings_of(log, path)}, path, exc)
+        load_of = _LoadOnce(path)
+        entry, exc = file_entry(path, walk_error, partial(_listing, args=args, load_of=load_of))
+        if exc is not None:
+            _say(path, exc)
         files.append(entry)
-        if args.deps and entry["error"] is None:
+        if args.deps and exc is None:
             try:
-                loads.append(_load(path, entry))
-            except ElfPatchError as exc:
-                _failed(entry, path, exc)
+                loads.append(_load(path, entry, load_of()))
+            except ElfPatchError as load_error:
+                _say(path, load_error)
+                mark_failed(entry, path, load_error)
     return files, loads, sum(f["status"] == "error" for f in files), exclude.warn_unused()
 
 
-def _failed(entry: dict[str, Any], path: str, exc: ElfPatchError) -> dict[str, Any]:
-    """``entry`` marked failed by ``exc`` (its stderr line printed): the message names another file (a
-    dependency) when the error is about that one."""
+def _say(path: str, exc: ElfPatchError) -> None:
     print(error_line(exc.path or path, exc.message), file=sys.stderr)
-    other = exc.path is not None and exc.path != path
-    entry.update(status="error", error=f"{exc.path}: {exc.message}" if other else exc.message)
-    return entry
 
 
-def _listing(path: str, args: argparse.Namespace) -> dict[str, Any]:
+class _LoadOnce:
+    """The load of one file (--deps), resolved at most once: the analysis's order of reads and the whole load's
+    listing share it; a failure is kept and raised again."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._load: Load | None = None
+        self._error: ElfPatchError | None = None
+
+    def __call__(self) -> Load:
+        if self._error is not None:
+            raise self._error
+        if self._load is None:
+            from elfpatch.elf.loadorder import resolve
+
+            try:
+                self._load = resolve(self.path)
+            except ElfPatchError as exc:
+                self._error = exc
+                raise
+        return self._load
+
+
+def _listing(path: str, args: argparse.Namespace, load_of: _LoadOnce) -> dict[str, Any]:
     """One file's initializers, with the disassembly's findings when a flag asks for them."""
     from elfpatch.inits.order import list_initializers
-    from elfpatch.warnlog import WarningLog, warnings_of
 
-    with WarningLog() as log:  # also on stderr; the JSON's "warnings" must not miss them
-        listing = list_initializers(path)
-        if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
-            from elfpatch.inits.analysis import analyze_path  # imports capstone: only for these flags
+    listing = list_initializers(path)
+    if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
+        from elfpatch.inits.analysis import analyze_path  # imports capstone: only for these flags
 
-            before = None
-            if args.deps:  # reads of what earlier objects of the load define are ordered by it
-                from elfpatch.inits.deporder import defined_before
+        before = None
+        if args.deps:  # reads of what earlier objects of the load define are ordered by it
+            from elfpatch.inits.deporder import defined_before
 
-                before = defined_before(path)
-            analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
-                         siof=args.siof or bool(args.fail_on), before=before)
-    listing["warnings"] = list(dict.fromkeys(listing["warnings"] + warnings_of(log, path)))
+            try:
+                before = defined_before(load_of())
+            except ElfPatchError:
+                before = None  # an unresolved load orders nothing; the whole load's listing says why
+        analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
+                     siof=args.siof or bool(args.fail_on), before=before)
     return listing
 
 
@@ -153,12 +173,10 @@ def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summa
     return gate
 
 
-def _load(path: str, listing: dict[str, Any]) -> dict[str, Any]:
+def _load(path: str, listing: dict[str, Any], load: Load) -> dict[str, Any]:
     """The whole load of ``path``: its objects, and every initializer and finalizer in execution order."""
-    from elfpatch.elf.loadorder import resolve
     from elfpatch.inits.order import list_initializers
 
-    load = resolve(path)
     listings = [listing] + [list_initializers(o.info.path) for o in load.objects[1:]]
     init: list[dict[str, Any]] = []
     order = list(load.init_order)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import struct
 from functools import lru_cache
 from typing import Mapping, NamedTuple
@@ -44,7 +43,7 @@ from elfpatch.elf.const import (
 )
 from elfpatch.elf.file import ElfFile, parse_header
 from elfpatch.errors import ElfPatchError
-from elfpatch.fs.regular import read_regular
+from elfpatch.fs.regular import open_at, read_regular
 
 LD_SO_CACHE = "/etc/ld.so.cache"
 MAX_LD_CACHE = 64 << 20  # a cache of every library of a large system is well under 1 MB
@@ -105,13 +104,11 @@ def _first(strings: dict[int, list[str]], tag: int) -> str | None:
 
 def _arch_of(path: str) -> tuple[int, int, bool] | None:
     """(e_machine, class, little) of an ELF file, or None when it is not one (ld.so's open_verify)."""
-    try:  # O_NONBLOCK: a FIFO on a search path must not hang the search
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    try:  # without blocking (a FIFO on a search path must not hang the search), following as ld.so does
+        fd, _ = open_at(path, follow=True)
+    except OSError:  # NotRegular too: ld.so skips what is not a regular file
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         head = os.pread(fd, 64, 0)  # the ELF header, as ld.so's open_verify reads it
     except OSError:
         return None

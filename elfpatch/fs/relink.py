@@ -6,6 +6,10 @@ link of the new file atomically (a link under a temp name beside it, renamed ove
 name's rename, records the new inode just after it, and removes the journal when nothing is left (``settle``).
 ``switch_name`` re-points one name, only while it still names the old file exactly as recorded and the first
 name the new one. Which names to switch, and what to report, is the tree's (elfpatch.targets.tree).
+
+Each directory whose entries a re-pointing changed (a name, a leftover link, a journal removed) is noted
+(``changed``); with --fsync the tree fsyncs each once, at the end of its run (``fsync_dirs``), as the commit
+fsyncs the directory of its rename: a name re-pointed survives a power loss as the patched file does.
 """
 from __future__ import annotations
 
@@ -20,12 +24,52 @@ from elfpatch.fs.temps import exclusive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Callable, Iterable
 
     from elfpatch.fs.source import Place
 
 # What became of one name: already the new file, re-pointed now, left (not the recorded file), failed.
 DONE, SWITCHED, DIFFERS, FAILED = "done", "switched", "differs", "failed"
+
+# The directories (by path) whose entries this process's re-pointing changed since the tree last took them.
+_changed: set[str] = set()
+
+
+def changed(directory: str) -> None:
+    """Note that the entries of ``directory`` (a path) were changed by a re-pointing or its journal."""
+    _changed.add(directory)
+
+
+def take_changed() -> list[str]:
+    """The directories noted since the last call (a pool worker's travel back with its reports), forgotten."""
+    taken = sorted(_changed)
+    _changed.clear()
+    return taken
+
+
+def fsync_dirs(paths: Iterable[str]) -> list[tuple[str, OSError]]:
+    """fsync each directory of ``paths`` once (one reached by two paths, through a bind mount, once too); the
+    directories that could not be, with why. A directory gone since has nothing left to make durable."""
+    seen: set[tuple[int, int]] = set()
+    failed: list[tuple[str, OSError]] = []
+    for path in sorted(set(paths)):
+        try:
+            fd = os.open(path or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            failed.append((path, exc))
+            continue
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                os.fsync(fd)
+        except OSError as exc:
+            failed.append((path, exc))
+        finally:
+            os.close(fd)
+    return failed
 
 
 def open_file(place: Place) -> int:
@@ -83,7 +127,10 @@ class Links:
         except OSError:  # cannot tell how the names stand: the journal stays for the next run to judge
             j.finish(remove=False)
             return
-        j.finish(remove=not j.names_new(now) or not j.record["others"])
+        remove = not j.names_new(now) or not j.record["others"]
+        j.finish(remove=remove)
+        if remove:
+            changed(os.path.dirname(self.path))
 
 
 def switch_name(j: Journal, fp: Place, op: Place, where: str) -> tuple[str, str]:
@@ -128,6 +175,7 @@ def link_over(j: Journal, fp: Place, op: Place, where: str) -> None:
         except OSError:
             pass
         raise
+    changed(os.path.dirname(op.path))
 
 
 def remove_link(j: Journal, p: Place) -> bool:
@@ -136,4 +184,5 @@ def remove_link(j: Journal, p: Place) -> bool:
     if not j.names_new(p.lstat()):
         return False
     os.unlink(p.name, dir_fd=p.dir_fd)
+    changed(os.path.dirname(p.path))
     return True

@@ -31,6 +31,11 @@ TEMP_MARK = "user.elfpatch.temp"
 TEMP_MARK_VALUE = b"1"
 NAME_TRIES = 16
 LIVE, STALE, UNMARKED, REMOVED = "live", "stale", "unmarked", "removed"
+# A file named like our temp, with no lock on it, where the file system keeps no marker: reported like any
+# input (it may be anyone's), never removed; the user is told what it probably is.
+PROBABLE_TEMP = ("named like an elfpatch temp, and its file system keeps no extended attributes to mark ours: "
+                 "probably the temp of a killed run (no run holds it); reported as an input and never removed, "
+                 "delete it if it is one")
 _NO_XATTRS = (errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
@@ -129,6 +134,23 @@ def temp_state(dir_fd: int, name: str, *, remove: bool = False) -> str | None:
         return STALE
     finally:
         os.close(fd)
+
+
+def probable_temp(path: str) -> bool:
+    """Whether the file a PATH names (a symlink followed: the file a run reads) is named like our temp, held
+    by no run, where no marker can tell ours (``temp_state``'s UNMARKED): what a tree walk warns of in its
+    tree (PROBABLE_TEMP), said of a PATH given by name too. Costs nothing more for any other name."""
+    head, name = os.path.split(os.path.realpath(path))
+    if not TEMP_RE.match(name):
+        return False
+    try:
+        dir_fd = os.open(head or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False  # the run's own open says why
+    try:
+        return temp_state(dir_fd, name) == UNMARKED
+    finally:
+        os.close(dir_fd)
 
 
 def _unlink_if_names(dir_fd: int, name: str, st: os.stat_result) -> bool:

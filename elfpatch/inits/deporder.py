@@ -11,6 +11,10 @@ from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
 from elfpatch.fs.source import Source
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from elfpatch.elf.loadorder import Load
+
 
 def _exported(path: str) -> set[str]:
     """The names an object's dynamic symbol table defines."""
@@ -20,16 +24,13 @@ def _exported(path: str) -> set[str]:
                 if sym.st_shndx != SHN_UNDEF and sym.name}
 
 
-def defined_before(path: str) -> frozenset[str] | None:
-    """The symbols defined by the objects the load of ``path`` initializes before it (None: the load could not
-    be resolved; nothing is then taken as ordered)."""
-    from elfpatch.elf.loadorder import resolve
-
+def defined_before(load: Load) -> frozenset[str] | None:
+    """The symbols defined by the objects ``load`` initializes before its root (None: one of them could not be
+    read; nothing is then taken as ordered). The caller resolves the load once (`inits --deps` lists it too)."""
+    order = list(load.init_order)
+    earlier = order[: order.index(0)] if 0 in order else []
+    names: set[str] = set()
     try:
-        load = resolve(path)
-        order = list(load.init_order)
-        earlier = order[: order.index(0)] if 0 in order else []
-        names: set[str] = set()
         for i in earlier:
             names |= _exported(load.objects[i].info.path)
     except (ElfPatchError, OSError):

@@ -7,12 +7,12 @@ A thin archive holds no member data: the files it names (relative to the archive
 from __future__ import annotations
 
 import os
-import stat
 
 from elfpatch.elf.const import ELFMAG
 from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError, UnsupportedError
 from elfpatch.formats import arfmt
+from elfpatch.fs.regular import open_at
 from elfpatch.fs.source import Place, Source
 from elfpatch.patching.plan import ImagePlan, plan_image, verify_image
 from elfpatch.report import SKIPPED, UNCHANGED, FileReport
@@ -98,15 +98,13 @@ def _commit_members(src: Source, plans: list[tuple[arfmt.Member, ImagePlan]], pa
 
 
 def _is_elf_file(path: str) -> bool:
-    """Whether a thin member names an ELF file. Never blocks: a FIFO (or a device) is opened O_NONBLOCK and,
-    as anything not a regular file, is handed to process_elf, which reports it."""
+    """Whether a thin member names an ELF file. Never blocks (open_at): a FIFO (or a device), as anything not a
+    regular file, is handed to process_elf, which reports it."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
+        fd, _ = open_at(path, follow=True)
+    except OSError:  # NotRegular too
         return True  # let process_elf report why it cannot be read
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return True
         return os.pread(fd, 4, 0) == ELFMAG
     except OSError:
         return True

@@ -43,9 +43,21 @@ from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line, warn
 from elfpatch.fs import teststop
 from elfpatch.fs.commit import before_install
 from elfpatch.fs.journal import Journal, is_journal, trusted
-from elfpatch.fs.relink import DIFFERS, DONE, FAILED, SWITCHED, Links, open_file, remove_link, switch_name
+from elfpatch.fs.relink import (
+    DIFFERS,
+    DONE,
+    FAILED,
+    SWITCHED,
+    Links,
+    changed,
+    fsync_dirs,
+    open_file,
+    remove_link,
+    switch_name,
+    take_changed,
+)
 from elfpatch.fs.source import Place
-from elfpatch.fs.temps import JOURNAL_RE, LIVE, STALE, TEMP_RE, UNMARKED, temp_state
+from elfpatch.fs.temps import JOURNAL_RE, LIVE, PROBABLE_TEMP, STALE, TEMP_RE, UNMARKED, temp_state
 from elfpatch.report import ERROR, FileReport
 from elfpatch.targets import Exclude, Job, Outcome, error_report, kind_of, read_head, renamed
 from elfpatch.targets.files import process_file
@@ -59,12 +71,6 @@ if TYPE_CHECKING:
 # Below this many files and bytes a process pool costs more to start (~50 ms) than it saves.
 PARALLEL_MIN_FILES = 16
 PARALLEL_MIN_BYTES = 32 << 20
-
-# A file named like our temp, with no lock on it, where the file system keeps no marker: reported like any
-# input (it may be anyone's), never removed; the user is told what it probably is.
-PROBABLE_TEMP = ("named like an elfpatch temp, and its file system keeps no extended attributes to mark ours: "
-                 "probably the temp of a killed run (no run holds it); reported as an input and never removed, "
-                 "delete it if it is one")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -486,18 +492,23 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
         finally:
             j.finish(remove=done)
             os.close(dfd)
+            if done:
+                changed(os.path.dirname(jpath))
     return switched
 
 
-Result = tuple[list[FileReport], int, list[logging.LogRecord]]
+# A group's reports, its names that are no target, the warnings a pool worker logged, and the directories
+# whose entries its re-pointing changed (fsynced once each at the end of the run, with --fsync).
+Result = tuple[list[FileReport], int, list[logging.LogRecord], list[str]]
 
 
 def _run(args: tuple[Group, Job, str], dirs: Dirs | None = None) -> Result:
     group, job, root = args
     try:
-        return (*process_group(group, job, root, dirs), [])
+        reports, other = process_group(group, job, root, dirs)
     except ElfPatchError as exc:
-        return [error_report(exc.path or group.names[0].path, exc)], 0, []
+        reports, other = [error_report(exc.path or group.names[0].path, exc)], 0
+    return reports, other, [], take_changed()
 
 
 def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
@@ -506,8 +517,8 @@ def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
     capture = WarningLog()
     LOG.handlers, LOG.propagate = [capture], False
     _worker_waits.records.clear()
-    reports, skipped, _ = _run(args, _worker_dirs)
-    return reports, skipped, [*_worker_waits.records, *capture.records]
+    reports, skipped, _, changed_dirs = _run(args, _worker_dirs)
+    return reports, skipped, [*_worker_waits.records, *capture.records], changed_dirs
 
 
 _worker_dirs = Dirs()  # a pool process's (it starts empty: the parent keeps none past its own run)
@@ -549,11 +560,24 @@ def process_tree(root: str, job: Job) -> Outcome:
         raise WriteError("-o/--output takes a file, not a directory", root)
     if job.output_dir:
         raise WriteError("-w/--output-dir takes files, archives and wheels, not a directory", root)
+    take_changed()  # nothing an earlier run of this process left
     groups, skipped, journals = walk(root, job.exclude)
     if journals and job.writes and replay_journals(journals, groups, job):
         groups, skipped, journals = walk(root, job.exclude)  # names were re-pointed: group them again
+    changed_dirs = set(take_changed())  # by the journals' replay
     teststop.stop("walked")
     outcome = Outcome(skipped=skipped)
+    try:
+        _process_groups(groups, job, root, outcome, changed_dirs)
+    finally:
+        if job.fsync:  # once per directory, after every change the run made to it
+            _fsync_changed(changed_dirs, outcome)
+    return outcome
+
+
+def _process_groups(groups: list[Group], job: Job, root: str, outcome: Outcome, changed_dirs: set[str]) -> None:
+    """Every group processed, in a pool when it pays, into ``outcome``; the directories whose entries their
+    re-pointing changed into ``changed_dirs``."""
     progress, job = job.progress, _without_progress(job)
     tasks = [(g, job, root) for g in groups]
     if progress is not None:
@@ -569,17 +593,25 @@ def process_tree(root: str, job: Job) -> Outcome:
 
         try:
             with ProcessPoolExecutor(n, initializer=_init_worker) as pool:
-                _collect(pool.map(_run_in_worker, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress)
+                _collect(pool.map(_run_in_worker, tasks, chunksize=max(1, len(tasks) // (n * 16))), outcome, progress,
+                         changed_dirs)
         except BrokenProcessPool as exc:
             raise WriteError("a worker process died (out of memory?); files done before it are patched, "
                              "run again to finish", root) from exc
     else:
         dirs = Dirs()
         try:
-            _collect((_run(task, dirs) for task in tasks), outcome, progress)
+            _collect((_run(task, dirs) for task in tasks), outcome, progress, changed_dirs)
         finally:
             dirs.clear()
-    return outcome
+
+
+def _fsync_changed(changed_dirs: set[str], outcome: Outcome) -> None:
+    """--fsync: each directory whose entries the re-pointing changed, fsynced once, as the commit fsyncs the
+    directory of its rename; one that cannot be is an error (its names may not survive a power loss)."""
+    for path, exc in fsync_dirs(changed_dirs):
+        outcome.reports.append(FileReport(path, ERROR, error=f"cannot fsync the directory after re-pointing hard "
+                                          f"links in it: {exc.strerror or exc}"))
 
 
 def _without_progress(job: Job) -> Job:
@@ -594,9 +626,11 @@ def _without_progress(job: Job) -> Job:
     return job
 
 
-def _collect(results: Iterable[Result], outcome: Outcome, progress: ProgressEvents | None) -> None:
+def _collect(results: Iterable[Result], outcome: Outcome, progress: ProgressEvents | None,
+             changed_dirs: set[str]) -> None:
     try:
-        for reports, other, records in results:
+        for reports, other, records, dirs in results:
+            changed_dirs.update(dirs)
             for record in records:
                 replay(record)
             outcome.reports.extend(reports)

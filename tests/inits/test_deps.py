@@ -161,3 +161,27 @@ def test_ld_so_cache_agrees_with_ldconfig() -> None:
     assert pairs
     for name, _flags, path in pairs:
         assert path in cache.lookup(name), (name, path)
+
+
+def test_each_load_is_resolved_once(init_build: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Guarantee: `inits --deps` resolves each file's load once. With --siof the analysis orders reads by the
+    load and the whole load is listed from it: one resolution shared, not two (each one a library search)."""
+    import elfpatch.commands.run as run_module
+    import elfpatch.elf.loadorder as loadorder
+    from elfpatch.cli import main
+
+    real = loadorder.resolve
+    resolved: list[str] = []
+
+    def counting(root: str, *args: object, **kwargs: object) -> loadorder.Load:
+        resolved.append(root)
+        return real(root, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loadorder, "resolve", counting)
+    monkeypatch.setattr(run_module, "on_logger", lambda hook: None)  # the CLI's warning lines stay out of this process
+    files = [str(init_build / "gnu" / "chain_main"), str(init_build / "gnu" / "libchain_mid.so")]
+    assert main(["inits", "--deps", "--siof", "--json", *files]) == 0
+    doc = cli_json(capsys.readouterr().out)
+    assert [ld["path"] for ld in doc["loads"]] == files and all(f["status"] == "listed" for f in doc["files"])
+    assert resolved == files

@@ -103,3 +103,26 @@ def test_hook_option_value_is_never_taken_for_a_file(unique_build: Path, tmp_pat
     proc = hook("--exclude", "libfoo.so", "libfoo.so", "libbar.so", cwd=tmp_path)
     assert proc.returncode == 1 and proc.stderr == "", proc.stderr
     assert "libfoo.so" not in proc.stdout and "libbar.so" in proc.stdout
+
+
+def test_hook_builds_uniques_parser_once(unique_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Guarantee: one parser per hook run. The splitter that tells options from files and the run that parses
+    them read the same `elfpatch unique` parser, built once (it was built twice, and two builds could drift)."""
+    from elfpatch.commands import hook as hook_module
+    from elfpatch.commands import run, unique
+
+    shutil.copy(unique_build / "libholder_v1.so", tmp_path / "libfoo.so")
+    monkeypatch.chdir(tmp_path)
+    built: list[object] = []
+    real = unique.register
+
+    def counting(sub: object) -> None:
+        built.append(sub)
+        real(sub)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(unique, "register", counting)
+    monkeypatch.setattr(run, "on_logger", lambda hook: None)  # the CLI's warning lines stay out of this process
+    assert hook_module.main(["--json", "libfoo.so"]) == 1
+    assert '"libfoo.so"' in capsys.readouterr().out
+    assert len(built) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from helpers import run_cli, run_main
 from jsonschema_check import cli_json
 from unique.helpers import run_driver
 
+import elfpatch
 from targets.helpers import build_wheel, nm_unique, readelf_unique, tree_state, wheel_files
 
 
@@ -289,3 +291,42 @@ def test_tree_refuses_output_and_reports_a_missing_path(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "takes a file, not a directory" in proc.stderr
     proc = run_main("unique", str(tmp_path / "missing"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("pool", [False, True], ids=["serial", "pool"])
+def test_fsync_makes_re_pointed_names_durable_once_per_directory(pool: bool, unique_build: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guarantee: --fsync covers a tree's hard links. Each directory where the relink re-pointed a name is
+    fsynced, as the commit fsyncs the directory of its rename (they were not: a power loss could leave a
+    re-pointed name at the old file), and once per run however many of its names were re-pointed, also
+    when pool workers re-pointed them (the run fsyncs what they report, at its end)."""
+    from elfpatch.targets import Job, tree
+
+    if pool:
+        monkeypatch.setattr(tree, "PARALLEL_MIN_FILES", 0)
+        monkeypatch.setattr(tree, "workers", lambda: 2)
+    root = tmp_path / "tree"
+    for d in "abc":
+        (root / d).mkdir(parents=True)
+    for lib in ("libholder_v1.so", "libholder_v2.so"):
+        shutil.copy(unique_build / lib, root / "a" / lib)
+        for d in "bc":
+            os.link(root / "a" / lib, root / d / lib)
+    assert (tree._parallel(tree.walk(str(root))[0], Job(fsync=True)) > 1) == pool
+    synced: list[tuple[int, int]] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            synced.append((st.st_dev, st.st_ino))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    reports = elfpatch.patch([root], fsync=True)
+    assert sorted(r.status for r in reports) == ["patched", "patched"]
+    for lib in ("libholder_v1.so", "libholder_v2.so"):  # the names are one (patched) file again
+        assert len({(root / d / lib).stat().st_ino for d in "abc"}) == 1 and (root / "b" / lib).stat().st_nlink == 3
+    ident = {d: ((root / d).stat().st_dev, (root / d).stat().st_ino) for d in "abc"}
+    assert synced.count(ident["b"]) == 1 and synced.count(ident["c"]) == 1, synced
+    assert pool or ident["a"] in synced  # the commit's own, for the renames there (in a worker, unseen here)

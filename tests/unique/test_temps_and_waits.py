@@ -100,6 +100,20 @@ def without_user_xattrs(*args: str, stop: str | None = None) -> subprocess.Popen
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/")
 
 
+def killed_runs_temp(lib: Path, expected: bytes) -> Path:
+    """The named temp a run over ``lib`` leaves beside it where no marker can be written, killed with its temp
+    named, before the rename."""
+    killed = without_user_xattrs("unique", str(lib), stop="linked")
+    _, status = os.waitpid(killed.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), "the run never reached its rename"
+    killed.kill()
+    killed.communicate(timeout=60)
+    (left,) = temps_in(lib.parent)
+    leftover = lib.parent / left
+    assert os.listxattr(leftover) == [] and leftover.read_bytes() == expected
+    return leftover
+
+
 def test_a_killed_runs_unmarked_temp_is_reported_with_a_warning_and_kept(box: Path, original: bytes,
                                                                         expected: bytes) -> None:
     """Guarantee: only our own temps are ever deleted, no file is hidden for its name, and a temp a killed run
@@ -110,14 +124,7 @@ def test_a_killed_runs_unmarked_temp_is_reported_with_a_warning_and_kept(box: Pa
     tree = box / "tree"
     lib = put(original, tree / "lib.so")
     put(original, tree / "other.so")
-    killed = without_user_xattrs("unique", str(lib), stop="linked")
-    _, status = os.waitpid(killed.pid, os.WUNTRACED)
-    assert os.WIFSTOPPED(status), "the run never reached its rename"
-    killed.kill()
-    killed.communicate(timeout=60)
-    (left,) = temps_in(tree)
-    leftover = tree / left
-    assert os.listxattr(leftover) == [] and leftover.read_bytes() == expected
+    leftover = killed_runs_temp(lib, expected)
     run = without_user_xattrs("unique", "--json", str(tree))
     out, err = run.communicate(timeout=300)
     assert run.returncode == 0 and "Traceback" not in err, err
@@ -125,6 +132,30 @@ def test_a_killed_runs_unmarked_temp_is_reported_with_a_warning_and_kept(box: Pa
     (mine,) = [f for f in cli_json(out)["files"] if f["path"] == str(leftover)]
     assert [w for w in mine["warnings"] if "probably the temp of a killed run" in w], mine
     assert f"elfpatch: warning: {leftover}: named like an elfpatch temp" in err, err
+
+
+@pytest.mark.parametrize("given", ["by its name", "through a symlink"])
+def test_a_killed_runs_unmarked_temp_given_as_a_path_gets_the_warning(given: str, box: Path, original: bytes,
+                                                                     expected: bytes) -> None:
+    """Guarantee: a file is never taken silently for a library because of how it was named to us. The
+    leftover of a killed run where no marker can be written, given as a PATH (by its own name, or through a
+    symlink named like a library), gets the warning a tree walk gives it, on stderr and in its JSON
+    warnings (it got none), and is read like any input; a library of any other name gets none."""
+    lib = put(original, box / "dir" / "lib.so")
+    leftover = killed_runs_temp(lib, expected)
+    path = leftover
+    if given == "through a symlink":
+        path = box / "dir" / "libalias.so"
+        path.symlink_to(leftover.name)
+    run = without_user_xattrs("unique", "--check", "--json", str(path), str(lib))
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 1 and "Traceback" not in err, err  # lib.so: never renamed, still unique
+    temp, plain = cli_json(out)["files"]
+    assert temp["symbols"] == [] and plain["symbols"]  # the leftover is read: the patched copy it holds
+    assert temp["path"] == str(path) and [w for w in temp["warnings"] if "probably the temp of a killed run" in w]
+    assert plain["warnings"] == []
+    assert err.count("named like an elfpatch temp") == 1 and f"elfpatch: warning: {path}: named like" in err, err
+    assert leftover.exists() and leftover.read_bytes() == expected
 
 
 # -- lock waits -------------------------------------------------------------------------------------------
