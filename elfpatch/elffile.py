@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from operator import itemgetter
 
 from elfpatch.elfconst import (
     DF_1_PIE,
@@ -249,14 +250,28 @@ def _find_nul(data: Buffer, start: int, end: int) -> int:
     return -1
 
 
-def _sections_fast(raw: list[tuple[int, ...]], names: str) -> list[Section]:
+def _sections_fast(raw: list[tuple[int, ...]], names: str, first: int = 0) -> list[Section]:
     """The sections of a name table that is ASCII and ends in NUL (every real one): each name is then
     terminated and its str offsets are its byte offsets, so one decode serves every name. The same result as
-    the general path, at a third of its cost (a tree of static archives has tens of thousands of sections)."""
+    the general path, at a third of its cost (a tree of static archives has tens of thousands of sections).
+    ``first``: the index of ``raw``'s first row."""
     find, size, make = names.find, len(names), tuple.__new__
     return [make(Section, (i, names[sh_name:find("\0", sh_name)] if sh_name < size else "", sh_type, flags, addr,
                            off, sh_size, link, info, entsize))
-            for i, (sh_name, sh_type, flags, addr, off, sh_size, link, info, _align, entsize) in enumerate(raw)]
+            for i, (sh_name, sh_type, flags, addr, off, sh_size, link, info, _align, entsize) in enumerate(raw, first)]
+
+
+_SH_TYPE = itemgetter(1)  # a section header row's sh_type
+
+
+def _where(values: list[int], value: int) -> list[int]:
+    """The indexes of ``value`` in ``values``, in order (list.index: no Python step per item)."""
+    found: list[int] = []
+    try:
+        while True:
+            found.append(values.index(value, found[-1] + 1 if found else 0))
+    except ValueError:
+        return found
 
 
 # (name, offset, count, str_offset, str_size): a SymbolTable without its file
@@ -284,6 +299,11 @@ class ElfFile:
         self._structs: dict[str, struct.Struct] = {}
         self._segments: list[Segment] | None = None
         self._sections: list[Section] | None = None
+        # The section headers as unpacked rows, checked but not yet named (``_section_rows``), and their
+        # names' table decoded: the symbol tables need only their own few sections named.
+        self._rows: list[tuple[int, ...]] | None = None
+        self._names = ""
+        self._symsecs: list[Section] | None = None
         self._dynamic: list[tuple[int, int]] | None = None
         self._values: dict[int, int] | None = None
         # The tables found, cached as plain tuples (TableSpec): a cached SymbolTable would point back at this
@@ -393,15 +413,40 @@ class ElfFile:
         """The section headers; [] when there are none, and also when they are unusable but the loader's
         view is complete (a warning says so). Unusable headers and no loader view: ParseError."""
         if self._sections is None:
+            rows = self._section_rows()
+            if self._sections is None:  # (names that are not plain ASCII were decoded one by one already)
+                self._sections = _sections_fast(rows, self._names)
+        return self._sections
+
+    def _section_rows(self) -> list[tuple[int, ...]]:
+        """The section headers as unpacked rows, checked as ``sections`` checks them (the same errors, the
+        same fallback to none), without building a record for each."""
+        if self._rows is None:
             try:
-                self._sections = self._read_sections()
+                self._rows = self._read_section_rows()
             except ParseError as exc:
                 if self._hashed_table() is None or not self._loads_in_file():
                     raise
-                self._sections = []
+                self._rows, self._sections = [], []
                 self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; the loader's "
                           "dynamic symbol table (PT_DYNAMIC) was read")
-        return self._sections
+        return self._rows
+
+    def _section(self, rows: list[tuple[int, ...]], index: int) -> Section:
+        """Section ``index`` of ``rows`` as a record (the one of ``sections`` when they were all built)."""
+        if self._sections is not None:
+            return self._sections[index]
+        return _sections_fast([rows[index]], self._names, index)[0]
+
+    def _symbol_sections(self) -> list[Section]:
+        """The SHT_SYMTAB and SHT_DYNSYM sections, in index order: found without a Python step per section,
+        and only they are named (an archive member has tens of other sections)."""
+        if self._symsecs is None:
+            rows = self._section_rows()
+            types = list(map(_SH_TYPE, rows))
+            self._symsecs = [self._section(rows, i)
+                             for i in sorted(_where(types, SHT_SYMTAB) + _where(types, SHT_DYNSYM))]
+        return self._symsecs
 
     def _static_executable(self) -> bool:
         """An ET_EXEC with PT_LOADs in the file and no PT_DYNAMIC: the kernel runs it without section headers,
@@ -414,7 +459,7 @@ class ElfFile:
         kills the process (SIGBUS), so its loader view is not complete."""
         return all(seg.p_offset + seg.p_filesz <= self.size for seg in self.segments if seg.p_type == PT_LOAD)
 
-    def _read_sections(self) -> list[Section]:
+    def _read_section_rows(self) -> list[tuple[int, ...]]:
         if self.e_shoff == 0:
             return []
         fmt = self._shdr_format
@@ -428,9 +473,13 @@ class ElfFile:
         raw = self.header_table(self.e_shoff, shnum, self.e_shentsize, fmt, "section headers")
         names = self._section_names(raw, shstrndx)
         if names.isascii() and (not names or names[-1] == 0):
-            return _sections_fast(raw, names.decode("ascii"))
-        return [Section(i, self._section_name(names, sh_name), sh_type, flags, addr, off, size, link, info, entsize)
-                for i, (sh_name, sh_type, flags, addr, off, size, link, info, _align, entsize) in enumerate(raw)]
+            self._names = names.decode("ascii")  # every name terminated: named on demand, all alike
+        else:  # each name decoded (and checked to be terminated) now, as unusable headers must fail here
+            self._sections = [Section(i, self._section_name(names, sh_name), sh_type, flags, addr, off, size, link,
+                                      info, entsize)
+                              for i, (sh_name, sh_type, flags, addr, off, size, link, info, _align, entsize)
+                              in enumerate(raw)]
+        return raw
 
     def _section_counts(self) -> tuple[int, int]:
         """(section count, index of the section name table), through extended numbering where it is used."""
@@ -593,7 +642,7 @@ class ElfFile:
         hash table gives the size (then glibc finds none of its symbols either)."""
         if self._loader is None:
             table = self._hashed_table()
-            self._loader = (_spec(self._extend(table, self.sections)) if table is not None else None,)
+            self._loader = (_spec(self._extend(table)) if table is not None else None,)
         return self._table(self._loader[0])
 
     def _hashed_table(self) -> SymbolTable | None:
@@ -635,7 +684,7 @@ class ElfFile:
         _ = self.segments  # broken program headers make a broken file, even where only sections are used
         loader = self.loader_table()
         try:
-            sections = self.sections
+            rows = self._section_rows()
         except ParseError as exc:
             if not self._static_executable():
                 raise
@@ -643,27 +692,26 @@ class ElfFile:
                       "(no PT_DYNAMIC) has no symbol the loader reads")
             return []
         tables = [loader] if loader is not None else []
-        for sec in sections:
-            if sec.sh_type in (SHT_SYMTAB, SHT_DYNSYM):
-                table = self._admit_section_table(sec, sections, tables, loader)
-                if table is not None:
-                    tables.append(table)
-        if loader is not None and not any(sec.sh_type == SHT_DYNSYM for sec in sections) and sections:
+        for sec in self._symbol_sections():
+            table = self._admit_section_table(sec, rows, tables, loader)
+            if table is not None:
+                tables.append(table)
+        if loader is not None and not any(sec.sh_type == SHT_DYNSYM for sec in self._symbol_sections()) and rows:
             self.warn("no section header describes the loader's dynamic symbol table (DT_SYMTAB): it was read "
                       "through PT_DYNAMIC")
-        if loader is None and not sections and self.dynamic_value(DT_SYMTAB) is not None:
+        if loader is None and not rows and self.dynamic_value(DT_SYMTAB) is not None:
             raise ParseError("no section headers and neither DT_HASH nor DT_GNU_HASH: symbol count unknown",
                              self.path)
         return tables
 
-    def _admit_section_table(self, sec: Section, sections: list[Section], tables: list[SymbolTable],
+    def _admit_section_table(self, sec: Section, rows: list[tuple[int, ...]], tables: list[SymbolTable],
                              loader: SymbolTable | None) -> SymbolTable | None:
         """The symbol table section ``sec`` as a table to read besides ``tables``, or None when it is the
         loader's own or is left out. With the loader's view to stand on, a bad section is a warning; without
         it, an error."""
         label = ".dynsym" if sec.sh_type == SHT_DYNSYM else ".symtab"
         try:
-            table = self._section_table(sec, sections, label)
+            table = self._section_table(sec, rows, label)
         except ParseError as exc:
             if loader is None:
                 raise
@@ -685,12 +733,12 @@ class ElfFile:
                       f"{loader.offset:#x} with {loader.count}: both are read")
         return table
 
-    def _extend(self, loader: SymbolTable, sections: list[Section]) -> SymbolTable:
+    def _extend(self, loader: SymbolTable) -> SymbolTable:
         """The loader's table with the size of a SHT_DYNSYM section that starts where it does and is larger.
         A GNU hash walk finds only the symbols lookups reach: the undefined ones before them (and all of an
         executable's, which exports nothing) are still entries, read by relocations through their index."""
         entsize = loader.entsize
-        for sec in sections:
+        for sec in self._symbol_sections():
             if sec.sh_type == SHT_DYNSYM and sec.sh_offset == loader.offset and sec.sh_size > loader.count * entsize \
                     and sec.sh_entsize in (0, entsize) and sec.sh_size % entsize == 0 \
                     and sec.sh_size <= self.size - sec.sh_offset:
@@ -702,18 +750,18 @@ class ElfFile:
                                    loader.str_size)
         return loader
 
-    def _section_table(self, sec: Section, sections: list[Section], label: str) -> SymbolTable:
+    def _section_table(self, sec: Section, rows: list[tuple[int, ...]], label: str) -> SymbolTable:
         entsize = SYM_ENTSIZE[self.elfclass]
         if sec.sh_entsize not in (0, entsize):
             raise ParseError(f"{label}: entry size {sec.sh_entsize}, expected {entsize}", self.path)
         if sec.sh_size % entsize:
             raise ParseError(f"{label}: size {sec.sh_size} is not a multiple of {entsize}", self.path)
         self.check_range(sec.sh_offset, sec.sh_size, label)
-        if not 0 < sec.sh_link < len(sections) or sections[sec.sh_link].sh_type != SHT_STRTAB:
+        if not 0 < sec.sh_link < len(rows) or rows[sec.sh_link][1] != SHT_STRTAB:
             raise ParseError(f"{label}: string table link {sec.sh_link} is not a string table", self.path)
-        strtab = sections[sec.sh_link]
-        self.check_range(strtab.sh_offset, strtab.sh_size, f"{label} string table")
-        return SymbolTable(self, label, sec.sh_offset, sec.sh_size // entsize, strtab.sh_offset, strtab.sh_size)
+        _, _, _, _, str_offset, str_size, _, _, _, _ = rows[sec.sh_link]
+        self.check_range(str_offset, str_size, f"{label} string table")
+        return SymbolTable(self, label, sec.sh_offset, sec.sh_size // entsize, str_offset, str_size)
 
     def _clash(self, table: SymbolTable, accepted: list[SymbolTable], loader: SymbolTable | None) -> str | None:
         """Why editing ``table``'s st_info bytes could damage what another view relies on, or None: it
