@@ -298,6 +298,7 @@ class ElfFile:
         self._word = "Q" if self.elfclass == 64 else "I"
         self._structs: dict[str, struct.Struct] = {}
         self._segments: list[Segment] | None = None
+        self._load_spans: list[tuple[int, int, int]] | None = None
         self._sections: list[Section] | None = None
         # The section headers as unpacked rows, checked but not yet named (``_section_rows``), and their
         # names' table decoded: the symbol tables need only their own few sections named.
@@ -399,14 +400,13 @@ class ElfFile:
         fmt = "IIQQQQQQ" if self.elfclass == 64 else "IIIIIIII"
         if self.e_phentsize < self.struct(fmt).size:
             raise ParseError(f"program header entry size {self.e_phentsize} too small", self.path)
-        out = []
-        for f in self.header_table(self.e_phoff, phnum, self.e_phentsize, fmt, "program headers"):
-            if self.elfclass == 64:
-                p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _align = f
-            else:
-                p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_flags, _align = f
-            out.append(Segment(p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz))
-        return out
+        rows = self.header_table(self.e_phoff, phnum, self.e_phentsize, fmt, "program headers")
+        make = tuple.__new__  # the record without its Python-level constructor (every file has a dozen)
+        if self.elfclass == 64:
+            return [make(Segment, (p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz))
+                    for p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _align in rows]
+        return [make(Segment, (p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz))
+                for p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_flags, _align in rows]
 
     @property
     def sections(self) -> list[Section]:
@@ -542,11 +542,19 @@ class ElfFile:
                 return seg
         return None
 
+    def _loads(self) -> list[tuple[int, int, int]]:
+        """(p_vaddr, p_vaddr + p_filesz, p_offset) of each PT_LOAD in order: what ``vaddr_to_offset`` maps
+        through, a few times per file."""
+        if self._load_spans is None:
+            self._load_spans = [(seg.p_vaddr, seg.p_vaddr + seg.p_filesz, seg.p_offset) for seg in self.segments
+                                if seg.p_type == PT_LOAD]
+        return self._load_spans
+
     def vaddr_to_offset(self, vaddr: int, size: int = 1) -> int:
         """File offset of ``vaddr`` through PT_LOAD, the way the loader maps it."""
-        for seg in self.segments:
-            if seg.p_type == PT_LOAD and seg.p_vaddr <= vaddr and vaddr + size <= seg.p_vaddr + seg.p_filesz:
-                off = seg.p_offset + (vaddr - seg.p_vaddr)
+        for start, end, offset in self._loads():
+            if start <= vaddr and vaddr + size <= end:
+                off = offset + (vaddr - start)
                 self.check_range(off, size, f"address {vaddr:#x}")
                 return off
         raise ParseError(f"address {vaddr:#x} is not in any loaded segment", self.path)
@@ -640,15 +648,19 @@ class ElfFile:
         """The dynamic symbol table as glibc finds it: DT_SYMTAB through PT_DYNAMIC, mapped through
         PT_LOAD, its size from DT_HASH or DT_GNU_HASH. None without PT_DYNAMIC or DT_SYMTAB, and when no
         hash table gives the size (then glibc finds none of its symbols either)."""
-        if self._loader is None:
+        if self._loader is None:  # (the first answer is the one made: only the specs are kept, see __init__)
             table = self._hashed_table()
-            self._loader = (_spec(self._extend(table)) if table is not None else None,)
+            table = self._extend(table) if table is not None else None
+            self._loader = (_spec(table) if table is not None else None,)
+            return table
         return self._table(self._loader[0])
 
     def _hashed_table(self) -> SymbolTable | None:
         """The loader's table as far as its hash tables reach (no section header read)."""
         if self._hashed is None:
-            self._hashed = (_spec(t) if (t := self._read_hashed_table()) is not None else None,)
+            table = self._read_hashed_table()
+            self._hashed = (_spec(table) if table is not None else None,)
+            return table
         return self._table(self._hashed[0])
 
     def _read_hashed_table(self) -> SymbolTable | None:
@@ -674,7 +686,9 @@ class ElfFile:
         how; a section table that cannot be read safely is left out with a warning while the loader's view
         stands (and is an error without one)."""
         if self._tables is None:
-            self._tables = [_spec(t) for t in self._symbol_tables()]
+            tables = self._symbol_tables()
+            self._tables = [_spec(t) for t in tables]
+            return tables
         return [SymbolTable(self, *spec) for spec in self._tables]
 
     def _table(self, spec: TableSpec | None) -> SymbolTable | None:
