@@ -722,22 +722,23 @@ class _Capture(logging.Handler):
 
 def _run_in_worker(args: tuple[Group, Job, str]) -> Result:
     """``_run`` in a pool process: its warnings travel back with its reports, to the caller's handlers."""
-    capture = _Capture()
-    LOG.handlers, LOG.propagate = [capture], False
+    records = _worker_capture.records = []  # this task's (one handler per process: making one cost 5 us)
     reports, skipped, _ = _run(args, _worker_dirs)
-    return reports, skipped, capture.records
+    return reports, skipped, records
 
 
 _worker_dirs = Dirs()  # a pool process's (it starts empty: the parent keeps none past its own run)
+_worker_capture = _Capture()  # what a pool process's "elfpatch" logger keeps, once _init_worker set it there
 
 
 def _init_worker() -> None:
     """A pool process says a lock wait at once through the handlers it inherited (its other warnings travel
-    back with its reports, which would be too late for this one)."""
+    back with its reports, which would be too late for this one); the others go to ``_worker_capture``."""
     from elfpatch.source import wait_log
 
     waits = wait_log()
     waits.handlers, waits.propagate = list(LOG.handlers), False
+    LOG.handlers, LOG.propagate = [_worker_capture], False
 
 
 def workers() -> int:
