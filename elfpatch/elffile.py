@@ -599,17 +599,22 @@ class ElfFile:
                 return []
         self.check_range(offset, size, "dynamic section")
         out: list[tuple[int, int]] = []
-        end = offset + size - size % step
-        for pos in range(offset, end, step * 256):  # in slices: a missing DT_NULL costs no per-entry read
+        end, pos, chunk = offset + size - size % step, offset, step * 64
+        while pos < end:  # in slices: a missing DT_NULL costs no per-entry read
             # d_tag read unsigned: the tag as a mask of the word's bits would give it (DT_NULL is 0 either way)
-            words = self._array(self._word, pos, min(step * 256, end - pos))
+            words = self._array(self._word, pos, min(chunk, end - pos))
             tags = words[0::2]
-            stop = tags.index(DT_NULL) if DT_NULL in tags else len(tags)
-            out.extend(zip(tags[:stop], words[1::2][:stop]))
-            if stop < len(tags):
+            try:
+                stop = tags.index(DT_NULL)
+            except ValueError:
+                stop = -1
+            if stop >= 0:
+                out.extend(zip(tags[:stop], words[1::2]))
                 return out
+            out.extend(zip(tags, words[1::2]))
             if len(out) > MAX_HEADERS:
                 raise ParseError(f"no DT_NULL in the first {MAX_HEADERS} dynamic entries", self.path)
+            pos, chunk = pos + chunk, step * 256  # the first slice holds most files' whole section
         return out
 
     def dynamic_value(self, tag: int) -> int | None:
