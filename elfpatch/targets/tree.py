@@ -144,10 +144,13 @@ class Dirs:
         """The directory at the end of ``chain``, checked as ``open_chain`` checks it; it stays this
         cache's (valid until the next call or ``clear``)."""
         keep = 0
-        for a, b in zip(chain, self.chain):
-            if a != b:
-                break
-            keep += 1
+        if chain is self.chain:  # the last file's directory (files come sorted): no step to compare
+            keep = len(chain)
+        else:
+            for a, b in zip(chain, self.chain):
+                if a != b:
+                    break
+                keep += 1
         if keep and not self._still(chain, keep):
             keep = 0
         if keep < len(self.fds):
