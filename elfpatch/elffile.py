@@ -265,13 +265,14 @@ _SH_TYPE = itemgetter(1)  # a section header row's sh_type
 
 
 def _where(values: list[int], value: int) -> list[int]:
-    """The indexes of ``value`` in ``values``, in order (list.index: no Python step per item)."""
+    """The indexes of ``value`` in ``values``, in order (list.count and list.index: no Python step per item,
+    and no ValueError raised at the end, which cost more than the search)."""
     found: list[int] = []
-    try:
-        while True:
-            found.append(values.index(value, found[-1] + 1 if found else 0))
-    except ValueError:
-        return found
+    at = -1
+    for _ in range(values.count(value)):
+        at = values.index(value, at + 1)
+        found.append(at)
+    return found
 
 
 # (name, offset, count, str_offset, str_size): a SymbolTable without its file
@@ -299,6 +300,7 @@ class ElfFile:
         self._structs: dict[str, struct.Struct] = {}
         self._segments: list[Segment] | None = None
         self._load_spans: list[tuple[int, int, int]] | None = None
+        self._dynseg: tuple[Segment | None] | None = None
         self._sections: list[Section] | None = None
         # The section headers as unpacked rows, checked but not yet named (``_section_rows``), and their
         # names' table decoded: the symbol tables need only their own few sections named.
@@ -569,10 +571,9 @@ class ElfFile:
         return self._dynamic
 
     def _dynamic_segment(self) -> Segment | None:
-        for seg in self.segments:
-            if seg.p_type == PT_DYNAMIC:
-                return seg
-        return None
+        if self._dynseg is None:  # (asked three times per file: kept)
+            self._dynseg = (next((seg for seg in self.segments if seg.p_type == PT_DYNAMIC), None),)
+        return self._dynseg[0]
 
     def _read_dynamic(self) -> list[tuple[int, int]]:
         fmt = "qQ" if self.elfclass == 64 else "iI"
