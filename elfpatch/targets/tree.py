@@ -251,11 +251,12 @@ class _Walk:
         return subdirs
 
     def _file(self, fd: int, name: str, path: str, st: os.stat_result, chain: Chain) -> None:
+        ours = name.startswith(".elfpatch-")  # what TEMP_RE and JOURNAL_RE begin with (tried on every file)
         if not stat.S_ISREG(st.st_mode):
             self.skipped += 1
-        elif JOURNAL_RE.match(name) and is_journal(fd, name):
+        elif ours and JOURNAL_RE.match(name) and is_journal(fd, name):
             self.journals.append((chain, name, path))
-        elif temp_state(fd, name) is not None:
+        elif ours and temp_state(fd, name) is not None:
             pass  # a run's temp (its lock is held, or it carries our marker): never an input
         elif self.exclude and self.exclude.excludes(os.path.relpath(path, self.root)):
             self.skipped += 1

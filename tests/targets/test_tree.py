@@ -252,3 +252,13 @@ def test_tree_refuses_output_and_reports_a_missing_path(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "takes a file, not a directory" in proc.stderr
     proc = run_cli("unique", str(tmp_path / "missing"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+def test_the_walk_tries_the_temp_patterns_only_on_names_with_their_prefix() -> None:
+    """The walk tells a run's temps and journals apart from inputs only for names beginning ".elfpatch-" (a
+    string test, not two regular expressions, on every file): both patterns must begin with it."""
+    from elfpatch.write import JOURNAL_RE, TEMP_RE, link_temp_name
+
+    for rx in (TEMP_RE, JOURNAL_RE):
+        assert rx.pattern.startswith(r"^\.elfpatch-"), rx.pattern
+    assert link_temp_name().startswith(".elfpatch-")
