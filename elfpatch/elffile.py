@@ -99,6 +99,12 @@ _EHDR = {(c, le): struct.Struct(("<" if le else ">") + ("HHI{w}{w}{w}IHHHHHH".fo
 
 _SHDR_FORMAT = {64: "IIQQQQIIQQ", 32: "IIIIIIIIII"}  # a section header, by class
 
+# The Structs files ask for, by byte order then format: made once per process, not once per image (a
+# tree's check reads ten thousand images, each asking for half a dozen). Bounded, for formats made up by
+# callers of ``ElfFile.struct``.
+_STRUCTS: dict[str, dict[str, struct.Struct]] = {"<": {}, ">": {}}
+_MAX_STRUCTS = 64
+
 
 def parse_header(data: Buffer, path: str = "<memory>") -> ElfHeader:
     """The ELF header at the start of ``data``: the one place e_ident and the header are decoded."""
@@ -297,7 +303,7 @@ class ElfFile:
          self.e_flags, self.e_ehsize, self.e_phentsize, self.e_phnum, self.e_shentsize, self.e_shnum,
          self.e_shstrndx) = h[3:]
         self._word = "Q" if self.elfclass == 64 else "I"
-        self._structs: dict[str, struct.Struct] = {}
+        self._structs = _STRUCTS[self.endian]
         self._segments: list[Segment] | None = None
         self._load_spans: list[tuple[int, int, int]] | None = None
         self._dynseg: tuple[Segment | None] | None = None
@@ -332,10 +338,12 @@ class ElfFile:
         return bytes(self.data[offset : offset + size])
 
     def struct(self, fmt: str) -> struct.Struct:
-        """A Struct for ``fmt`` in this file's byte order (cached)."""
+        """A Struct for ``fmt`` in this file's byte order (cached for every file of that byte order)."""
         s = self._structs.get(fmt)
         if s is None:
-            s = self._structs[fmt] = struct.Struct(self.endian + fmt)
+            s = struct.Struct(self.endian + fmt)
+            if len(self._structs) < _MAX_STRUCTS:
+                self._structs[fmt] = s
         return s
 
     def unpack(self, fmt: str, offset: int) -> tuple[int, ...]:

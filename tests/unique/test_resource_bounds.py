@@ -167,3 +167,16 @@ def test_the_dynamic_section_is_read_to_its_dt_null_across_slices(tmp_path: Path
     for i, entry in enumerate(fillers):
         struct.pack_into(elf.endian + "qQ", data, seg.p_offset + (len(honest) + i) * 16, *entry)
     assert ElfFile(bytes(data)).dynamic() == honest + fillers
+
+
+def test_structs_are_shared_between_images_and_bounded(unique_build: Path) -> None:
+    """A Struct is made once per format and byte order for every image (not once per image); formats a
+    caller makes up (a count in the format, say) do not grow that cache past its bound."""
+    from elfpatch import elffile
+
+    data = (unique_build / "libholder_v1.so").read_bytes()
+    a, b = ElfFile(data), ElfFile(data)
+    assert a.struct("IIII") is b.struct("IIII") and a.struct("IIII").format == a.endian + "IIII"
+    for n in range(1, 3 * elffile._MAX_STRUCTS):
+        assert a.struct(f"{n}I").size == 4 * n
+    assert len(elffile._STRUCTS[a.endian]) <= elffile._MAX_STRUCTS
