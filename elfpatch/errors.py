@@ -51,6 +51,8 @@ _CONTROL.update({0x2028: "\\u2028", 0x2029: "\\u2029", ord("\n"): "\\n", ord("\r
 
 def one_line(text: str) -> str:
     """``text`` with every control character, line break and undecodable byte escaped: one line of UTF-8."""
+    if text.isprintable():  # holds none of _CONTROL's (all Cc, Cs, Zl or Zp): translate, a dict lookup per
+        return text  # character, cost a third of a check of libtorch_cpu.so's 1,584 lines
     return text.translate(_CONTROL)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from operator import itemgetter
 
 from elfpatch.elf.const import (
     DF_1_PIE,
@@ -99,6 +100,12 @@ _EHDR = {(c, le): struct.Struct(("<" if le else ">") + ("HHI{w}{w}{w}IHHHHHH".fo
 
 
 _SHDR_FORMAT = {64: "IIQQQQIIQQ", 32: "IIIIIIIIII"}  # a section header, by class
+
+# The Structs files ask for, by byte order then format: made once per process, not once per image (a
+# tree's check reads ten thousand images, each asking for half a dozen). Bounded, for formats made up by
+# callers of ``ElfFile.struct``.
+_STRUCTS: dict[str, dict[str, struct.Struct]] = {"<": {}, ">": {}}
+_MAX_STRUCTS = 64
 
 
 def parse_header(data: Buffer, path: str = "<memory>") -> ElfHeader:
@@ -259,14 +266,29 @@ def _find_nul(data: Buffer, start: int, end: int) -> int:
     return -1
 
 
-def _sections_fast(raw: list[tuple[int, ...]], names: str) -> list[Section]:
+def _sections_fast(raw: list[tuple[int, ...]], names: str, first: int = 0) -> list[Section]:
     """The sections of a name table that is ASCII and ends in NUL (every real one): each name is then
     terminated and its str offsets are its byte offsets, so one decode serves every name. The same result as
-    the general path, at a third of its cost (a tree of static archives has tens of thousands of sections)."""
+    the general path, at a third of its cost (a tree of static archives has tens of thousands of sections).
+    ``first``: the index of ``raw``'s first row."""
     find, size, make = names.find, len(names), tuple.__new__
     return [make(Section, (i, names[sh_name:find("\0", sh_name)] if sh_name < size else "", sh_type, flags, addr,
                            off, sh_size, link, info, entsize))
-            for i, (sh_name, sh_type, flags, addr, off, sh_size, link, info, _align, entsize) in enumerate(raw)]
+            for i, (sh_name, sh_type, flags, addr, off, sh_size, link, info, _align, entsize) in enumerate(raw, first)]
+
+
+_SH_TYPE = itemgetter(1)  # a section header row's sh_type
+
+
+def _where(values: list[int], value: int) -> list[int]:
+    """The indexes of ``value`` in ``values``, in order (list.count and list.index: no Python step per item,
+    and no ValueError raised at the end, which cost more than the search)."""
+    found: list[int] = []
+    at = -1
+    for _ in range(values.count(value)):
+        at = values.index(value, at + 1)
+        found.append(at)
+    return found
 
 
 # (name, offset, count, str_offset, str_size): a SymbolTable without its file
@@ -291,9 +313,16 @@ class ElfFile:
          self.e_flags, self.e_ehsize, self.e_phentsize, self.e_phnum, self.e_shentsize, self.e_shnum,
          self.e_shstrndx) = h[3:]
         self._word = "Q" if self.elfclass == 64 else "I"
-        self._structs: dict[str, struct.Struct] = {}
+        self._structs = _STRUCTS[self.endian]
         self._segments: list[Segment] | None = None
+        self._load_spans: list[tuple[int, int, int]] | None = None
+        self._dynseg: tuple[Segment | None] | None = None
         self._sections: list[Section] | None = None
+        # The section headers as unpacked rows, checked but not yet named (``_section_rows``), and their
+        # names' table decoded: the symbol tables need only their own few sections named.
+        self._rows: list[tuple[int, ...]] | None = None
+        self._names = ""
+        self._symsecs: list[Section] | None = None
         self._dynamic: list[tuple[int, int]] | None = None
         self._values: dict[int, int] | None = None
         # The tables found, cached as plain tuples (TableSpec): a cached SymbolTable would point back at this
@@ -319,10 +348,12 @@ class ElfFile:
         return bytes(self.data[offset : offset + size])
 
     def struct(self, fmt: str) -> struct.Struct:
-        """A Struct for ``fmt`` in this file's byte order (cached)."""
+        """A Struct for ``fmt`` in this file's byte order (cached for every file of that byte order)."""
         s = self._structs.get(fmt)
         if s is None:
-            s = self._structs[fmt] = struct.Struct(self.endian + fmt)
+            s = struct.Struct(self.endian + fmt)
+            if len(self._structs) < _MAX_STRUCTS:
+                self._structs[fmt] = s
         return s
 
     def unpack(self, fmt: str, offset: int) -> tuple[int, ...]:
@@ -389,29 +420,53 @@ class ElfFile:
         fmt = "IIQQQQQQ" if self.elfclass == 64 else "IIIIIIII"
         if self.e_phentsize < self.struct(fmt).size:
             raise ParseError(f"program header entry size {self.e_phentsize} too small", self.path)
-        out = []
-        for f in self.header_table(self.e_phoff, phnum, self.e_phentsize, fmt, "program headers"):
-            if self.elfclass == 64:
-                p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _align = f
-            else:
-                p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_flags, _align = f
-            out.append(Segment(p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz))
-        return out
+        rows = self.header_table(self.e_phoff, phnum, self.e_phentsize, fmt, "program headers")
+        make = tuple.__new__  # the record without its Python-level constructor (every file has a dozen)
+        if self.elfclass == 64:
+            return [make(Segment, (p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz))
+                    for p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _align in rows]
+        return [make(Segment, (p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz))
+                for p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_flags, _align in rows]
 
     @property
     def sections(self) -> list[Section]:
         """The section headers; [] when there are none, and also when they are unusable but the loader's
         view is complete (a warning says so). Unusable headers and no loader view: ParseError."""
         if self._sections is None:
+            rows = self._section_rows()
+            if self._sections is None:  # (names that are not plain ASCII were decoded one by one already)
+                self._sections = _sections_fast(rows, self._names)
+        return self._sections
+
+    def _section_rows(self) -> list[tuple[int, ...]]:
+        """The section headers as unpacked rows, checked as ``sections`` checks them (the same errors, the
+        same fallback to none), without building a record for each."""
+        if self._rows is None:
             try:
-                self._sections = self._read_sections()
+                self._rows = self._read_section_rows()
             except ParseError as exc:
                 if self._hashed_table() is None or not self._loads_in_file():
                     raise
-                self._sections = []
+                self._rows, self._sections = [], []
                 self.warn(f"section headers unusable ({exc.message}): .symtab could not be read; the loader's "
                           "dynamic symbol table (PT_DYNAMIC) was read")
-        return self._sections
+        return self._rows
+
+    def _section(self, rows: list[tuple[int, ...]], index: int) -> Section:
+        """Section ``index`` of ``rows`` as a record (the one of ``sections`` when they were all built)."""
+        if self._sections is not None:
+            return self._sections[index]
+        return _sections_fast([rows[index]], self._names, index)[0]
+
+    def _symbol_sections(self) -> list[Section]:
+        """The SHT_SYMTAB and SHT_DYNSYM sections, in index order: found without a Python step per section,
+        and only they are named (an archive member has tens of other sections)."""
+        if self._symsecs is None:
+            rows = self._section_rows()
+            types = list(map(_SH_TYPE, rows))
+            self._symsecs = [self._section(rows, i)
+                             for i in sorted(_where(types, SHT_SYMTAB) + _where(types, SHT_DYNSYM))]
+        return self._symsecs
 
     def _static_executable(self) -> bool:
         """An ET_EXEC with PT_LOADs in the file and no PT_DYNAMIC: the kernel runs it without section headers,
@@ -424,7 +479,7 @@ class ElfFile:
         kills the process (SIGBUS), so its loader view is not complete."""
         return all(seg.p_offset + seg.p_filesz <= self.size for seg in self.segments if seg.p_type == PT_LOAD)
 
-    def _read_sections(self) -> list[Section]:
+    def _read_section_rows(self) -> list[tuple[int, ...]]:
         if self.e_shoff == 0:
             return []
         fmt = self._shdr_format
@@ -438,9 +493,13 @@ class ElfFile:
         raw = self.header_table(self.e_shoff, shnum, self.e_shentsize, fmt, "section headers")
         names = self._section_names(raw, shstrndx)
         if names.isascii() and (not names or names[-1] == 0):
-            return _sections_fast(raw, names.decode("ascii"))
-        return [Section(i, self._section_name(names, sh_name), sh_type, flags, addr, off, size, link, info, entsize)
-                for i, (sh_name, sh_type, flags, addr, off, size, link, info, _align, entsize) in enumerate(raw)]
+            self._names = names.decode("ascii")  # every name terminated: named on demand, all alike
+        else:  # each name decoded (and checked to be terminated) now, as unusable headers must fail here
+            self._sections = [Section(i, self._section_name(names, sh_name), sh_type, flags, addr, off, size, link,
+                                      info, entsize)
+                              for i, (sh_name, sh_type, flags, addr, off, size, link, info, _align, entsize)
+                              in enumerate(raw)]
+        return raw
 
     def _section_counts(self) -> tuple[int, int]:
         """(section count, index of the section name table), through extended numbering where it is used."""
@@ -503,11 +562,19 @@ class ElfFile:
                 return seg
         return None
 
+    def _loads(self) -> list[tuple[int, int, int]]:
+        """(p_vaddr, p_vaddr + p_filesz, p_offset) of each PT_LOAD in order: what ``vaddr_to_offset`` maps
+        through, a few times per file."""
+        if self._load_spans is None:
+            self._load_spans = [(seg.p_vaddr, seg.p_vaddr + seg.p_filesz, seg.p_offset) for seg in self.segments
+                                if seg.p_type == PT_LOAD]
+        return self._load_spans
+
     def vaddr_to_offset(self, vaddr: int, size: int = 1) -> int:
         """File offset of ``vaddr`` through PT_LOAD, the way the loader maps it."""
-        for seg in self.segments:
-            if seg.p_type == PT_LOAD and seg.p_vaddr <= vaddr and vaddr + size <= seg.p_vaddr + seg.p_filesz:
-                off = seg.p_offset + (vaddr - seg.p_vaddr)
+        for start, end, offset in self._loads():
+            if start <= vaddr and vaddr + size <= end:
+                off = offset + (vaddr - start)
                 self.check_range(off, size, f"address {vaddr:#x}")
                 return off
         raise ParseError(f"address {vaddr:#x} is not in any loaded segment", self.path)
@@ -522,10 +589,9 @@ class ElfFile:
         return self._dynamic
 
     def _dynamic_segment(self) -> Segment | None:
-        for seg in self.segments:
-            if seg.p_type == PT_DYNAMIC:
-                return seg
-        return None
+        if self._dynseg is None:  # (asked three times per file: kept)
+            self._dynseg = (next((seg for seg in self.segments if seg.p_type == PT_DYNAMIC), None),)
+        return self._dynseg[0]
 
     def _read_dynamic(self) -> list[tuple[int, int]]:
         fmt = "qQ" if self.elfclass == 64 else "iI"
@@ -552,17 +618,22 @@ class ElfFile:
                 return []
         self.check_range(offset, size, "dynamic section")
         out: list[tuple[int, int]] = []
-        end = offset + size - size % step
-        for pos in range(offset, end, step * 256):  # in slices: a missing DT_NULL costs no per-entry read
+        end, pos, chunk = offset + size - size % step, offset, step * 64
+        while pos < end:  # in slices: a missing DT_NULL costs no per-entry read
             # d_tag read unsigned: the tag as a mask of the word's bits would give it (DT_NULL is 0 either way)
-            words = self._array(self._word, pos, min(step * 256, end - pos))
+            words = self._array(self._word, pos, min(chunk, end - pos))
             tags = words[0::2]
-            stop = tags.index(DT_NULL) if DT_NULL in tags else len(tags)
-            out.extend(zip(tags[:stop], words[1::2][:stop]))
-            if stop < len(tags):
+            try:
+                stop = tags.index(DT_NULL)
+            except ValueError:
+                stop = -1
+            if stop >= 0:
+                out.extend(zip(tags[:stop], words[1::2]))
                 return out
+            out.extend(zip(tags, words[1::2]))
             if len(out) > MAX_HEADERS:
                 raise ParseError(f"no DT_NULL in the first {MAX_HEADERS} dynamic entries", self.path)
+            pos, chunk = pos + chunk, step * 256  # the first slice holds most files' whole section
         return out
 
     def dynamic_value(self, tag: int) -> int | None:
@@ -601,15 +672,19 @@ class ElfFile:
         """The dynamic symbol table as glibc finds it: DT_SYMTAB through PT_DYNAMIC, mapped through
         PT_LOAD, its size from DT_HASH or DT_GNU_HASH. None without PT_DYNAMIC or DT_SYMTAB, and when no
         hash table gives the size (then glibc finds none of its symbols either)."""
-        if self._loader is None:
+        if self._loader is None:  # (the first answer is the one made: only the specs are kept, see __init__)
             table = self._hashed_table()
-            self._loader = (_spec(self._extend(table, self.sections)) if table is not None else None,)
+            table = self._extend(table) if table is not None else None
+            self._loader = (_spec(table) if table is not None else None,)
+            return table
         return self._table(self._loader[0])
 
     def _hashed_table(self) -> SymbolTable | None:
         """The loader's table as far as its hash tables reach (no section header read)."""
         if self._hashed is None:
-            self._hashed = (_spec(t) if (t := self._read_hashed_table()) is not None else None,)
+            table = self._read_hashed_table()
+            self._hashed = (_spec(table) if table is not None else None,)
+            return table
         return self._table(self._hashed[0])
 
     def _read_hashed_table(self) -> SymbolTable | None:
@@ -635,7 +710,9 @@ class ElfFile:
         how; a section table that cannot be read safely is left out with a warning while the loader's view
         stands (and is an error without one)."""
         if self._tables is None:
-            self._tables = [_spec(t) for t in self._symbol_tables()]
+            tables = self._symbol_tables()
+            self._tables = [_spec(t) for t in tables]
+            return tables
         return [SymbolTable(self, *spec) for spec in self._tables]
 
     def _table(self, spec: TableSpec | None) -> SymbolTable | None:
@@ -645,7 +722,7 @@ class ElfFile:
         _ = self.segments  # broken program headers make a broken file, even where only sections are used
         loader = self.loader_table()
         try:
-            sections = self.sections
+            rows = self._section_rows()
         except ParseError as exc:
             if not self._static_executable():
                 raise
@@ -653,27 +730,26 @@ class ElfFile:
                       "(no PT_DYNAMIC) has no symbol the loader reads")
             return []
         tables = [loader] if loader is not None else []
-        for sec in sections:
-            if sec.sh_type in (SHT_SYMTAB, SHT_DYNSYM):
-                table = self._admit_section_table(sec, sections, tables, loader)
-                if table is not None:
-                    tables.append(table)
-        if loader is not None and not any(sec.sh_type == SHT_DYNSYM for sec in sections) and sections:
+        for sec in self._symbol_sections():
+            table = self._admit_section_table(sec, rows, tables, loader)
+            if table is not None:
+                tables.append(table)
+        if loader is not None and not any(sec.sh_type == SHT_DYNSYM for sec in self._symbol_sections()) and rows:
             self.warn("no section header describes the loader's dynamic symbol table (DT_SYMTAB): it was read "
                       "through PT_DYNAMIC")
-        if loader is None and not sections and self.dynamic_value(DT_SYMTAB) is not None:
+        if loader is None and not rows and self.dynamic_value(DT_SYMTAB) is not None:
             raise ParseError("no section headers and neither DT_HASH nor DT_GNU_HASH: symbol count unknown",
                              self.path)
         return tables
 
-    def _admit_section_table(self, sec: Section, sections: list[Section], tables: list[SymbolTable],
+    def _admit_section_table(self, sec: Section, rows: list[tuple[int, ...]], tables: list[SymbolTable],
                              loader: SymbolTable | None) -> SymbolTable | None:
         """The symbol table section ``sec`` as a table to read besides ``tables``, or None when it is the
         loader's own or is left out. With the loader's view to stand on, a bad section is a warning; without
         it, an error."""
         label = ".dynsym" if sec.sh_type == SHT_DYNSYM else ".symtab"
         try:
-            table = self._section_table(sec, sections, label)
+            table = self._section_table(sec, rows, label)
         except ParseError as exc:
             if loader is None:
                 raise
@@ -695,12 +771,12 @@ class ElfFile:
                       f"{loader.offset:#x} with {loader.count}: both are read")
         return table
 
-    def _extend(self, loader: SymbolTable, sections: list[Section]) -> SymbolTable:
+    def _extend(self, loader: SymbolTable) -> SymbolTable:
         """The loader's table with the size of a SHT_DYNSYM section that starts where it does and is larger.
         A GNU hash walk finds only the symbols lookups reach: the undefined ones before them (and all of an
         executable's, which exports nothing) are still entries, read by relocations through their index."""
         entsize = loader.entsize
-        for sec in sections:
+        for sec in self._symbol_sections():
             if sec.sh_type == SHT_DYNSYM and sec.sh_offset == loader.offset and sec.sh_size > loader.count * entsize \
                     and sec.sh_entsize in (0, entsize) and sec.sh_size % entsize == 0 \
                     and sec.sh_size <= self.size - sec.sh_offset:
@@ -712,18 +788,18 @@ class ElfFile:
                                    loader.str_size)
         return loader
 
-    def _section_table(self, sec: Section, sections: list[Section], label: str) -> SymbolTable:
+    def _section_table(self, sec: Section, rows: list[tuple[int, ...]], label: str) -> SymbolTable:
         entsize = SYM_ENTSIZE[self.elfclass]
         if sec.sh_entsize not in (0, entsize):
             raise ParseError(f"{label}: entry size {sec.sh_entsize}, expected {entsize}", self.path)
         if sec.sh_size % entsize:
             raise ParseError(f"{label}: size {sec.sh_size} is not a multiple of {entsize}", self.path)
         self.check_range(sec.sh_offset, sec.sh_size, label)
-        if not 0 < sec.sh_link < len(sections) or sections[sec.sh_link].sh_type != SHT_STRTAB:
+        if not 0 < sec.sh_link < len(rows) or rows[sec.sh_link][1] != SHT_STRTAB:
             raise ParseError(f"{label}: string table link {sec.sh_link} is not a string table", self.path)
-        strtab = sections[sec.sh_link]
-        self.check_range(strtab.sh_offset, strtab.sh_size, f"{label} string table")
-        return SymbolTable(self, label, sec.sh_offset, sec.sh_size // entsize, strtab.sh_offset, strtab.sh_size)
+        _, _, _, _, str_offset, str_size, _, _, _, _ = rows[sec.sh_link]
+        self.check_range(str_offset, str_size, f"{label} string table")
+        return SymbolTable(self, label, sec.sh_offset, sec.sh_size // entsize, str_offset, str_size)
 
     def _clash(self, table: SymbolTable, accepted: list[SymbolTable], loader: SymbolTable | None) -> str | None:
         """Why editing ``table``'s st_info bytes could damage what another view relies on, or None: it

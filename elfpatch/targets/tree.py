@@ -165,10 +165,13 @@ class Dirs:
         """The directory at the end of ``chain``, checked as ``open_chain`` checks it; it stays this
         cache's (valid until the next call or ``clear``)."""
         keep = 0
-        for a, b in zip(chain, self.chain):
-            if a != b:
-                break
-            keep += 1
+        if chain is self.chain:  # the last file's directory (files come sorted): no step to compare
+            keep = len(chain)
+        else:
+            for a, b in zip(chain, self.chain):
+                if a != b:
+                    break
+                keep += 1
         if keep and not self._still(chain, keep):
             keep = 0
         if keep < len(self.fds):
@@ -269,11 +272,12 @@ class _Walk:
         return subdirs
 
     def _file(self, fd: int, name: str, path: str, st: os.stat_result, chain: Chain) -> None:
+        ours = name.startswith(".elfpatch-")  # what TEMP_RE and JOURNAL_RE begin with (tried on every file)
         if not stat.S_ISREG(st.st_mode):
             self.skipped += 1
-        elif JOURNAL_RE.match(name) and is_journal(fd, name):
+        elif ours and JOURNAL_RE.match(name) and is_journal(fd, name):
             self.journals.append((chain, name, path))
-        elif (state := temp_state(fd, name)) in (LIVE, STALE):
+        elif (state := temp_state(fd, name) if ours else None) in (LIVE, STALE):
             pass  # a run's temp (its lock is held, or it carries our marker): never an input
         elif self.exclude and self.exclude.excludes(os.path.relpath(path, self.root)):
             self.skipped += 1

@@ -189,6 +189,24 @@ def test_large_tree_uses_the_pool_keeps_order_and_reports_errors(unique_build: P
     assert run_cli("unique", "--check", str(root / "d0")).returncode == 0
 
 
+def test_pool_workers_send_each_warning_back_once(unique_build: Path, tmp_path: Path) -> None:
+    """A pool process keeps one log handler for all its tasks: each task's warnings go back with that task's
+    reports, every one of them, and only once (none left over for the next task)."""
+    root, outside = tmp_path / "many", tmp_path / "outside"
+    outside.mkdir()
+    linked = []
+    for i in range(40):
+        d = root / f"d{i % 4}"
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copy(unique_build / "libholder_v1.so", d / f"lib{i:02}.so")
+        if i % 5 == 0:  # a name outside the tree keeps the unpatched file: warned about, once per file
+            os.link(d / f"lib{i:02}.so", outside / f"lib{i:02}.so")
+            linked.append(str(d / f"lib{i:02}.so"))
+    proc = run_cli("unique", str(root), check=True)
+    warned = [line.split(": ")[2] for line in proc.stderr.splitlines() if "hard links" in line]
+    assert sorted(warned) == sorted(linked), proc.stderr
+
+
 def test_thin_archive_in_a_tree(objs: dict[str, Path], tmp_path: Path) -> None:
     """Members inside the tree are the walk's own files; a member outside is not reached through the tree."""
     root = tmp_path / "tree"
@@ -330,3 +348,13 @@ def test_fsync_makes_re_pointed_names_durable_once_per_directory(pool: bool, uni
     ident = {d: ((root / d).stat().st_dev, (root / d).stat().st_ino) for d in "abc"}
     assert synced.count(ident["b"]) == 1 and synced.count(ident["c"]) == 1, synced
     assert pool or ident["a"] in synced  # the commit's own, for the renames there (in a worker, unseen here)
+
+
+def test_the_walk_tries_the_temp_patterns_only_on_names_with_their_prefix() -> None:
+    """The walk tells a run's temps and journals apart from inputs only for names beginning ".elfpatch-" (a
+    string test, not two regular expressions, on every file): both patterns must begin with it."""
+    from elfpatch.fs.temps import JOURNAL_RE, TEMP_RE, temp_name
+
+    for rx in (TEMP_RE, JOURNAL_RE):
+        assert rx.pattern.startswith(r"^\.elfpatch-"), rx.pattern
+    assert temp_name().startswith(".elfpatch-")

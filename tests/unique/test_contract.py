@@ -184,3 +184,15 @@ def test_python_api(lib: Path) -> None:
     assert elfpatch.check(lib, symbols=["counter*"]) is False
     with pytest.raises(elfpatch.ElfPatchError, match="not an ELF file"):
         elfpatch.patch(__file__)
+
+
+def test_one_line_escapes_exactly_what_its_table_names() -> None:
+    """``one_line`` passes printable text through untranslated (the common case, thousands of report lines):
+    every code point, alone and inside printable text, comes out as the full escape table makes it."""
+    from elfpatch.errors import _CONTROL, one_line
+
+    for code in range(0x110000):
+        ch = chr(code)
+        assert one_line(ch) == ch.translate(_CONTROL), hex(code)
+    for code in _CONTROL:
+        assert one_line(f"_ZN1A{chr(code)}B") == f"_ZN1A{_CONTROL[code]}B"

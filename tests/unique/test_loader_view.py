@@ -275,3 +275,53 @@ def test_dlcheck_facts_read_the_loaders_table(unique_build: Path, tmp_path: Path
     facts = object_facts(str(a))
     assert facts is not None and set(facts.unique) == UNIQUE_NAMES
     assert facts.soname == "libholder_v1.so"
+
+
+# -- the symbol tables name only their own sections: the same answer as from every section -------------------
+
+def _names_edited(image: bytes, edit: str) -> bytes:
+    """The section name table made non-ASCII (.dynsym's "d" made 0xE9) or unterminated (its last byte)."""
+    elf = ElfFile(image)
+    names = elf.sections[elf.e_shstrndx]
+    data = bytearray(image)
+    if edit == "non-ascii":
+        table = bytes(image[names.sh_offset : names.sh_offset + names.sh_size])
+        data[names.sh_offset + table.index(b"\0.dynsym\0") + 2] = 0xE9
+    else:
+        data[names.sh_offset + names.sh_size - 1] = ord("x")
+    return bytes(data)
+
+
+def _view(elf: ElfFile, sections_first: bool) -> tuple:
+    """What a reader is told: the symbol tables, the sections (or why there are none) and the warnings."""
+    def sections() -> object:
+        try:
+            return elf.sections
+        except Exception as exc:  # noqa: BLE001 - the error is part of the answer
+            return repr(exc)
+    first = sections() if sections_first else None
+    try:
+        tables = [(t.name, t.offset, t.count, t.str_offset, t.str_size) for t in elf.symbol_tables()]
+    except Exception as exc:  # noqa: BLE001
+        tables = repr(exc)
+    return tables, first if sections_first else sections(), sorted(elf.warnings)
+
+
+@pytest.mark.parametrize("lie", ["honest", *sorted(LOADER_LIES), *sorted(EXTENDED), "non-ascii", "unterminated",
+                                 "decoy-dynsym+non-ascii"])
+def test_symbol_tables_read_alike_whatever_is_asked_first(unique_build: Path, lie: str) -> None:
+    """``symbol_tables`` names only the symbol table sections (a tree's archive members have tens of others),
+    and must tell what reading every section tells: the same tables, sections, errors and warnings (a
+    non-ASCII or unterminated name table included), whether ``sections`` was asked first or not."""
+    image = (unique_build / "libholder_v1.so").read_bytes()
+    for part in lie.split("+"):
+        if part in ("non-ascii", "unterminated"):
+            image = _names_edited(image, part)
+        elif part != "honest":
+            image = {**LOADER_LIES, **EXTENDED}[part](image)
+    lazy, eager = _view(ElfFile(image, "lib"), False), _view(ElfFile(image, "lib"), True)
+    assert lazy == eager
+    if lie == "decoy-dynsym+non-ascii":  # the decoy's warning names it as its header does
+        assert any("(.\udce9ynsym) is a SHT_DYNSYM table" in w for w in lazy[2]), lazy[2]
+    if lie == "unterminated":
+        assert any(w.startswith("section headers unusable (unterminated section name") for w in lazy[2]), lazy[2]

@@ -148,3 +148,35 @@ def test_container_claims_are_refused_within_the_file_size(unique_build: Path, t
             assert z.namelist()[-1] == "holderpkg/zz.so"
     assert_bounded(path, CONTAINER_LIES[name])
 
+
+
+@pytest.mark.parametrize("length", [63, 64, 65, 320, 321, 415])
+def test_the_dynamic_section_is_read_to_its_dt_null_across_slices(tmp_path: Path, length: int) -> None:
+    """The dynamic section is read in slices (64 entries, then 256 at a time): a DT_NULL on either side of a
+    slice's edge ends it there, and every entry before it is read, in order."""
+    src, lib = tmp_path / "dt.c", tmp_path / "libdt.so"
+    src.write_text("int f(void) { return 1; }\n")
+    # 400 spare DT_NULL entries after the real ones: room to move the end of the section
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--spare-dynamic-tags=400", "-o", str(lib), str(src)], check=True)
+    data = bytearray(lib.read_bytes())
+    elf = ElfFile(bytes(data))
+    honest = elf.dynamic()
+    seg = next(s for s in elf.segments if s.p_type == PT_DYNAMIC)
+    assert seg.p_filesz // 16 > length > len(honest)
+    fillers = [(0x6FFF_F000 + i, i) for i in range(length - len(honest))]  # tags no reader acts on
+    for i, entry in enumerate(fillers):
+        struct.pack_into(elf.endian + "qQ", data, seg.p_offset + (len(honest) + i) * 16, *entry)
+    assert ElfFile(bytes(data)).dynamic() == honest + fillers
+
+
+def test_structs_are_shared_between_images_and_bounded(unique_build: Path) -> None:
+    """A Struct is made once per format and byte order for every image (not once per image); formats a
+    caller makes up (a count in the format, say) do not grow that cache past its bound."""
+    from elfpatch.elf import file as elffile
+
+    data = (unique_build / "libholder_v1.so").read_bytes()
+    a, b = ElfFile(data), ElfFile(data)
+    assert a.struct("IIII") is b.struct("IIII") and a.struct("IIII").format == a.endian + "IIII"
+    for n in range(1, 3 * elffile._MAX_STRUCTS):
+        assert a.struct(f"{n}I").size == 4 * n
+    assert len(elffile._STRUCTS[a.endian]) <= elffile._MAX_STRUCTS
