@@ -16,7 +16,7 @@ from typing import Any
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ParseError
 from elfpatch.initscan.budget import Budget
-from elfpatch.initscan.constptr import ConstantPointers
+from elfpatch.initscan.constptr import ConstantPointers, InitialPointers
 from elfpatch.initscan.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.initscan.image import Image
 from elfpatch.initscan.walk import Registration, Summary, Walker
@@ -57,9 +57,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     if image is not None and image.stripped:
         notes.append("no .symtab (stripped): functions are known by their exported names and .eh_frame extents, "
                      "data objects mostly not at all")
-    budget = Budget()
-    walker = _walker(elf, image, budget) if image is not None else None
-    summaries, cut_from = _walk_all(walker, entries, depth)
+    budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     summaries = [_ordered(s, before) for s in summaries]
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
@@ -67,8 +65,9 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                      "them is not seen: " + ", ".join(e["symbol"] for e in lto))
     if dtors:
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
+    changed = _initial_changed(image, summaries, _constructors(summaries))
     if siof:
-        notes += _siof(image, walker, entries, summaries, listing, lto)
+        notes += _siof(image, walker, entries, summaries, listing, lto, changed)
     unsettled = walker.dis.unsettled if walker is not None else []
     if unsettled:  # never expected (see Disassembler.sweep); if it happens, the result must not claim complete
         assert image is not None  # the walker that found them reads the image
@@ -78,25 +77,59 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
             if e.get("analysis"):
                 e["analysis"]["complete"] = False
     complete = supported and not notes and not (image and image.stripped) and not lto and not unsettled \
-        and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 for s in summaries)
+        and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 for s in summaries) \
+        and not any(changed)
     notes += _limits(image, budget, entries[cut_from:])  # after: the image's facts alone leave nothing unproven
-    for e, s in zip(entries, summaries):
-        notes += _unseen(e, s, depth, supported, image)
+    for e, s, names in zip(entries, summaries, changed):
+        notes += _unseen(e, s, depth, supported, image) + _changed_note(e, names)
     listing["analysis_complete"] = complete
     listing["analysis_notes"] = notes
 
 
-def _walker(elf: ElfFile, image: Image, budget: Budget) -> Walker:
-    """The walker, whose loads through the GOT or constant data (RELRO) yield the address the word holds;
-    its decoding bounded by ``budget`` and by the image's function extents."""
+# Walks of the file before the pointer globals it follows by their load-time value are ones no initializer
+# changes (each walk drops those a walk saw changed; past this many, it follows none).
+MAX_INITIAL_WALKS = 3
+
+
+def _walked(elf: ElfFile, image: Image | None, entries: list[dict],
+            depth: int) -> tuple[Budget, Walker | None, list[Summary | None], int]:
+    """The budget, walker, summaries and first cut position (see _walk_all) of a walk that follows a writable
+    pointer global by its load-time value only where no initializer of this file stores into it or passes its
+    address to another module: where one does, the pointer is unknown (its reads unproven, never a finding
+    through a value it may no longer hold)."""
+    dropped: set[int] | None = set()
+    for n in range(MAX_INITIAL_WALKS + 1):
+        budget = Budget()
+        walker = _walker(elf, image, budget, dropped) if image is not None else None
+        summaries, cut_from = _walk_all(walker, entries, depth)
+        changed = {o for s in summaries if s is not None for o in (*s.constructs, *s.call_stores, *s.escaped)}
+        relied = {o for s in summaries if s is not None for o in s.initial}
+        if dropped is None or not relied & changed:
+            break
+        dropped = (dropped | (relied & changed)) if n + 1 < MAX_INITIAL_WALKS else None
+    return budget, walker, summaries, cut_from
+
+
+def _walker(elf: ElfFile, image: Image, budget: Budget, dropped: set[int] | None = None) -> Walker:
+    """The walker, whose loads through the GOT or constant data (RELRO) yield the address the word holds, as
+    do loads of writable pointer globals but those in ``dropped`` (None: all dropped); its decoding bounded by
+    ``budget`` and by the image's function extents."""
     consts = ConstantPointers(elf)
+    loaded = InitialPointers(elf)
+
+    def initial(addr: int) -> Value | None:
+        if dropped is None or image.object_start(addr) in dropped:
+            return None
+        return loaded.word(addr)
 
     def pointer(addr: int) -> Value | None:
         value = image.got(addr)
-        return value if value is not None else consts.word(addr)
+        if value is None:
+            value = consts.word(addr)
+        return value if value is not None else initial(addr)
 
     return Walker(image, Disassembler(elf.e_machine, image.read_code, pointer, image.object_start, budget,
-                                      image.extent_known), pointer)
+                                      image.extent_known), pointer, initial)
 
 
 def _limits(image: Image | None, budget: Budget, cut: list[dict]) -> list[str]:
@@ -217,7 +250,7 @@ def _registrations(image: Image | None, entries: list[dict], summaries: list) ->
 
 
 def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summaries: list, listing: dict,
-          lto: list) -> list[str]:
+          lto: list, changed: list[list[str]]) -> list[str]:
     """Adds each entry's ``analysis`` and the file's ``findings``; returns the notes of what it could not prove."""
     notes: list[str] = []
     for e in listing["init"]:
@@ -253,11 +286,52 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         e["analysis"] = {
             "constructs": [_obj(image, o) for o in built],
             "reads": reads,
-            "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard,
+            "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard and not changed[pos],
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
         }
     listing["findings"] = findings
     return notes
+
+
+def _initial_changed(image: Image | None, summaries: list, constructor: dict[int, int]) -> list[list[str]]:
+    """Per entry, the writable pointer globals whose load-time value its walk followed and that may no longer
+    hold it when it runs (empty: proven to hold it). A global holds its load-time value when no other module
+    can name it (not exported), no initializer up to this one stores into it or hands its address to another
+    module's function, and every initializer before this one is proven complete (none stores through a
+    pointer the walk does not know, or calls what it does not see)."""
+    out: list[list[str]] = [[] for _ in summaries]
+    if image is None:
+        return out
+    exported = _exported(image)
+    escaped: set[int] = set()
+    sound = True  # every initializer before this one proven
+    for pos, s in enumerate(summaries):
+        if s is None:
+            sound = False
+            continue
+        escaped |= s.escaped
+        for o in sorted(s.initial):
+            name = image.symbol_at(o) or f"{o:#x}"
+            c = constructor.get(o)
+            if not sound or (c is not None and c <= pos) or o in escaped or name in exported:
+                out[pos].append(name)
+        sound = sound and _proven(s) and not out[pos]
+    return out
+
+
+def _changed_note(e: dict[str, Any], names: list[str]) -> list[str]:
+    if not names:
+        return []
+    return [f"initializer {e['index']} ({e['symbol']}): follows the load-time value of writable pointer "
+            "global(s) that an initializer or another module may have changed before: " + ", ".join(names[:3])]
+
+
+def _exported(image: Image) -> frozenset[str]:
+    """The names this file's dynamic symbol table defines (another module may name those)."""
+    from elfpatch.elfconst import SHN_UNDEF
+
+    return frozenset(sym.name for t in image.elf.symbol_tables() if t.name == ".dynsym" for sym in t
+                     if sym.st_shndx != SHN_UNDEF and sym.name)
 
 
 def _constructors(summaries: list) -> dict[int, int]:

@@ -459,7 +459,9 @@ class _X86:
             return True
         a = self._mem(inner, st, nxt)
         if a is not None:
-            if not first and mnem == "mov" and dreg and self._got_load(a, dreg, st):
+            if not first and mnem == "mov" and dreg == ops[0] and self._got_load(a, dreg, st):
+                if self.object_of(a) is not None:  # a pointer global's initial value: still a read of it
+                    out.extend(_x86_accesses(a, rw))
                 return True
             out.extend(_x86_accesses(a, rw))
             return False
@@ -665,7 +667,7 @@ class _A64:
             return
         a = self._address(m, st)
         if a is not None:
-            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._got_load(a, dst, st):
+            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._pointer_load(a, ops[0], dst, st, out):
                 return
             out.extend(_a64_accesses(a, mnem, is_store))
         elif not mnem.startswith("prf"):  # an operand the pattern does not parse is not resolved either
@@ -700,6 +702,15 @@ class _A64:
         if m.group(3):  # a register index (maybe extended or shifted): some element of the object
             return _moved(base, None, self.object_of)
         return _moved(base, int(m.group(2), 0) if m.group(2) else 0, self.object_of)
+
+    def _pointer_load(self, a: int, reg: str, dst: str, st: dict, out: list) -> bool:
+        """An ``ldr`` of a 64-bit word whose relocated value is known (see _got_load); a pointer global's
+        load-time value is still a read of the global."""
+        if not reg.startswith("x") or not self._got_load(a, dst, st):
+            return False
+        if self.object_of(a) is not None:
+            out.extend(_a64_accesses(a, "ldr", False))
+        return True
 
     def _got_load(self, a: int, dst: str, st: dict) -> bool:
         """An ``ldr`` from a GOT slot: the register holds the object's address, and remembers the slot (for a

@@ -69,6 +69,10 @@ class Summary(NamedTuple):
     call_stores: frozenset  # objects a callee stores into through the address this walk passed it
     foreign: frozenset  # other modules' objects (symbols) read: the unproven accesses the load order may order
     foreign_unproven: int  # how many of ``unproven`` reach one of them
+    # writable pointer globals whose load-time value the walk followed (an ``Obj* p = &g``, a function pointer, a
+    # vptr): proven only when nothing can have changed them before (analysis._initial_held)
+    initial: frozenset = frozenset()
+    escaped: frozenset = frozenset()  # objects whose address this walk passed to another module's function
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -121,6 +125,8 @@ class _Acc:
         self.call_stores: set[int] = set()
         self.foreign: set[str] = set()
         self.foreign_unproven = 0
+        self.initial: set[int] = set()
+        self.escaped: set[int] = set()
         self.guard: int | None = None  # the guard what follows runs under
 
     def read(self, o: int, via: tuple, load: bool) -> None:
@@ -152,15 +158,20 @@ class _Acc:
         return Summary(self.regs, self.constructs, self.reads, self.indirect, self.depth_limited,
                        self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early, self.touched,
                        frozenset(self.guards), frozenset(self.cut), self.strange, frozenset(self.call_stores),
-                       frozenset(self.foreign), self.foreign_unproven)
+                       frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
+                       frozenset(self.escaped))
 
 
 class Walker:
-    def __init__(self, image: Image, dis: Disassembler, pointer: Callable[[int], Value | None] | None = None) -> None:
-        """``pointer``: what a GOT slot or a word of constant data holds once relocated (default: the GOT)."""
+    def __init__(self, image: Image, dis: Disassembler, pointer: Callable[[int], Value | None] | None = None,
+                 initial: Callable[[int], Value | None] | None = None) -> None:
+        """``pointer``: what a GOT slot or a word of constant data holds once relocated (default: the GOT);
+        ``initial``: the load-time value of a pointer word in writable data, where ``pointer`` answers with
+        it (the walk then notes the global it relied on)."""
         self.image = image
         self.dis = dis
         self.pointer = pointer or image.got
+        self.initial = initial
         self._memo: dict[tuple, Summary] = {}
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._helper: dict[str, bool] = {}
@@ -302,7 +313,7 @@ class Walker:
             acc.unprove((), ev.insn, ev.base)
 
     def _call(self, ev: Call, acc: _Acc, depth: int, stack: frozenset) -> None:
-        target = self._call_target(ev)
+        target = self._call_target(ev, acc)
         if target is None:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
             return
@@ -321,8 +332,9 @@ class Walker:
         if name == GUARD_RELEASE:
             return
         self._arguments(name, ev.args, acc)
-        if where is None:
-            return  # another object's function: it cannot see this file's globals but through us
+        if where is None:  # another object's function: it cannot see this file's globals but through us
+            acc.escaped.update(o for v in ev.args if isinstance(v, int) and (o := self.image.object_start(v)))
+            return
         if where in stack:
             acc.cut.add(where)
             acc.unprove((where,), where, None)  # a recursive call: what it touches this time is not followed
@@ -375,6 +387,8 @@ class Walker:
         acc.guards |= sub.guards
         acc.cut |= sub.cut
         acc.call_stores |= sub.call_stores
+        acc.initial |= sub.initial
+        acc.escaped |= sub.escaped
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
@@ -405,12 +419,21 @@ class Walker:
             acc.construct(obj[0], False)
         else:
             acc.read(obj[0], (), True)
+            self._relied(ev.address, acc)
 
-    def _call_target(self, ev: Call) -> int | str | None:
+    def _relied(self, addr: int, acc: _Acc) -> None:
+        """Notes the writable global whose load-time word at ``addr`` the sweep may have followed."""
+        if self.initial is not None and self.initial(addr) is not None:
+            o = self.image.object_start(addr)
+            if o is not None:
+                acc.initial.add(o)
+
+    def _call_target(self, ev: Call, acc: _Acc) -> int | str | None:
         """Where a call goes, or None when it is not a call we can follow (an unknown register or slot)."""
         target = ev.target
         if target is None and ev.slot is not None:
             target = self.pointer(ev.slot)
+            self._relied(ev.slot, acc)
         if isinstance(target, Ptr) or target is None or (isinstance(target, int) and not self.image.in_code(target)):
             return None
         return target

@@ -187,6 +187,7 @@ _CAUSES = (
     ("destructor was not resolved", "registration's destructor unresolved"),
     ("guarded initialization no initializer", "guarded variable initialized by no initializer here"),
     ("its address is not in this file", "entry not in the file"),
+    ("load-time value of writable pointer", "pointer global that may have changed"),
 )
 _FILE_CAUSES = (
     ("no .symtab (stripped)", "stripped file"),
