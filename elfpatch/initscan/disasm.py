@@ -326,6 +326,7 @@ class _X86:
         self.got = got
         self.object_of = object_of
         self.result: Callable[[Value | None, tuple], Value | None] = _no_result
+        self.kept: Callable[[int], frozenset] = lambda _target: frozenset()  # registers a direct call keeps
 
     def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
         """("cond"|"jmp"|"out"|"end"|"none", target) for one instruction."""
@@ -403,8 +404,10 @@ class _X86:
         elif not (tail and insn[2].startswith("notrack")):  # through a register: known when from the GOT
             target = st.get(_X86_ALIAS.get(op, op))
             out.append(Call(target, None, args, tail))
+        kept = self.kept(target) if isinstance(target, int) and not tail else frozenset()
         for r in X86_CLOBBER:
-            st.pop(r, None)
+            if r not in kept:
+                st.pop(r, None)
         _put(st, "rax", self.result(target, args))  # what the callee returns, when the walker knows it
         return True
 

@@ -33,6 +33,20 @@ _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction
 MAX_CHAIN = 16
 
 
+# The argument registers a call may keep (see Walker.kept), each with every name an operand can give it; the
+# others have implicit users (rdx: mul, div, cqo; rcx: rep, shifts, loop) and are always taken as clobbered.
+_KEPT_FORMS = {"rdi": frozenset({"rdi", "edi", "di", "dil"}), "rsi": frozenset({"rsi", "esi", "si", "sil"})}
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _inside(op: str, start: int, end: int) -> bool:
+    """Whether a jump's operand is an address inside [start, end)."""
+    try:
+        return start <= int(op, 0) < end
+    except ValueError:
+        return False
+
+
 class Registration(NamedTuple):
     kind: str
     dtor: Value | None
@@ -91,6 +105,18 @@ def is_constructor(name: str) -> bool:
     return name.startswith("_ZN") and bool(_CTOR.search(name))
 
 
+# GCC's clones of a function: IPA-CP (.constprop.N) may have dropped any parameter, `this` included (propagated
+# when one object is built); IPA-SRA (.isra.N) rewrites parameters; .part.N is an outlined part; .cold the
+# unlikely paths. Their arguments are not the source's.
+_CLONE = re.compile(r"\.(?:constprop|isra|part)\.\d+|\.cold(?:\.\d+)?$")
+
+
+def is_constructor_clone(name: str | None) -> bool:
+    """A GCC clone of a constructor: it builds its object, but which argument (if any) is ``this`` is not
+    known, so what it builds is what its code stores into (Walker._credit)."""
+    return bool(name) and is_constructor(name) and bool(_CLONE.search(name))
+
+
 # Placement new, operator new(size_t, void*) and new[] (size_t is m on LP64, j on ILP32): an out-of-line call at
 # -O0, whose second argument is the storage an object is then built in (the constructor gets it back as the
 # call's result, which the decoder does not follow).
@@ -104,7 +130,7 @@ def constructed_argument(name: str | None) -> int | None:
         return None
     if name in _PLACEMENT_NEW:
         return 1
-    return 0 if is_constructor(name) else None
+    return 0 if is_constructor(name) and not is_constructor_clone(name) else None
 
 
 class _Acc:
@@ -180,7 +206,11 @@ class Walker:
         self._returning: list[int] = []  # getters being swept for their result (a chain, bounded)
         self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
+        self._kept: dict[int, frozenset] = {}
+        self._exported: frozenset[str] | None = None  # names .dynsym defines
         dis.arch.result = self.result
+        if hasattr(dis.arch, "kept"):
+            dis.arch.kept = self.kept
 
     def is_helper(self, name: str | None) -> bool:
         """A translation unit's own initializer helper (followed without costing depth)."""
@@ -339,11 +369,55 @@ class Walker:
             acc.cut.add(where)
             acc.unprove((where,), where, None)  # a recursive call: what it touches this time is not followed
             return
+        self._followed(ev, where, name, acc, depth, stack)
+
+    def _followed(self, ev: Call, where: int, name: str | None, acc: _Acc, depth: int, stack: frozenset) -> None:
+        """Follows a call into this file's function ``where`` (within the depth) and merges what it does."""
         sub = self._follow(where, name, ev.args, depth, stack)
         if sub is None:
             acc.depth_limited += 1
             return
+        stored = set(acc.call_stores)
         self._merge(sub, where, ev.args, acc)
+        if is_constructor_clone(name):
+            self._credit(sub, acc.call_stores - stored, acc)
+
+    def kept(self, target: int) -> frozenset:
+        """The argument registers a direct call to ``target`` leaves as they were (GCC's -fipa-ra: a caller
+        keeps a value in a register its callee is known not to write, as an initializer keeps `this` in rdi
+        for the next constructor clone). Only for a function of this file that no other module can replace
+        (named, not exported), that calls nothing and whose code names no form of the register at all."""
+        hit = self._kept.get(target)
+        if hit is None:
+            hit = self._kept[target] = self._untouched(target)
+        return hit
+
+    def _untouched(self, target: int) -> frozenset:
+        name = self.image.function_name(target) if self.image.is_function(target) else None
+        if not name or name in self.exported():
+            return frozenset()
+        end = self.image.function_end(target)
+        named: set[str] = set()
+        for _a, _size, mnem, op in self.dis.decode(target, end).insns:
+            word = mnem.rsplit(" ", 1)[-1]
+            if word.startswith(("call", "sys", "int", "j")) and not (word[0] == "j" and _inside(op, target, end)):
+                return frozenset()  # a call, a system call, or a jump out (a tail call): registers lost
+            named.update(_WORD.findall(op))
+        return frozenset(r for r, forms in _KEPT_FORMS.items() if not forms & named)
+
+    def exported(self) -> frozenset[str]:
+        """The names this file's dynamic symbol table defines (another module's definition may replace them)."""
+        if self._exported is None:
+            tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
+            self._exported = frozenset(sym.name for t in tables for sym in t if sym.st_shndx != SHN_UNDEF)
+        return self._exported
+
+    @staticmethod
+    def _credit(sub: Summary, passed: set, acc: _Acc) -> None:
+        """A constructor clone builds what its code stores into: the objects it stores into by address (its
+        `this` propagated) and those it stores into through the addresses this call passed it."""
+        for o in (*sub.constructs, *passed):
+            acc.construct(o, True)
 
     def _entered(self, ev: Call, where: int | None, name: str | None,
                  stack: frozenset) -> tuple[int | None, str | None]:
