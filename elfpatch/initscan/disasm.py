@@ -26,7 +26,7 @@ from capstone import CsError
 
 from elfpatch.elfconst import EM_AARCH64, EM_X86_64
 from elfpatch.initscan.budget import CHUNK, FUNCTION_BYTES, STATE_SLOTS, Budget
-from elfpatch.initscan.jumptable import x86_case_targets
+from elfpatch.initscan.jumptable import marked_tables, x86_case_targets
 
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
@@ -938,6 +938,8 @@ class Disassembler:
             budget.cut_short(start, f"the disassembler failed: {exc}")
             return _NOTHING
         budget.decoded += len(insns)
+        if self.machine == EM_X86_64:
+            insns = marked_tables(insns, self.read_code)
         flow = self.arch.flow
         kinds = [flow(i[2], i[3]) for i in insns]
         index = {i[0]: n for n, i in enumerate(insns)}
