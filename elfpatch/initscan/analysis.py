@@ -65,7 +65,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                      "them is not seen: " + ", ".join(e["symbol"] for e in lto))
     if dtors:
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
-    changed = _initial_changed(image, summaries, _constructors(summaries))
+    changed = [names + _loaded_then_stored(image, s)
+               for names, s in zip(_initial_changed(image, summaries, _constructors(summaries)), summaries)]
     if siof:
         notes += _siof(image, walker, entries, summaries, listing, lto, changed)
     unsettled = walker.dis.unsettled if walker is not None else []
@@ -319,11 +320,30 @@ def _initial_changed(image: Image | None, summaries: list, constructor: dict[int
     return out
 
 
-def _changed_note(e: dict[str, Any], names: list[str]) -> list[str]:
-    if not names:
+def _loaded_then_stored(image: Image | None, s: Summary | None) -> list[str]:
+    """The objects an initializer loads before it first stores into them, with no constructor call: its own
+    inlined constructor run after the read (a read before construction) or a flag checked before a build, a
+    read-modify-write (safe) -- not told apart, so not proven (a constructor call makes it a finding)."""
+    if image is None or s is None:
         return []
-    return [f"initializer {e['index']} ({e['symbol']}): follows the load-time value of writable pointer "
-            "global(s) that an initializer or another module may have changed before: " + ", ".join(names[:3])]
+    return ["loaded before stored: " + (image.symbol_at(o) or f"{o:#x}")
+            for o, (load, _via) in s.touched.items() if load and s.constructs.get(o) is False]
+
+
+def _changed_note(e: dict[str, Any], names: list[str]) -> list[str]:
+    """The note on what keeps an entry's reads unproven although every access was resolved."""
+    pointers = [n for n in names if not n.startswith("loaded before stored: ")]
+    loaded = [n.removeprefix("loaded before stored: ") for n in names if n not in pointers]
+    notes = []
+    if pointers:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): follows the load-time value of writable pointer "
+                     "global(s) that an initializer or another module may have changed before: "
+                     + ", ".join(pointers[:3]))
+    if loaded:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): loads object(s) before it first stores into "
+                     "them (an inlined constructor run after the read, or a flag checked before a build: not "
+                     "told apart): " + ", ".join(loaded[:3]))
+    return notes
 
 
 def _exported(image: Image) -> frozenset[str]:

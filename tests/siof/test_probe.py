@@ -6,7 +6,8 @@ reference, a constructor function and a reader defined before its object in one 
 only another unit instantiates, a library reading the program's global, a read behind mutual recursion whose
 summary was made while the other function was on the walk's stack, an object whose only builder is a plain
 function storing through the address it is passed, objects reached through writable pointer globals -- a
-pointer, a function pointer, a vptr -- holding their address from the load on) report what each initializer observed:
+pointer, a function pointer, a vptr -- holding their address from the load on, a reader defined before an object
+whose constructor is inlined into plain stores) report what each initializer observed:
 0 is a read before construction. Each such read must be a finding on that object by that reader, or lie in an
 entry of the reader's unit marked incomplete: never a clean, complete result."""
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from conftest import require_tool, run_cli
 
 PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec", "probe_init", "probe_ptr",
-            "probe_move", "probe_clone"]
+            "probe_move", "probe_clone", "probe_inl"]
 VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
 # The reader's file, when it is not the program: the library's initializer reads the program's global.
 READER_FILE = {"probe_ext": "libprobe_ext.so"}

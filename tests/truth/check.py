@@ -188,6 +188,7 @@ _CAUSES = (
     ("guarded initialization no initializer", "guarded variable initialized by no initializer here"),
     ("its address is not in this file", "entry not in the file"),
     ("load-time value of writable pointer", "pointer global that may have changed"),
+    ("before it first stores into", "object loaded before its initializer stores into it"),
 )
 _FILE_CAUSES = (
     ("no .symtab (stripped)", "stripped file"),
