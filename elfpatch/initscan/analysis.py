@@ -262,6 +262,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     # Objects some initializer builds for sure (a constructor call, a registered destructor): a reader whose
     # callee merely stores through their address (a registrar's insert) does not build them.
     strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
+    ran: set = set()  # the once-per-thread initializations the earlier initializers ran
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -269,7 +270,10 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             continue
         reads = []
         unseen_guard = []
+        ran_before, ran = set(ran), ran | s.once
         for o, via in s.reads.items():
+            if o in s.via_once and s.via_once[o] <= ran_before:
+                continue  # read only in a thread_local's initialization an earlier initializer ran
             name = image.symbol_at(o) or ""
             c, status = _judge(o, name, pos, s, constructor, guards, entries, strong)
             if status == "constant" and image.guarded(name):

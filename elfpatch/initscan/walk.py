@@ -22,6 +22,7 @@ GUARD_ACQUIRE, GUARD_RELEASE = "__cxa_guard_acquire", "__cxa_guard_release"
 _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
                         r"|_GLOBAL__I_\d|__tls_init|^_ZTH")  # _ZTH<var>: a thread_local's init, __tls_init's alias
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
+_TLS_INIT = re.compile(r"^(?:__tls_init|_ZTH)")  # a thread_local's initialization (and its per-variable alias)
 _SYMBOL_VERSION = re.compile(r"@.*$")
 # Names the walk acts on contain one of these in their first bytes (SINKS, guards, the unit helpers, even
 # mangled: _Z41__static_initialization_and_destruction_0ii); other defined functions' names are not decoded.
@@ -87,6 +88,11 @@ class Summary(NamedTuple):
     # vptr): proven only when nothing can have changed them before (analysis._initial_held)
     initial: frozenset = frozenset()
     escaped: frozenset = frozenset()  # objects whose address this walk passed to another module's function
+    # A thread_local's initialization (__tls_init, _ZTH<var>) runs once per thread: the first initializer to
+    # reach it runs its reads. once: those functions this walk reaches; via_once: object -> the ones through
+    # which alone this walk reads it (analysis drops such a read where an earlier initializer ran them all).
+    once: frozenset = frozenset()
+    via_once: dict = {}
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -153,6 +159,9 @@ class _Acc:
         self.foreign_unproven = 0
         self.initial: set[int] = set()
         self.escaped: set[int] = set()
+        self.once: set[int] = set()
+        self.direct: set[int] = set()  # objects read other than through a once-per-thread initialization
+        self.via_once: dict[int, set] = {}
         self.guard: int | None = None  # the guard what follows runs under
 
     def read(self, o: int, via: tuple, load: bool) -> None:
@@ -160,6 +169,7 @@ class _Acc:
         part of building it, as an inlined constructor's helpers are)."""
         self.reads.setdefault(o, via)
         self.touched.setdefault(o, (load, via))
+        self.direct.add(o)
 
     def construct(self, o: int, strong: bool) -> None:
         self.constructs[o] = strong or self.constructs.get(o, False)
@@ -185,7 +195,8 @@ class _Acc:
                        self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early, self.touched,
                        frozenset(self.guards), frozenset(self.cut), self.strange, frozenset(self.call_stores),
                        frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
-                       frozenset(self.escaped))
+                       frozenset(self.escaped), frozenset(self.once),
+                       {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct})
 
 
 class Walker:
@@ -446,6 +457,7 @@ class Walker:
             acc.construct(o, strong)
         for o, via in sub.reads.items():
             acc.reads.setdefault(o, (where, *via))
+        self._merge_once(sub, where, acc)
         for o, via in sub.early.items():
             acc.early.setdefault(o, (where, *via))
         acc.indirect += sub.indirect
@@ -465,6 +477,16 @@ class Walker:
         acc.escaped |= sub.escaped
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
+
+    def _merge_once(self, sub: Summary, where: int, acc: _Acc) -> None:
+        """Which of the callee's reads come only through a once-per-thread initialization (see Summary.once)."""
+        once = _TLS_INIT.search(self.image.function_name(where) or "") is not None
+        acc.once |= sub.once | ({where} if once else set())
+        for o in sub.reads:
+            if once or o in sub.via_once:
+                acc.via_once.setdefault(o, set()).update({where} if once else sub.via_once[o])
+            else:
+                acc.direct.add(o)
 
     def _passed(self, v: Value | None, via: tuple, insn: int, write: bool, acc: _Acc) -> None:
         """A callee dereferences what this function passed it: proven when it is an address (its object is

@@ -141,3 +141,16 @@ def test_constructor_clones_build_their_objects(probe_build: Path, variant: str)
     built = {o["symbol"] for o in entry["analysis"]["constructs"]}
     assert built == {"_ZN12_GLOBAL__N_16g_soloE", "_ZN12_GLOBAL__N_18g_pair_aE", "_ZN12_GLOBAL__N_18g_pair_bE"}
     assert f["analysis_complete"], f["analysis_notes"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_thread_locals_initialization_reads_in_the_first_initializer_only(probe_build: Path, variant: str) -> None:
+    """probe_tls: t_reader's initialization reads g_tlsd (built last) and runs once per thread, in the first
+    initializer that touches t_reader (probe_tls_a.cpp): the run reports that one read, before construction.
+    probe_tls_b.cpp reaches the same initialization later, when it no longer runs: a finding there is false."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / "probe_tls"
+    assert observed_early(exe) == [("probe_tls_var.cpp", "g_tlsd")]
+    f = json.loads(run_cli("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    readers = {x["reader"]["source"] for x in f["findings"] if x["object"]["symbol"] == "g_tlsd"}
+    assert readers == {"probe_tls_a.cpp"}
