@@ -99,7 +99,7 @@ def _walked(elf: ElfFile, image: Image | None, entries: list[dict],
     address to another module: where one does, the pointer is unknown (its reads unproven, never a finding
     through a value it may no longer hold)."""
     dropped: set[int] | None = set()
-    for n in range(MAX_INITIAL_WALKS + 1):
+    for n in range(MAX_INITIAL_WALKS):
         budget = Budget()
         walker = _walker(elf, image, budget, dropped) if image is not None else None
         summaries, cut_from = _walk_all(walker, entries, depth)
@@ -107,7 +107,7 @@ def _walked(elf: ElfFile, image: Image | None, entries: list[dict],
         relied = {o for s in summaries if s is not None for o in s.initial}
         if dropped is None or not relied & changed:
             break
-        dropped = (dropped | (relied & changed)) if n + 1 < MAX_INITIAL_WALKS else None
+        dropped = (dropped | (relied & changed)) if n + 2 < MAX_INITIAL_WALKS else None  # the last: none
     return budget, walker, summaries, cut_from
 
 
