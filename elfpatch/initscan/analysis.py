@@ -87,8 +87,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     listing["analysis_notes"] = notes
 
 
-# Walks of the file before the pointer globals it follows by their load-time value are ones no initializer
-# changes (each walk drops those a walk saw changed; past this many, it follows none).
+# Walks of the entries that followed a pointer global by its load-time value, until none follows one that an
+# initializer changes (each walk drops those; the last follows none).
 MAX_INITIAL_WALKS = 3
 
 
@@ -96,27 +96,41 @@ def _walked(elf: ElfFile, image: Image | None, entries: list[dict],
             depth: int) -> tuple[Budget, Walker | None, list[Summary | None], int]:
     """The budget, walker, summaries and first cut position (see _walk_all) of a walk that follows a writable
     pointer global by its load-time value only where no initializer of this file stores into it or passes its
-    address to another module: where one does, the pointer is unknown (its reads unproven, never a finding
-    through a value it may no longer hold)."""
+    address to another module: where one does, the entries that followed it are walked again with the pointer
+    unknown (its reads unproven, never a finding through a value it may no longer hold). One budget for all."""
+    budget = Budget()
+    if image is None:
+        return budget, None, [None] * len(entries), len(entries)
     dropped: set[int] | None = set()
-    for n in range(MAX_INITIAL_WALKS):
-        budget = Budget()
-        walker = _walker(elf, image, budget, dropped) if image is not None else None
-        summaries, cut_from = _walk_all(walker, entries, depth)
+    words = (ConstantPointers(elf), InitialPointers(elf))  # read once: a large library's relocations cost seconds
+    walker = _walker(image, budget, words, dropped)
+    summaries, cut_from = _walk_all(walker, entries, depth)
+    unsettled: list[int] = []
+    for n in range(1, MAX_INITIAL_WALKS):
         changed = {o for s in summaries if s is not None for o in (*s.constructs, *s.call_stores, *s.escaped)}
-        relied = {o for s in summaries if s is not None for o in s.initial}
-        if dropped is None or not relied & changed:
+        bad = {o for s in summaries if s is not None for o in s.initial & changed}
+        redo = [i for i, s in enumerate(summaries) if s is not None and s.initial & bad]
+        if not redo or dropped is None:
             break
-        dropped = (dropped | (relied & changed)) if n + 2 < MAX_INITIAL_WALKS else None  # the last: none
+        dropped = dropped | bad if n + 1 < MAX_INITIAL_WALKS else None
+        unsettled += walker.dis.unsettled
+        walker.release()  # its caches, before the next walker builds its own
+        walker = _walker(image, budget, words, dropped)
+        again, cut = _walk_all(walker, [entries[i] for i in redo], depth)
+        for i, s in zip(redo, again):
+            summaries[i] = s
+        cut_from = min(cut_from, redo[cut] if cut < len(redo) else cut_from)
+    walker.dis.unsettled[:0] = unsettled
     return budget, walker, summaries, cut_from
 
 
-def _walker(elf: ElfFile, image: Image, budget: Budget, dropped: set[int] | None = None) -> Walker:
+def _walker(image: Image, budget: Budget, words: tuple[ConstantPointers, InitialPointers],
+            dropped: set[int] | None) -> Walker:
     """The walker, whose loads through the GOT or constant data (RELRO) yield the address the word holds, as
     do loads of writable pointer globals but those in ``dropped`` (None: all dropped); its decoding bounded by
     ``budget`` and by the image's function extents."""
-    consts = ConstantPointers(elf)
-    loaded = InitialPointers(elf)
+    consts, loaded = words
+    elf = image.elf
 
     def initial(addr: int) -> Value | None:
         if dropped is None or image.object_start(addr) in dropped:

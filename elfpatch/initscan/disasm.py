@@ -920,6 +920,11 @@ class Disassembler:
                 self._held -= len(self._decoded.pop(next(iter(self._decoded))).insns)
         return dec
 
+    def forget_all(self) -> None:
+        """Drops every decoded function (a walker done with this decoder)."""
+        self._decoded.clear()
+        self._held = 0
+
     def forget(self, start: int, end: int) -> None:
         """Drops a function's decoded instructions (a caller that keeps what it needs from them)."""
         self._decoded.pop((start, end), None)

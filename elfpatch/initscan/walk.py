@@ -117,6 +117,9 @@ def is_constructor(name: str) -> bool:
 _CLONE = re.compile(r"\.(?:constprop|isra|part)\.\d+|\.cold(?:\.\d+)?$")
 
 
+_CLONE_MARKERS = (b".constprop.", b".isra.", b".part.", b".cold")
+
+
 def is_constructor_clone(name: str | None) -> bool:
     """A GCC clone of a constructor: it builds its object, but which argument (if any) is ``this`` is not
     known, so what it builds is what its code stores into (Walker._credit)."""
@@ -218,7 +221,6 @@ class Walker:
         self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         self._kept: dict[int, frozenset] = {}
-        self._exported: frozenset[str] | None = None  # names .dynsym defines
         dis.arch.result = self.result
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
@@ -264,6 +266,13 @@ class Walker:
             name = self.image.function_name(where)
         return where, name
 
+
+    def release(self) -> None:
+        """Drops what this walker keeps for reuse (summaries, sweeps, decoded code): it walks no more."""
+        self._memo.clear()
+        self._sweeps.clear()
+        self._returns.clear()
+        self.dis.forget_all()
 
     def seed(self, args: tuple) -> dict:
         """The entry state of a walk: the argument registers known, the others pointers the caller passed."""
@@ -396,17 +405,17 @@ class Walker:
     def kept(self, target: int) -> frozenset:
         """The argument registers a direct call to ``target`` leaves as they were (GCC's -fipa-ra: a caller
         keeps a value in a register its callee is known not to write, as an initializer keeps `this` in rdi
-        for the next constructor clone). Only for a function of this file that no other module can replace
-        (named, not exported), that calls nothing and whose code names no form of the register at all."""
+        for the next constructor clone). Only for a GCC clone of this file (.constprop, .isra, .part, .cold:
+        local, never replaced) that calls nothing and whose code names no form of the register at all."""
         hit = self._kept.get(target)
         if hit is None:
             hit = self._kept[target] = self._untouched(target)
         return hit
 
     def _untouched(self, target: int) -> frozenset:
-        name = self.image.function_name(target) if self.image.is_function(target) else None
-        if not name or name in self.exported():
-            return frozenset()
+        name = self.image.call_name(target, _CLONE_MARKERS)  # not every name decoded: that costs seconds
+        if not name or not _CLONE.search(name):
+            return frozenset()  # a clone only (local: no other module replaces it)
         end = self.image.function_end(target)
         named: set[str] = set()
         for _a, _size, mnem, op in self.dis.decode(target, end).insns:
@@ -415,13 +424,6 @@ class Walker:
                 return frozenset()  # a call, a system call, or a jump out (a tail call): registers lost
             named.update(_WORD.findall(op))
         return frozenset(r for r, forms in _KEPT_FORMS.items() if not forms & named)
-
-    def exported(self) -> frozenset[str]:
-        """The names this file's dynamic symbol table defines (another module's definition may replace them)."""
-        if self._exported is None:
-            tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
-            self._exported = frozenset(sym.name for t in tables for sym in t if sym.st_shndx != SHN_UNDEF)
-        return self._exported
 
     @staticmethod
     def _credit(sub: Summary, passed: set, acc: _Acc) -> None:
