@@ -114,6 +114,10 @@ class Relocator:
             return Target(None, name)
         return Target((value + base) & self._mask, name)
 
+    def relocated(self, vaddr: int) -> bool:
+        """Whether a relocation (in ``ranges``) names the word at ``vaddr``."""
+        return vaddr in self._relocs
+
     def pointee(self, vaddr: int) -> int | str | None:
         """What the word at ``vaddr`` points to once relocated: an address, or (bound to another module) a
         symbol's name; None for a null word or one that cannot be read (past the file, a broken symbol index):

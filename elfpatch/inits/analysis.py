@@ -12,7 +12,7 @@ from elfpatch.elf.file import ElfFile
 from elfpatch.elf.symbols import demangle
 from elfpatch.errors import ParseError
 from elfpatch.inits.budget import Budget
-from elfpatch.inits.constptr import ConstantPointers
+from elfpatch.inits.constptr import ConstantPointers, InitialPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.image import Image
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
@@ -52,9 +52,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     if image is not None and image.stripped:
         notes.append("no .symtab (stripped): functions are known by their exported names and .eh_frame extents, "
                      "data objects mostly not at all")
-    budget = Budget()
-    walker = _walker(elf, image, budget) if image is not None else None
-    summaries, cut_from = _walk_all(walker, entries, depth)
+    budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     summaries = [_ordered(s, before) for s in summaries]
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
@@ -62,8 +60,10 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                      "them is not seen: " + ", ".join(e["symbol"] for e in lto))
     if dtors:
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
+    changed = [names + _loaded_then_stored(image, s)
+               for names, s in zip(_initial_changed(image, summaries, constructors(summaries)), summaries)]
     if siof:
-        notes += _siof(image, walker, entries, summaries, listing, lto)
+        notes += _siof(image, walker, entries, summaries, listing, lto, changed)
     unsettled = walker.dis.unsettled if walker is not None else []
     if unsettled:  # never expected (see Disassembler.sweep); if it happens, the result must not claim complete
         assert image is not None  # the walker that found them reads the image
@@ -73,25 +73,73 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
             if e.get("analysis"):
                 e["analysis"]["complete"] = False
     complete = supported and not notes and not (image and image.stripped) and not lto and not unsettled \
-        and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 for s in summaries)
+        and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 for s in summaries) \
+        and not any(changed)
     notes += _limits(image, budget, entries[cut_from:])  # after: the image's facts alone leave nothing unproven
-    for e, s in zip(entries, summaries):
-        notes += _unseen(e, s, depth, supported, image)
+    for e, s, names in zip(entries, summaries, changed):
+        notes += _unseen(e, s, depth, supported, image) + _changed_note(e, names)
     listing["analysis_complete"] = complete
     listing["analysis_notes"] = notes
 
 
-def _walker(elf: ElfFile, image: Image, budget: Budget) -> Walker:
-    """The walker, whose loads through the GOT or constant data (RELRO) yield the address the word holds;
-    its decoding bounded by ``budget`` and by the image's function extents."""
-    consts = ConstantPointers(elf)
+# Walks of the entries that followed a pointer global by its load-time value, until none follows one that an
+# initializer changes (each walk drops those; the last follows none).
+MAX_INITIAL_WALKS = 3
+
+
+def _walked(elf: ElfFile, image: Image | None, entries: list[dict],
+            depth: int) -> tuple[Budget, Walker | None, list[Summary | None], int]:
+    """The budget, walker, summaries and first cut position (see _walk_all) of a walk that follows a writable
+    pointer global by its load-time value only where no initializer of this file stores into it or passes its
+    address to another module: where one does, the entries that followed it are walked again with the pointer
+    unknown (its reads unproven, never a finding through a value it may no longer hold). One budget for all."""
+    budget = Budget()
+    if image is None:
+        return budget, None, [None] * len(entries), len(entries)
+    dropped: set[int] | None = set()
+    words = (ConstantPointers(elf), InitialPointers(elf))  # read once: a large library's relocations cost seconds
+    walker = _walker(image, budget, words, dropped)
+    summaries, cut_from = _walk_all(walker, entries, depth)
+    unsettled: list[int] = []
+    for n in range(1, MAX_INITIAL_WALKS):
+        changed = {o for s in summaries if s is not None for o in (*s.constructs, *s.call_stores, *s.escaped)}
+        bad = {o for s in summaries if s is not None for o in s.initial & changed}
+        redo = [i for i, s in enumerate(summaries) if s is not None and s.initial & bad]
+        if not redo or dropped is None:
+            break
+        dropped = dropped | bad if n + 1 < MAX_INITIAL_WALKS else None
+        unsettled += walker.dis.unsettled
+        walker.release()  # its caches, before the next walker builds its own
+        walker = _walker(image, budget, words, dropped)
+        again, cut = _walk_all(walker, [entries[i] for i in redo], depth)
+        for i, s in zip(redo, again):
+            summaries[i] = s
+        cut_from = min(cut_from, redo[cut] if cut < len(redo) else cut_from)
+    walker.dis.unsettled[:0] = unsettled
+    return budget, walker, summaries, cut_from
+
+
+def _walker(image: Image, budget: Budget, words: tuple[ConstantPointers, InitialPointers],
+            dropped: set[int] | None) -> Walker:
+    """The walker, whose loads through the GOT or constant data (RELRO) yield the address the word holds, as
+    do loads of writable pointer globals but those in ``dropped`` (None: all dropped); its decoding bounded by
+    ``budget`` and by the image's function extents."""
+    consts, loaded = words
+    elf = image.elf
+
+    def initial(addr: int) -> Value | None:
+        if dropped is None or image.object_start(addr) in dropped:
+            return None
+        return loaded.word(addr)
 
     def pointer(addr: int) -> Value | None:
         value = image.got(addr)
-        return value if value is not None else consts.word(addr)
+        if value is None:
+            value = consts.word(addr)
+        return value if value is not None else initial(addr)
 
     return Walker(image, Disassembler(elf.e_machine, image.read_code, pointer, image.object_start, budget,
-                                      image.extent_known), pointer)
+                                      image.extent_known), pointer, initial)
 
 
 def _limits(image: Image | None, budget: Budget, cut: list[dict]) -> list[str]:
@@ -212,7 +260,7 @@ def _registrations(image: Image | None, entries: list[dict], summaries: list) ->
 
 
 def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summaries: list, listing: dict,
-          lto: list) -> list[str]:
+          lto: list, changed: list[list[str]]) -> list[str]:
     """Adds each entry's ``analysis`` and the file's ``findings``; returns the notes of what it could not prove."""
     notes: list[str] = []
     for e in listing["init"]:
@@ -223,6 +271,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     # Objects some initializer builds for sure (a constructor call, a registered destructor): a reader whose
     # callee merely stores through their address (a registrar's insert) does not build them.
     strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
+    ran: set = set()  # the once-per-thread initializations the earlier initializers ran
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -230,7 +279,10 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             continue
         reads = []
         unseen_guard = []
+        ran_before, ran = set(ran), ran | s.once
         for o, via in s.reads.items():
+            if o in s.via_once and s.via_once[o] <= ran_before:
+                continue  # read only in a thread_local's initialization an earlier initializer ran
             name = image.symbol_at(o) or ""
             c, status = read_status(o, name, pos, s, constructor, guards, entries, strong)
             if status == "constant" and image.guarded(name):
@@ -248,11 +300,71 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         e["analysis"] = {
             "constructs": [_obj(image, o) for o in built],
             "reads": reads,
-            "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard,
+            "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard and not changed[pos],
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
         }
     listing["findings"] = findings
     return notes
+
+
+def _initial_changed(image: Image | None, summaries: list, constructor: dict[int, int]) -> list[list[str]]:
+    """Per entry, the writable pointer globals whose load-time value its walk followed and that may no longer
+    hold it when it runs (empty: proven to hold it). A global holds its load-time value when no other module
+    can name it (not exported), no initializer up to this one stores into it or hands its address to another
+    module's function, and every initializer before this one is proven complete (none stores through a
+    pointer the walk does not know, or calls what it does not see)."""
+    out: list[list[str]] = [[] for _ in summaries]
+    if image is None:
+        return out
+    exported = _exported(image)
+    escaped: set[int] = set()
+    sound = True  # every initializer before this one proven
+    for pos, s in enumerate(summaries):
+        if s is None:
+            sound = False
+            continue
+        escaped |= s.escaped
+        for o in sorted(s.initial):
+            name = image.symbol_at(o) or f"{o:#x}"
+            c = constructor.get(o)
+            if not sound or (c is not None and c <= pos) or o in escaped or name in exported:
+                out[pos].append(name)
+        sound = sound and _proven(s) and not out[pos]
+    return out
+
+
+def _loaded_then_stored(image: Image | None, s: Summary | None) -> list[str]:
+    """The objects an initializer loads before it first stores into them, with no constructor call: its own
+    inlined constructor run after the read (a read before construction) or a flag checked before a build, a
+    read-modify-write (safe) -- not told apart, so not proven (a constructor call makes it a finding)."""
+    if image is None or s is None:
+        return []
+    return ["loaded before stored: " + (image.symbol_at(o) or f"{o:#x}")
+            for o, (load, _via) in s.touched.items() if load and s.constructs.get(o) is False]
+
+
+def _changed_note(e: dict[str, Any], names: list[str]) -> list[str]:
+    """The note on what keeps an entry's reads unproven although every access was resolved."""
+    pointers = [n for n in names if not n.startswith("loaded before stored: ")]
+    loaded = [n.removeprefix("loaded before stored: ") for n in names if n not in pointers]
+    notes = []
+    if pointers:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): follows the load-time value of writable pointer "
+                     "global(s) that an initializer or another module may have changed before: "
+                     + ", ".join(pointers[:3]))
+    if loaded:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): loads object(s) before it first stores into "
+                     "them (an inlined constructor run after the read, or a flag checked before a build: not "
+                     "told apart): " + ", ".join(loaded[:3]))
+    return notes
+
+
+def _exported(image: Image) -> frozenset[str]:
+    """The names this file's dynamic symbol table defines (another module may name those)."""
+    from elfpatch.elf.const import SHN_UNDEF
+
+    return frozenset(sym.name for t in image.elf.symbol_tables() if t.name == ".dynsym" for sym in t
+                     if sym.st_shndx != SHN_UNDEF and sym.name)
 
 
 def _guards_run(image: Image | None, summaries: list) -> dict[str, int]:

@@ -4,11 +4,13 @@ A reference global (``Config& names = g_config;``), a constant pointer table (``
 or a vtable live in ``.data.rel.ro`` (RELRO: made read-only once relocated, before any initializer runs) or in
 ``.rodata``. Loading such a word yields the address its relocation names (PIC), or the word in place
 (non-PIC), so a load through it reaches a named object: the walk sees the object, not an unknown pointer.
-Writable data is never read here: an initializer could change it before the load runs.
+Writable data is read only by InitialPointers, whose answer is the word's value *before* any initializer runs:
+the walk uses it to see where a pointer global (``Obj* p = &g;``, ``int (*f)() = fn;``, an object's vptr) points,
+and the analysis proves separately that nothing changed it before the load (see analysis._initial_held).
 """
 from __future__ import annotations
 
-from elfpatch.elf.const import ET_EXEC, PT_GNU_RELRO, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE
+from elfpatch.elf.const import ET_EXEC, PT_GNU_RELRO, PT_LOAD, SHF_ALLOC, SHF_EXECINSTR, SHF_TLS, SHF_WRITE, SHT_NOBITS
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import Relocator
 
@@ -43,4 +45,44 @@ class ConstantPointers:
                 self._reloc = Relocator(self._elf, self._ranges)
             value = self._reloc.pointee(addr)
         self._cache[addr] = value
+        return value
+
+
+class InitialPointers:
+    """The address a pointer word of writable data holds when the file is loaded, before any initializer runs
+    (None: not writable data, not a pointer, or not resolvable). In a PIC file a word is a pointer only when a
+    relocation names it (an int's bytes never are); in a non-PIC executable (no relocations) when its value
+    lies in the file's loaded image. RELRO and the GOT are not asked here: ConstantPointers and the GOT say
+    those, and their words never change."""
+
+    def __init__(self, elf: ElfFile) -> None:
+        self._elf = elf
+        relro = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments if p.p_type == PT_GNU_RELRO]
+        self._ranges = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
+                        if s.sh_flags & SHF_ALLOC and s.sh_flags & SHF_WRITE and not s.sh_flags & SHF_TLS
+                        and s.sh_type != SHT_NOBITS and s.sh_addr and s.name not in (".got", ".got.plt")
+                        and not any(lo <= s.sh_addr < hi for lo, hi in relro)]
+        self._loaded = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments if p.p_type == PT_LOAD]
+        self._reloc: Relocator | None = None
+        self._cache: dict[int, int | str | None] = {}
+
+    def word(self, addr: int) -> int | str | None:
+        """The address (or, bound to another module, the symbol name) the word at ``addr`` holds at load."""
+        if addr in self._cache:
+            return self._cache[addr]
+        value: int | str | None = None
+        if any(lo <= addr < hi for lo, hi in self._ranges):
+            if self._reloc is None:
+                self._reloc = Relocator(self._elf, self._ranges)
+            value = self._pointer(addr)
+        self._cache[addr] = value
+        return value
+
+    def _pointer(self, addr: int) -> int | str | None:
+        assert self._reloc is not None
+        if self._elf.e_type != ET_EXEC and not self._reloc.relocated(addr):
+            return None  # PIC: a word no relocation names holds no address
+        value = self._reloc.pointee(addr)
+        if isinstance(value, int) and not any(lo <= value < hi for lo, hi in self._loaded):
+            return None  # not an address in this file: an integer
         return value

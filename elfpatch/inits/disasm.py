@@ -26,7 +26,7 @@ from capstone import CsError
 
 from elfpatch.elf.const import EM_AARCH64, EM_X86_64
 from elfpatch.inits.budget import CHUNK, FUNCTION_BYTES, STATE_SLOTS, Budget
-from elfpatch.inits.jumptable import x86_case_targets
+from elfpatch.inits.jumptable import marked_tables, x86_case_targets
 
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
@@ -326,6 +326,7 @@ class _X86:
         self.got = got
         self.object_of = object_of
         self.result: Callable[[Value | None, tuple], Value | None] = _no_result
+        self.kept: Callable[[int], frozenset] = lambda _target: frozenset()  # registers a direct call keeps
 
     def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
         """("cond"|"jmp"|"out"|"end"|"none", target) for one instruction."""
@@ -403,8 +404,10 @@ class _X86:
         elif not (tail and insn[2].startswith("notrack")):  # through a register: known when from the GOT
             target = st.get(_X86_ALIAS.get(op, op))
             out.append(Call(target, None, args, tail))
+        kept = self.kept(target) if isinstance(target, int) and not tail else frozenset()
         for r in X86_CLOBBER:
-            st.pop(r, None)
+            if r not in kept:
+                st.pop(r, None)
         _put(st, "rax", self.result(target, args))  # what the callee returns, when the walker knows it
         return True
 
@@ -459,7 +462,9 @@ class _X86:
             return True
         a = self._mem(inner, st, nxt)
         if a is not None:
-            if not first and mnem == "mov" and dreg and self._got_load(a, dreg, st):
+            if not first and mnem == "mov" and dreg is not None and dreg == ops[0] and self._got_load(a, dreg, st):
+                if self.object_of(a) is not None:  # a pointer global's initial value: still a read of it
+                    out.extend(_x86_accesses(a, rw))
                 return True
             out.extend(_x86_accesses(a, rw))
             return False
@@ -665,7 +670,7 @@ class _A64:
             return
         a = self._address(m, st)
         if a is not None:
-            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._got_load(a, dst, st):
+            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._pointer_load(a, ops[0], dst, st, out):
                 return
             out.extend(_a64_accesses(a, mnem, is_store))
         elif not mnem.startswith("prf"):  # an operand the pattern does not parse is not resolved either
@@ -700,6 +705,15 @@ class _A64:
         if m.group(3):  # a register index (maybe extended or shifted): some element of the object
             return _moved(base, None, self.object_of)
         return _moved(base, int(m.group(2), 0) if m.group(2) else 0, self.object_of)
+
+    def _pointer_load(self, a: int, reg: str, dst: str, st: dict, out: list) -> bool:
+        """An ``ldr`` of a 64-bit word whose relocated value is known (see _got_load); a pointer global's
+        load-time value is still a read of the global."""
+        if not reg.startswith("x") or not self._got_load(a, dst, st):
+            return False
+        if self.object_of(a) is not None:
+            out.extend(_a64_accesses(a, "ldr", False))
+        return True
 
     def _got_load(self, a: int, dst: str, st: dict) -> bool:
         """An ``ldr`` from a GOT slot: the register holds the object's address, and remembers the slot (for a
@@ -906,6 +920,11 @@ class Disassembler:
                 self._held -= len(self._decoded.pop(next(iter(self._decoded))).insns)
         return dec
 
+    def forget_all(self) -> None:
+        """Drops every decoded function (a walker done with this decoder)."""
+        self._decoded.clear()
+        self._held = 0
+
     def forget(self, start: int, end: int) -> None:
         """Drops a function's decoded instructions (a caller that keeps what it needs from them)."""
         self._decoded.pop((start, end), None)
@@ -924,6 +943,8 @@ class Disassembler:
             budget.cut_short(start, f"the disassembler failed: {exc}")
             return _NOTHING
         budget.decoded += len(insns)
+        if self.machine == EM_X86_64:
+            insns = marked_tables(insns, self.read_code)
         flow = self.arch.flow
         kinds = [flow(i[2], i[3]) for i in insns]
         index = {i[0]: n for n, i in enumerate(insns)}

@@ -7,7 +7,7 @@ independent switch (GCC and clang, -O1 and up; `notrack` under -fcf-protection):
     mov   eI, eI           ;                                     either order, the mov optional)
     movsxd rY, dword ptr [rB + rI*4]
     add   rY, rB
-    notrack jmp rY
+    notrack jmp rY             ; a plain `jmp rY` without -fcf-protection (marked_tables: made `notrack`)
 
 Only this exact shape is taken, with every case inside the function and at an instruction start: the decoder
 then gives the jump an edge to each case and nothing else needs to guess. Anything else is None, and the
@@ -46,7 +46,7 @@ def _bound(insns: list, k: int, index: str) -> int | None:
 def x86_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> list[int] | None:
     """The case addresses of the table jump ``insns[n]`` ((address, size, mnemonic, op_str) tuples), or None
     when the code around it is not the shape above."""
-    if n < 4 or insns[n][2] != "notrack jmp" or insns[n - 1][2] != "add" or insns[n - 2][2] != "movsxd":
+    if n < 4 or insns[n][2] not in ("notrack jmp", "jmp") or insns[n - 1][2] != "add" or insns[n - 2][2] != "movsxd":
         return None
     load = _LOAD.match(insns[n - 2][3])
     if load is None or insns[n][3] != load.group(1) or insns[n - 1][3] != f"{load.group(1)}, {load.group(2)}":
@@ -75,3 +75,16 @@ def x86_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> 
     if len(raw) != 4 * count:
         return None
     return sorted({table + int.from_bytes(raw[i:i + 4], "little", signed=True) for i in range(0, len(raw), 4)})
+
+
+def marked_tables(insns: list, read: Callable[[int, int], bytes]) -> list:
+    """``insns`` with each plain ``jmp rY`` that is the switch above (built without -fcf-protection) spelled
+    ``notrack jmp``, as -fcf-protection spells it: the decoder then takes it for the table jump it is (edges to
+    its cases) rather than an indirect tail call. Any other jump through a register is left as it is."""
+    out = insns
+    for n, i in enumerate(insns):
+        if i[2] == "jmp" and not i[3].startswith(("0x", "qword")) and x86_case_targets(insns, n, read) is not None:
+            if out is insns:
+                out = list(insns)
+            out[n] = (i[0], i[1], "notrack jmp", i[3])
+    return out

@@ -22,6 +22,7 @@ GUARD_ACQUIRE, GUARD_RELEASE = "__cxa_guard_acquire", "__cxa_guard_release"
 _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
                         r"|_GLOBAL__I_\d|__tls_init|^_ZTH")  # _ZTH<var>: a thread_local's init, __tls_init's alias
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
+_TLS_INIT = re.compile(r"^(?:__tls_init|_ZTH)")  # a thread_local's initialization (and its per-variable alias)
 _SYMBOL_VERSION = re.compile(r"@.*$")
 # Names the walk acts on contain one of these in their first bytes (SINKS, guards, the unit helpers, even
 # mangled: _Z41__static_initialization_and_destruction_0ii); other defined functions' names are not decoded.
@@ -31,6 +32,20 @@ _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction
 # Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
 # the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
 MAX_CHAIN = 16
+
+
+# The argument registers a call may keep (see Walker.kept), each with every name an operand can give it; the
+# others have implicit users (rdx: mul, div, cqo; rcx: rep, shifts, loop) and are always taken as clobbered.
+_KEPT_FORMS = {"rdi": frozenset({"rdi", "edi", "di", "dil"}), "rsi": frozenset({"rsi", "esi", "si", "sil"})}
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _inside(op: str, start: int, end: int) -> bool:
+    """Whether a jump's operand is an address inside [start, end)."""
+    try:
+        return start <= int(op, 0) < end
+    except ValueError:
+        return False
 
 
 class Registration(NamedTuple):
@@ -69,6 +84,15 @@ class Summary(NamedTuple):
     call_stores: frozenset  # objects a callee stores into through the address this walk passed it
     foreign: frozenset  # other modules' objects (symbols) read: the unproven accesses the load order may order
     foreign_unproven: int  # how many of ``unproven`` reach one of them
+    # writable pointer globals whose load-time value the walk followed (an ``Obj* p = &g``, a function pointer, a
+    # vptr): proven only when nothing can have changed them before (analysis._initial_held)
+    initial: frozenset = frozenset()
+    escaped: frozenset = frozenset()  # objects whose address this walk passed to another module's function
+    # A thread_local's initialization (__tls_init, _ZTH<var>) runs once per thread: the first initializer to
+    # reach it runs its reads. once: those functions this walk reaches; via_once: object -> the ones through
+    # which alone this walk reads it (analysis drops such a read where an earlier initializer ran them all).
+    once: frozenset = frozenset()
+    via_once: dict = {}
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -87,6 +111,21 @@ def is_constructor(name: str) -> bool:
     return name.startswith("_ZN") and bool(_CTOR.search(name))
 
 
+# GCC's clones of a function: IPA-CP (.constprop.N) may have dropped any parameter, `this` included (propagated
+# when one object is built); IPA-SRA (.isra.N) rewrites parameters; .part.N is an outlined part; .cold the
+# unlikely paths. Their arguments are not the source's.
+_CLONE = re.compile(r"\.(?:constprop|isra|part)\.\d+|\.cold(?:\.\d+)?$")
+
+
+_CLONE_MARKERS = (b".constprop.", b".isra.", b".part.", b".cold")
+
+
+def is_constructor_clone(name: str | None) -> bool:
+    """A GCC clone of a constructor: it builds its object, but which argument (if any) is ``this`` is not
+    known, so what it builds is what its code stores into (Walker._credit)."""
+    return name is not None and is_constructor(name) and _CLONE.search(name) is not None
+
+
 # Placement new, operator new(size_t, void*) and new[] (size_t is m on LP64, j on ILP32): an out-of-line call at
 # -O0, whose second argument is the storage an object is then built in (the constructor gets it back as the
 # call's result, which the decoder does not follow).
@@ -100,7 +139,7 @@ def constructed_argument(name: str | None) -> int | None:
         return None
     if name in _PLACEMENT_NEW:
         return 1
-    return 0 if is_constructor(name) else None
+    return 0 if is_constructor(name) and not is_constructor_clone(name) else None
 
 
 class _Acc:
@@ -121,6 +160,11 @@ class _Acc:
         self.call_stores: set[int] = set()
         self.foreign: set[str] = set()
         self.foreign_unproven = 0
+        self.initial: set[int] = set()
+        self.escaped: set[int] = set()
+        self.once: set[int] = set()
+        self.direct: set[int] = set()  # objects read other than through a once-per-thread initialization
+        self.via_once: dict[int, set] = {}
         self.guard: int | None = None  # the guard what follows runs under
 
     def read(self, o: int, via: tuple, load: bool) -> None:
@@ -128,6 +172,7 @@ class _Acc:
         part of building it, as an inlined constructor's helpers are)."""
         self.reads.setdefault(o, via)
         self.touched.setdefault(o, (load, via))
+        self.direct.add(o)
 
     def construct(self, o: int, strong: bool) -> None:
         self.constructs[o] = strong or self.constructs.get(o, False)
@@ -152,15 +197,21 @@ class _Acc:
         return Summary(self.regs, self.constructs, self.reads, self.indirect, self.depth_limited,
                        self.unresolved, self.unproven, tuple(self.unproven_at), self.arg_derefs, early, self.touched,
                        frozenset(self.guards), frozenset(self.cut), self.strange, frozenset(self.call_stores),
-                       frozenset(self.foreign), self.foreign_unproven)
+                       frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
+                       frozenset(self.escaped), frozenset(self.once),
+                       {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct})
 
 
 class Walker:
-    def __init__(self, image: Image, dis: Disassembler, pointer: Callable[[int], Value | None] | None = None) -> None:
-        """``pointer``: what a GOT slot or a word of constant data holds once relocated (default: the GOT)."""
+    def __init__(self, image: Image, dis: Disassembler, pointer: Callable[[int], Value | None] | None = None,
+                 initial: Callable[[int], Value | None] | None = None) -> None:
+        """``pointer``: what a GOT slot or a word of constant data holds once relocated (default: the GOT);
+        ``initial``: the load-time value of a pointer word in writable data, where ``pointer`` answers with
+        it (the walk then notes the global it relied on)."""
         self.image = image
         self.dis = dis
         self.pointer = pointer or image.got
+        self.initial = initial
         self._memo: dict[tuple, Summary] = {}
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._helper: dict[str, bool] = {}
@@ -169,7 +220,10 @@ class Walker:
         self._returning: list[int] = []  # getters being swept for their result (a chain, bounded)
         self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
+        self._kept: dict[int, frozenset] = {}
         dis.arch.result = self.result
+        if hasattr(dis.arch, "kept"):
+            dis.arch.kept = self.kept
 
     def is_helper(self, name: str | None) -> bool:
         """A translation unit's own initializer helper (followed without costing depth)."""
@@ -212,6 +266,13 @@ class Walker:
             name = self.image.function_name(where)
         return where, name
 
+
+    def release(self) -> None:
+        """Drops what this walker keeps for reuse (summaries, sweeps, decoded code): it walks no more."""
+        self._memo.clear()
+        self._sweeps.clear()
+        self._returns.clear()
+        self.dis.forget_all()
 
     def seed(self, args: tuple) -> dict:
         """The entry state of a walk: the argument registers known, the others pointers the caller passed."""
@@ -302,7 +363,7 @@ class Walker:
             acc.unprove((), ev.insn, ev.base)
 
     def _call(self, ev: Call, acc: _Acc, depth: int, stack: frozenset) -> None:
-        target = self._call_target(ev)
+        target = self._call_target(ev, acc)
         if target is None:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
             return
@@ -321,17 +382,55 @@ class Walker:
         if name == GUARD_RELEASE:
             return
         self._arguments(name, ev.args, acc)
-        if where is None:
-            return  # another object's function: it cannot see this file's globals but through us
+        if where is None:  # another object's function: it cannot see this file's globals but through us
+            acc.escaped.update(o for v in ev.args if isinstance(v, int) and (o := self.image.object_start(v)))
+            return
         if where in stack:
             acc.cut.add(where)
             acc.unprove((where,), where, None)  # a recursive call: what it touches this time is not followed
             return
+        self._followed(ev, where, name, acc, depth, stack)
+
+    def _followed(self, ev: Call, where: int, name: str | None, acc: _Acc, depth: int, stack: frozenset) -> None:
+        """Follows a call into this file's function ``where`` (within the depth) and merges what it does."""
         sub = self._follow(where, name, ev.args, depth, stack)
         if sub is None:
             acc.depth_limited += 1
             return
+        stored = set(acc.call_stores)
         self._merge(sub, where, ev.args, acc)
+        if is_constructor_clone(name):
+            self._credit(sub, acc.call_stores - stored, acc)
+
+    def kept(self, target: int) -> frozenset:
+        """The argument registers a direct call to ``target`` leaves as they were (GCC's -fipa-ra: a caller
+        keeps a value in a register its callee is known not to write, as an initializer keeps `this` in rdi
+        for the next constructor clone). Only for a GCC clone of this file (.constprop, .isra, .part, .cold:
+        local, never replaced) that calls nothing and whose code names no form of the register at all."""
+        hit = self._kept.get(target)
+        if hit is None:
+            hit = self._kept[target] = self._untouched(target)
+        return hit
+
+    def _untouched(self, target: int) -> frozenset:
+        name = self.image.call_name(target, _CLONE_MARKERS)  # not every name decoded: that costs seconds
+        if not name or not _CLONE.search(name):
+            return frozenset()  # a clone only (local: no other module replaces it)
+        end = self.image.function_end(target)
+        named: set[str] = set()
+        for _a, _size, mnem, op in self.dis.decode(target, end).insns:
+            word = mnem.rsplit(" ", 1)[-1]
+            if word.startswith(("call", "sys", "int", "j")) and not (word[0] == "j" and _inside(op, target, end)):
+                return frozenset()  # a call, a system call, or a jump out (a tail call): registers lost
+            named.update(_WORD.findall(op))
+        return frozenset(r for r, forms in _KEPT_FORMS.items() if not forms & named)
+
+    @staticmethod
+    def _credit(sub: Summary, passed: set, acc: _Acc) -> None:
+        """A constructor clone builds what its code stores into: the objects it stores into by address (its
+        `this` propagated) and those it stores into through the addresses this call passed it."""
+        for o in (*sub.constructs, *passed):
+            acc.construct(o, True)
 
     def _entered(self, ev: Call, where: int | None, name: str | None,
                  stack: frozenset) -> tuple[int | None, str | None]:
@@ -360,6 +459,7 @@ class Walker:
             acc.construct(o, strong)
         for o, via in sub.reads.items():
             acc.reads.setdefault(o, (where, *via))
+        self._merge_once(sub, where, acc)
         for o, via in sub.early.items():
             acc.early.setdefault(o, (where, *via))
         acc.indirect += sub.indirect
@@ -375,8 +475,20 @@ class Walker:
         acc.guards |= sub.guards
         acc.cut |= sub.cut
         acc.call_stores |= sub.call_stores
+        acc.initial |= sub.initial
+        acc.escaped |= sub.escaped
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
+
+    def _merge_once(self, sub: Summary, where: int, acc: _Acc) -> None:
+        """Which of the callee's reads come only through a once-per-thread initialization (see Summary.once)."""
+        once = _TLS_INIT.search(self.image.function_name(where) or "") is not None
+        acc.once |= sub.once | ({where} if once else set())
+        for o in sub.reads:
+            if once or o in sub.via_once:
+                acc.via_once.setdefault(o, set()).update({where} if once else sub.via_once[o])
+            else:
+                acc.direct.add(o)
 
     def _passed(self, v: Value | None, via: tuple, insn: int, write: bool, acc: _Acc) -> None:
         """A callee dereferences what this function passed it: proven when it is an address (its object is
@@ -405,12 +517,21 @@ class Walker:
             acc.construct(obj[0], False)
         else:
             acc.read(obj[0], (), True)
+            self._relied(ev.address, acc)
 
-    def _call_target(self, ev: Call) -> int | str | None:
+    def _relied(self, addr: int, acc: _Acc) -> None:
+        """Notes the writable global whose load-time word at ``addr`` the sweep may have followed."""
+        if self.initial is not None and self.initial(addr) is not None:
+            o = self.image.object_start(addr)
+            if o is not None:
+                acc.initial.add(o)
+
+    def _call_target(self, ev: Call, acc: _Acc) -> int | str | None:
         """Where a call goes, or None when it is not a call we can follow (an unknown register or slot)."""
         target = ev.target
         if target is None and ev.slot is not None:
             target = self.pointer(ev.slot)
+            self._relied(ev.slot, acc)
         if isinstance(target, Ptr) or target is None or (isinstance(target, int) and not self.image.in_code(target)):
             return None
         return target

@@ -11,7 +11,7 @@ import pytest
 from conftest import require_tool
 
 from elfpatch.elf.const import EM_AARCH64, EM_X86_64
-from elfpatch.inits.disasm import Access, Call, Deref, Disassembler, Ptr, Within
+from elfpatch.inits.disasm import Access, Call, Deref, Disassembler, Ptr, Ret, Within
 
 START = 0x1000
 DATA, SIZE = 0x4000, 0x400  # the global array
@@ -419,6 +419,28 @@ def test_a_jump_table_read_gives_the_cases_their_edges(tmp_path: Path) -> None:
     events = _sweep(tmp_path, EM_X86_64, _SWITCH.format(second="2b"))
     first = [ev.args[0] for ev in events if isinstance(ev, Call)]
     assert DATA in first and CALLEE in first
+
+
+def test_a_plain_jump_table_is_a_switch_not_a_tail_call(tmp_path: Path) -> None:
+    """The same switch built without -fcf-protection ends in a plain `jmp rax` (GCC -O2): read as the table it
+    is, its cases get their edges (case 1's call passes the global) and the jump is no indirect tail call; it
+    counted as one, the entry incomplete and the case's read of the global never seen."""
+    events = _sweep(tmp_path, EM_X86_64, _SWITCH.format(second="2b").replace("notrack jmp rax", "jmp rax"))
+    code = events[: next(n for n, ev in enumerate(events) if isinstance(ev, Ret))]  # not the table's bytes
+    calls = [ev for ev in code if isinstance(ev, Call)]
+    assert [ev.args[0] for ev in calls] == [2, DATA, CALLEE]  # as with -fcf-protection
+    assert all(ev.target == CALLEE for ev in calls)
+
+
+def test_a_jump_through_a_register_that_is_no_table_stays_a_tail_call(tmp_path: Path) -> None:
+    """A `jmp rax` without the switch's shape (no bound, no table) is an indirect tail call: unknown."""
+    events = _sweep(tmp_path, EM_X86_64, """
+        lea rdx, [rip + 9f]
+        movsxd rax, dword ptr [rdx + rax*4]
+        add rax, rdx
+        jmp rax
+    9:  .long 0""")
+    assert [ev.target for ev in events if isinstance(ev, Call) and ev.tail] == [None]
 
 
 def test_a_table_not_read_keeps_every_later_block_a_possible_case(tmp_path: Path) -> None:

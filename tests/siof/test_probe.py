@@ -5,7 +5,9 @@ The probe fixtures (native_tests/siof/probe*.cpp, one per class of read the anal
 reference, a constructor function and a reader defined before its object in one file, a template static member
 only another unit instantiates, a library reading the program's global, a read behind mutual recursion whose
 summary was made while the other function was on the walk's stack, an object whose only builder is a plain
-function storing through the address it is passed) report what each initializer observed:
+function storing through the address it is passed, objects reached through writable pointer globals -- a
+pointer, a function pointer, a vptr -- holding their address from the load on, a reader defined before an object
+whose constructor is inlined into plain stores) report what each initializer observed:
 0 is a read before construction. Each such read must be a finding on that object by that reader, or lie in an
 entry of the reader's unit marked incomplete: never a clean, complete result."""
 from __future__ import annotations
@@ -18,15 +20,18 @@ import pytest
 from conftest import require_tool
 from helpers import case, run_main
 
-PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec", "probe_init"]
+PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec", "probe_init", "probe_ptr",
+            "probe_move", "probe_clone", "probe_inl"]
 VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
 # The reader's file, when it is not the program: the library's initializer reads the program's global.
 READER_FILE = {"probe_ext": "libprobe_ext.so"}
 # Objects whose early read the analysis must name (a finding), not only say it could not prove: resolved from
-# the instruction (mul), the relocations (reference, pointer table), a getter's result, the unit's own order,
-# and the guard the instantiating unit runs.
+# the instruction (mul), the relocations (reference, pointer table; a writable pointer global's, function
+# pointer's and vptr's load-time value), a getter's result, the unit's own order, and the guard the
+# instantiating unit runs.
 MUST_FIND = {"probe_mul": {"g_mul"}, "probe_ref": {"g_refd", "g_t1", "g_getb"}, "probe_unit": {"g_same", "g_attr"},
-             "probe_tmpl": {"_ZN6HolderIiE1bE"}, "probe_init": {"g_inited"}}
+             "probe_tmpl": {"_ZN6HolderIiE1bE"}, "probe_init": {"g_inited"}, "probe_ptr": {"g_ptrd", "g_fnd", "g_vird"},
+             "probe_clone": {"_ZN12_GLOBAL__N_16g_soloE", "_ZN12_GLOBAL__N_18g_pair_bE"}}
 
 
 def observed_early(exe: Path) -> list[tuple[str, str]]:
@@ -99,3 +104,54 @@ def test_deps_orders_reads_of_what_earlier_objects_define(probe_build: Path, var
         assert any("another module's g_lib_box" in n for n in plain["analysis_notes"])
     lib = analysis("--deps", str(d / "libprobe_ext.so"))
     assert not lib["analysis_complete"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_pointer_global_an_initializer_moves_is_not_followed(probe_build: Path, variant: str) -> None:
+    """probe_move: an earlier unit's initializer stores &g_moved_b into g_pmove, which the loader set to
+    &g_moved_a: the reader's load of g_pmove proves nothing about where it points, so its access is unproven
+    (the entry incomplete) and nothing is found on g_moved_a (it reads g_moved_b). probe_ptr's pointers, which
+    nothing stores into, are followed to a complete result."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    d = probe_build / variant
+
+    def analysis(name: str) -> dict:
+        return json.loads(run_main("inits", "--siof", "--json", str(d / name), check=True).stdout)["files"][0]
+
+    moved = analysis("probe_move")
+    assert "g_moved_a" not in {x["object"]["symbol"] for x in moved["findings"]}
+    user = next(e for e in moved["init"] if e["source"] == "probe_move_user.cpp")
+    assert not user["analysis"]["complete"]
+    assert analysis("probe_ptr")["analysis_complete"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_constructor_clones_build_their_objects(probe_build: Path, variant: str) -> None:
+    """probe_clone: GCC -O2 builds g_solo through `Solo::Solo(int) [clone .constprop.0]`, whose `this` IPA-CP
+    propagated (the initializer passes nothing), and g_pair_a, g_pair_b through Pair's clone, the initializer
+    keeping `this` in rdi across the Solo clone's call (-fipa-ra: the clone never writes it). The unit's
+    initializer constructs exactly those three -- credited by what each clone stores into, not by an argument
+    position the clone no longer has -- and every access is proven."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / "probe_clone"
+    if variant.startswith("gcc-O2"):  # the fixture does what it is for: the clones are there
+        names = subprocess.run(["nm", str(exe)], capture_output=True, text=True, check=True).stdout
+        assert "SoloC2Ei.constprop." in names and "PairC2Ei.constprop." in names
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    entry = next(e for e in f["init"] if e["source"] == "probe_clone_def.cpp")
+    built = {o["symbol"] for o in entry["analysis"]["constructs"]}
+    assert built == {"_ZN12_GLOBAL__N_16g_soloE", "_ZN12_GLOBAL__N_18g_pair_aE", "_ZN12_GLOBAL__N_18g_pair_bE"}
+    assert f["analysis_complete"], f["analysis_notes"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_thread_locals_initialization_reads_in_the_first_initializer_only(probe_build: Path, variant: str) -> None:
+    """probe_tls: t_reader's initialization reads g_tlsd (built last) and runs once per thread, in the first
+    initializer that touches t_reader (probe_tls_a.cpp): the run reports that one read, before construction.
+    probe_tls_b.cpp reaches the same initialization later, when it no longer runs: a finding there is false."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / "probe_tls"
+    assert observed_early(exe) == [("probe_tls_var.cpp", "g_tlsd")]
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    readers = {x["reader"]["source"] for x in f["findings"] if x["object"]["symbol"] == "g_tlsd"}
+    assert readers == {"probe_tls_a.cpp"}

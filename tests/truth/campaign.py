@@ -23,6 +23,7 @@ import argparse
 import json
 import shutil
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -70,13 +71,29 @@ def figures(builds: list[dict]) -> dict:
     }
 
 
+def missed_by_cause(misses: list[dict]) -> dict:
+    """The reads missed in entries that say incomplete, counted by why: ``alone`` counts a miss whose entry has
+    that one cause (resolving it would find the read, or make the entry complete), ``with_others`` one of
+    several; most frequent first."""
+    alone: Counter[str] = Counter()
+    shared: Counter[str] = Counter()
+    for m in misses:
+        for c in m["causes"] or ["(no note names it)"]:
+            (alone if len(m["causes"]) <= 1 else shared)[c] += 1
+    return {c: {"alone": alone[c], "with_others": shared[c]}
+            for c in sorted(alone.keys() | shared.keys(), key=lambda c: (-alone[c] - shared[c], c))}
+
+
 def summary(programs: int, outcomes: list[Outcome]) -> dict:
     builds = [b for o in outcomes for b in o.builds]
+    misses = [m for o in outcomes for m in o.incomplete_misses]
     return {
         "programs": programs, **figures(builds),
         "unstripped": figures([b for b in builds if "-strip-" not in b["variant"]]),
         "stripped": figures([b for b in builds if "-strip-" in b["variant"]]),
-        "details": {"false_cleans": [m for o in outcomes for m in o.false_cleans],
+        "missed_by_cause": {"unstripped": missed_by_cause([m for m in misses if "-strip-" not in m["variant"]]),
+                            "stripped": missed_by_cause([m for m in misses if "-strip-" in m["variant"]])},
+        "details": {"incomplete_misses": misses, "false_cleans": [m for o in outcomes for m in o.false_cleans],
                     "false_findings": [m for o in outcomes for m in o.false_findings],
                     "dtors_missed": [m for o in outcomes for m in o.dtors_missed], "builds": builds},
     }
@@ -92,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--keep", action="store_true", help="keep every build (DIR/SEED/VARIANT) to look into")
     args = ap.parse_args(argv)
+    args.out = args.out.resolve()  # the builds run in their own directories
     args.out.mkdir(parents=True, exist_ok=True)
     compilers = tuple(c for c in args.compilers.split(",") if shutil.which(COMPILERS[c][1]))
     if not compilers:
@@ -110,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     report = summary(len(seeds), [o for r in results for o in r])
     (args.out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     for key, value in report.items():
+        if key == "missed_by_cause":
+            for part, table in value.items():
+                print(f"missed in incomplete entries ({part}), by cause: alone / with others")
+                for cause, n in table.items():
+                    print(f"  {n['alone']:5} {n['with_others']:5}  {cause}")
+            continue
         if isinstance(value, dict) and key != "details":
             value = ", ".join(f"{k} {v}" for k, v in value.items() if k not in ("dtors_logged", "dtors_listed"))
         if key != "details":

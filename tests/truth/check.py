@@ -73,6 +73,7 @@ class Outcome:
     dtors_listed: int = 0
     dtors_matched: int = 0
     dtors_missed: list[dict] = field(default_factory=list)
+    incomplete_misses: list[dict] = field(default_factory=list)  # missed reads in entries that say incomplete
     builds: list[dict] = field(default_factory=list)  # per build: its name and counts
 
 
@@ -169,6 +170,45 @@ def _judge_read(prog: Program, mod: Module, cid: int, oid: int, where: dict, out
         out.entry_complete_misses.append(miss)
         if mod.doc.get("analysis_complete"):
             out.false_cleans.append(miss)
+    else:
+        out.incomplete_misses.append(dict(miss, causes=causes(mod.doc, indices)))
+
+
+# What keeps an entry from being complete, from the file's notes: (a phrase of the note, the cause's name).
+# The first that matches names a note; an entry's causes are those of the notes that name it, and the
+# file-wide ones (a stripped file, an LTO-merged initializer, the budget).
+_CAUSES = (
+    ("another module's", "unproven: another module's object"),
+    ("pointer of unproven provenance", "unproven: pointer of unknown provenance"),
+    ("through its own arguments", "access through the initializer's arguments"),
+    ("indirect call(s) not followed", "indirect call"),
+    ("no function starts at", "call to no function start"),
+    ("past depth", "call past --depth"),
+    ("destructor was not resolved", "registration's destructor unresolved"),
+    ("guarded initialization no initializer", "guarded variable initialized by no initializer here"),
+    ("its address is not in this file", "entry not in the file"),
+    ("load-time value of writable pointer", "pointer global that may have changed"),
+    ("before it first stores into", "object loaded before its initializer stores into it"),
+)
+_FILE_CAUSES = (
+    ("no .symtab (stripped)", "stripped file"),
+    ("LTO-merged initializer", "LTO-merged initializer"),
+    ("not seen whole", "work budget"),
+    ("loops were cut short", "loop cut short"),
+)
+
+
+def causes(doc: dict, indices: set[int]) -> list[str]:
+    """Why the entries at ``indices`` say incomplete (their notes in ``analysis_notes``, sorted)."""
+    found: set[str] = set()
+    for note in doc.get("analysis_notes", []):
+        head = note.split(" ", 2)
+        named = head[0] == "initializer" and len(head) > 1 and head[1].isdigit()
+        if named and int(head[1]) in indices:
+            found.update(next(([name] for phrase, name in _CAUSES if phrase in note), ["other: " + note[:60]]))
+        elif not named:
+            found.update(name for phrase, name in _FILE_CAUSES if phrase in note)
+    return sorted(found)
 
 
 def _judge_findings(prog: Program, mod: Module, ev: Events, where: dict, out: Outcome) -> None:
