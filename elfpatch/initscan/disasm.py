@@ -20,6 +20,8 @@ exactly from the loop's entry state).
 from __future__ import annotations
 
 import re
+from itertools import compress, count, repeat
+from operator import itemgetter, ne
 from typing import Callable, NamedTuple, Union, overload
 
 from capstone import CsError
@@ -530,6 +532,29 @@ class _X86:
                 return inside
         return None if index else total  # unscaled: which register is the base is not known
 
+    def run(self, insns: list, plans: list, first: int, last: int, st: dict, out: list, start: int,
+            end: int) -> None:
+        """step() over the instructions [first, last) of a block, the commonest plans done in line (a register
+        move, lea of a rip-relative address): one call per block, not one per instruction."""
+        step, pop, get = self.step, st.pop, st.get
+        for n in range(first, last):
+            plan = plans[n]
+            kind = plan[1]
+            if kind == _K_REG and plan[3] == _R_MOV and plan[2] is None and not plan[6]:
+                pop("cmp", None)
+                arg = plan[5]
+                value = arg[1] if arg[0] else get(arg[1])
+                if value is None:
+                    pop(plan[4], None)
+                else:
+                    st[plan[4]] = value
+            elif kind == _K_LEA and plan[4] is not None and plan[2]:
+                pop("cmp", None)
+                insn = insns[n]
+                st[plan[2]] = insn[0] + insn[1] + plan[4]
+            else:
+                step(insns[n], plan, st, out, start, end)
+
     def step(self, insn: tuple, plan: tuple, st: dict, out: list, start: int, end: int) -> None:
         cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
         kind = plan[1]
@@ -724,6 +749,12 @@ class _A64:
             return "end", None
         return "none", None
 
+    def run(self, insns: list, plans: list, first: int, last: int, st: dict, out: list, start: int,
+            end: int) -> None:
+        """step() over the instructions [first, last) of a block."""
+        for n in range(first, last):
+            self.step(insns[n], plans[n], st, out, start, end)
+
     def step(self, insn: tuple, _plan: tuple, st: dict, out: list, start: int, end: int) -> None:
         addr, _size, mnem, op = insn
         cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
@@ -880,22 +911,25 @@ class _A64:
 # -- the per-file decoder --------------------------------------------------------------------------------
 
 
-def _blocks(kinds: list, index: dict[int, int], cases: dict[int, list[int]]) -> tuple[list, dict[int, list]]:
+def _blocks(kinds: list, index: dict[int, int], cases: dict[int, list[int]],
+            flows: list[int]) -> tuple[list, dict[int, list]]:
     """Basic blocks as (first, last) instruction indexes in address order, and each one's successors
     [(block, taken: True/False for a conditional branch's two ways, None for the only way)]; a table jump
-    (``cases``: its instruction -> its cases' instructions) leads to each of its cases."""
-    count = len(kinds)
+    (``cases``: its instruction -> its cases' instructions) leads to each of its cases. ``flows``: the
+    instructions whose kind is not "none"."""
+    size = len(kinds)
     leaders = {0}
     for targets in cases.values():
         leaders.update(targets)
-    for n, (kind, target) in enumerate(kinds):
+    for n in flows:
+        kind, target = kinds[n]
         if kind != "none":
             leaders.add(n + 1)
             if target is not None and target in index:
                 leaders.add(index[target])
-    starts = sorted(x for x in leaders if x < count)
+    starts = sorted(x for x in leaders if x < size)
     block_of = {s: b for b, s in enumerate(starts)}
-    spans = [(s, (starts[b + 1] if b + 1 < len(starts) else count) - 1) for b, s in enumerate(starts)]
+    spans = [(s, (starts[b + 1] if b + 1 < len(starts) else size) - 1) for b, s in enumerate(starts)]
     succ: dict[int, list] = {}
     for b, (_first, last) in enumerate(spans):
         kind, target = kinds[last]
@@ -1083,9 +1117,12 @@ class Disassembler:
         budget.decoded += len(insns)
         plans = self.arch.plans(insns)
         kinds = [p[0] for p in plans]
-        index = {i[0]: n for n, i in enumerate(insns)}
-        cases = self._cases(insns, index)
-        spans, succ = _blocks(kinds, index, cases or {})
+        # The instructions that end a block (jumps, returns): the only ones the block structure looks at,
+        # picked out at C speed, as is the address -> index map.
+        flows = list(compress(count(), map(ne, kinds, repeat(_NO_FLOW))))
+        index = dict(zip(map(itemgetter(0), insns), count()))
+        cases = self._cases(insns, index, flows)
+        spans, succ = _blocks(kinds, index, cases or {}, flows)
         order, back = _reverse_post_order(spans, succ)
         if not self.extent_known(start):  # a guessed end: what follows the reachable code is another function
             order = self._reachable(start, order, spans, succ, kinds)
@@ -1094,15 +1131,16 @@ class Disassembler:
         succs = {pos[b]: [(pos[s], t) for s, t in succ[b] if s in pos] for b in order}
         has_pred = frozenset(s for edges in succs.values() for s, _ in edges)
         table = len(insns) if cases is not None else \
-            next((n for n, i in enumerate(insns) if i[2].startswith("notrack j")), len(insns))
+            next((n for n in flows if insns[n][2].startswith("notrack j")), len(insns))
         return Decoded(insns, plans, blocks, succs, frozenset(pos[b] for b in back if b in pos), has_pred, table)
 
-    def _cases(self, insns: list, index: dict[int, int]) -> dict[int, list[int]] | None:
+    def _cases(self, insns: list, index: dict[int, int], flows: list[int]) -> dict[int, list[int]] | None:
         """Each table jump's case instructions (jump's index -> theirs), when every table jump of the function
-        has its table read (jumptable.py) and every case is an instruction of it; else None."""
+        has its table read (jumptable.py) and every case is an instruction of it; else None. ``flows``: the
+        instructions with control flow (a table jump is one)."""
         cases: dict[int, list[int]] = {}
-        for n, i in enumerate(insns):
-            if not i[2].startswith("notrack j"):
+        for n in flows:
+            if not insns[n][2].startswith("notrack j"):
                 continue
             targets = x86_case_targets(insns, n, self.read_code) if self.machine == EM_X86_64 else None
             if targets is None or any(t not in index for t in targets):
@@ -1204,7 +1242,7 @@ class Disassembler:
         edges alone (None: _FRAME_ONLY, from the frame alone). Returns, besides _pass's results, what the jumps
         agreed on when a case needed it (preset given, or a case came before any jump), else None. ``late``: per
         block that is no loop head, what blocks walked after it brought it in the walk before."""
-        step = self.arch.step
+        step, run = self.arch.step, self.arch.run
         insns, plans = dec.insns, dec.plans
         object_of = self.object_of
         out: list = []
@@ -1226,8 +1264,7 @@ class Disassembler:
                 continue  # every edge into it was decided against (dead for these arguments), or not known yet
             _bound(st)
             walked += last - first + 1
-            for n in range(first, last):
-                step(insns[n], plans[n], st, out, start, end)
+            run(insns, plans, first, last, st, out, start, end)
             cmp = st.get("cmp")
             step(insns[last], plans[last], st, out, start, end)
             if p == 0:
