@@ -15,7 +15,7 @@ from typing import Any
 
 from elfpatch.elffile import ElfFile
 from elfpatch.errors import ParseError
-from elfpatch.initscan.budget import Budget
+from elfpatch.initscan.budget import Budget, few_collections
 from elfpatch.initscan.constptr import ConstantPointers
 from elfpatch.initscan.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.initscan.image import Image
@@ -43,6 +43,7 @@ def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
             "section": image.section_name(value)}
 
 
+@few_collections
 def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
             siof: bool = True, before: frozenset[str] | None = None) -> None:
     """Adds ``exit_time_destructors`` (dtors), per-entry ``analysis`` and ``findings`` (siof) and

@@ -1,0 +1,89 @@
+"""What keeps the fast paths of `inits --dtors --siof` honest: each is checked against the general code it
+short-cuts, on real instruction texts, so that speed never changes a result.
+
+- An x86-64 instruction's plan (disasm.py: parsed once per distinct text) made by the quick path (a jump to
+  an address, ``lea reg, [rip + d]``) is the plan the general parse makes.
+- A walk with the instruction plans cached gives the events of one with every plan made afresh.
+- The cyclic collector's threshold is raised only while a file is analysed (budget.few_collections).
+- A relocation table read column by column (relocs.py, the host's byte order) is the one read entry by entry."""
+from __future__ import annotations
+
+import gc
+import sys
+from pathlib import Path
+
+import pytest
+
+from elfpatch import relocs
+from elfpatch.elfconst import EM_X86_64
+from elfpatch.elffile import ElfFile
+from elfpatch.initscan import disasm
+from elfpatch.initscan.budget import COLLECT_AFTER, few_collections
+from elfpatch.relocs import Relocator
+from elfpatch.source import Source
+
+TEXTS = [("jmp", "0x1234"), ("je", "0x10"), ("jne", "0xffffffffff"), ("jb", "0x401000"), ("jrcxz", "0x20"),
+         ("lea", "rdi, [rip + 0x2f7b]"), ("lea", "rsi, [rip - 0x10]"), ("lea", "r12, [rip + 0x1234567]"),
+         ("lea", "eax, [rip + 8]"), ("jmp", "rax"), ("lea", "rdi, [rip + rax*8 + 0x10]"), ("mov", "rdi, rbx")]
+
+
+@pytest.mark.parametrize(("mnem", "op"), TEXTS)
+def test_a_quick_plan_is_the_general_plan(monkeypatch: pytest.MonkeyPatch, mnem: str, op: str) -> None:
+    quick = disasm._x86_quick_plan(mnem, op)
+    monkeypatch.setattr(disasm, "_x86_quick_plan", lambda _m, _o: None)
+    general = disasm._x86_plan(mnem, op)
+    assert quick is None or quick == general
+    assert (quick is None) == (mnem == "mov" or "rax" in op)  # the texts it is for, and no other
+
+
+def test_a_cached_plan_walks_as_a_fresh_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function whose instruction texts repeat (the same store through rdi twice, the same register move)
+    gives the same events whether each plan is taken from the cache or made for it alone."""
+    # mov rdi, [rip+0x100]; mov [rdi+8], rax; mov rdi, rbx; mov [rdi+8], rax; lea rsi, [rip+0x10]; call rel32; ret
+    code = bytes.fromhex("488b3d00010000" "48894708" "4889df" "48894708" "488d3510000000" "e800000000" "c3")
+    start = 0x1000
+
+    def sweep() -> list:
+        dis = disasm.Disassembler(EM_X86_64, lambda a, n: code[a - start: a - start + n], lambda _a: None)
+        return dis.sweep(start, start + len(code), {"rbx": 0x5000})
+
+    cached = sweep()
+    monkeypatch.setattr(disasm, "MAX_PLANS", 0)  # the cache starts over at every text: every plan is fresh
+    assert sweep() == cached
+    assert [ev.address for ev in cached if isinstance(ev, disasm.Access)] == [0x1107, 0x5008]
+
+
+def test_the_collector_is_relaxed_only_while_a_file_is_analysed() -> None:
+    seen = []
+
+    @few_collections
+    def analysis() -> None:
+        seen.append(gc.get_threshold()[0])
+        raise ValueError("bad input")
+
+    old = gc.get_threshold()
+    gc.set_threshold(1234, old[1], old[2])
+    try:
+        with pytest.raises(ValueError):
+            analysis()
+        assert seen == [COLLECT_AFTER]
+        assert gc.get_threshold() == (1234, old[1], old[2])  # put back, even when the analysis raised
+    finally:
+        gc.set_threshold(*old)
+
+
+@pytest.mark.parametrize("ranges", [[(0, 1 << 62)], [(0, 0x3000), (0x3000, 1 << 62)]])
+def test_a_table_read_by_columns_is_the_table_read_entry_by_entry(siof_build: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   ranges: list) -> None:
+    """relocs.Relocator reads a table in the host's byte order column by column; any other file entry by entry.
+    Both give the same relocations (the last for a word wins, R_*_NONE skipped), with one range or several."""
+    lib = siof_build / "gcc-O2" / "libdtors.so"
+    if not lib.exists():
+        pytest.skip("native_tests/siof was not built with gcc")
+    with Source(str(lib)) as src:
+        elf = ElfFile(src.data, str(lib))
+        by_columns = Relocator(elf, ranges)._relocs
+        monkeypatch.setattr(relocs.sys, "byteorder", "big" if sys.byteorder == "little" else "little")
+        by_entry = Relocator(elf, ranges)._relocs
+    assert by_columns and by_columns == by_entry
+    assert all(type(r) is relocs._Reloc for r in by_columns.values())
