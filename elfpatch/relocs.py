@@ -95,14 +95,14 @@ class Relocator:
         words = memoryview(blob).cast("Q" if self.wordsize == 8 else "I")
         offsets, infos = words[0::k].tolist(), words[1::k].tolist()
         keep = map(and_, map(lo.__le__, offsets), map(hi.__gt__, offsets))
-        keep = map(and_, keep, map(bool, map(and_, infos, repeat(mask))))
-        if len(self.ranges) > 1:
-            keep = map(and_, keep, map(self._wanted, offsets))
-        wanted = list(keep)
+        wanted = list(map(and_, keep, map(bool, map(and_, infos, repeat(mask)))))
         syms = map(rshift, compress(infos, wanted), repeat(shift))
         addends: Iterable = compress(memoryview(blob).cast("q" if self.wordsize == 8 else "i")[2::k].tolist(),
                                      wanted) if rela else repeat(None)
-        self._relocs.update(zip(compress(offsets, wanted), map(tuple.__new__, repeat(_Reloc), zip(syms, addends))))
+        rows: Iterable = zip(compress(offsets, wanted), map(tuple.__new__, repeat(_Reloc), zip(syms, addends)))
+        if len(self.ranges) > 1:  # in the span of all the ranges: asked of those entries only
+            rows = [row for row in rows if self._wanted(row[0])]
+        self._relocs.update(rows)
 
     def _in_span(self, blob: bytes, fmt: struct.Struct, lo: int, hi: int) -> Iterable[tuple]:
         """The entries whose r_offset is in [lo, hi): the r_offset column is filtered at C speed when the file's

@@ -393,6 +393,18 @@ def _rip_relative(terms: tuple) -> int | None:
     return None
 
 
+def _based(terms: tuple) -> tuple[str, int] | None:
+    """(reg, d) for ``[reg]`` and ``[reg + d]`` with reg not the stack pointer (the commonest operand: its
+    address is the register's value moved by d), else None."""
+    if not terms or terms[0][0] != 2 or terms[0][3] or terms[0][2] != 1 or terms[0][1] == "rsp":
+        return None
+    if len(terms) == 1:
+        return terms[0][1], 0
+    if len(terms) == 2 and terms[1][0] == 1:
+        return terms[0][1], terms[1][1]
+    return None
+
+
 def _x86_operand(m: re.Match, mnem: str, ops: list, dreg: str | None) -> tuple | None:
     """One memory operand's plan: (first, rw, stack: 0 never, 1 always, 2 when rbp is the frame, slot key, slot
     action, its source, parsed terms, whether a load from it may be a GOT load); None when it touches no
@@ -414,7 +426,7 @@ def _x86_operand(m: re.Match, mnem: str, ops: list, dreg: str | None) -> tuple |
         action = _S_LOAD if mnem == "mov" else _S_CLOBBER
     parsed = _x86_parse(inner)
     return (first, rw, stack, "m:" + inner, action, source, parsed,
-            bool(not first and mnem == "mov" and dreg), _rip_relative(parsed[0]))
+            bool(not first and mnem == "mov" and dreg), _rip_relative(parsed[0]), _based(parsed[0]))
 
 
 _X86_JUMPS = frozenset({"jmp", "je", "jne", "jb", "jae", "ja", "jbe", "jl", "jle", "jg", "jge", "js", "jns", "jo",
@@ -634,20 +646,36 @@ class _X86:
 
     def _operand(self, insn: tuple, operand: tuple, dreg: str | None, st: dict, out: list) -> bool:
         """One memory operand; True when the instruction is fully handled (a stack slot or a GOT load)."""
-        _first, rw, stack, slot, action, source, parsed, got_load, rip = operand
+        _first, rw, stack, slot, action, source, _parsed, got_load, _rip, _based = operand
         if stack == 1 or stack == 2 and st.get("rbp") == FRAME:
             _x86_stack_slot(slot, action, source, dreg, st)
             return True
-        a = insn[0] + insn[1] + rip if rip is not None else self._mem(parsed[0], st, insn[0] + insn[1])
+        a, base = self._address(operand, st, insn[0] + insn[1])
         if a is not None:
             if got_load and self._got_load(a, dreg, st):
                 return True
             out.extend(_x86_accesses(a, rw))
             return False
-        base = _x86_provenance(parsed[1], st)
         if not (isinstance(base, Ptr) and base.kind != "arg"):
             out.append(Deref(insn[0], base, rw[1]))
         return False
+
+    def _address(self, operand: tuple, st: dict, nxt: int) -> tuple[int | None, Ptr | str | None]:
+        """(the address a memory operand names, None: not known; and then where its pointer comes from). The
+        two commonest forms are done without the general terms: ``[rip + d]`` and ``[reg + d]`` (the same
+        results as _mem and _x86_provenance give them)."""
+        parsed, rip, based = operand[6], operand[8], operand[9]
+        if rip is not None:
+            return nxt + rip, None
+        if based is not None:
+            v = st.get(based[0])
+            if isinstance(v, Within):
+                return v, None
+            if isinstance(v, int):
+                return v + based[1], None
+            return None, v if isinstance(v, (Ptr, str)) else None
+        a = self._mem(parsed[0], st, nxt)
+        return a, (_x86_provenance(parsed[1], st) if a is None else None)
 
     def _got_load(self, a: int, dreg: str, st: dict) -> bool:
         """A load from a GOT slot: the register now holds the object's address (False: not a GOT slot)."""
@@ -986,7 +1014,9 @@ def _meet(a: dict | None, b: dict, object_of: Callable[[int], int | None]) -> di
     """What two states agree on (``a`` None: no state yet, ``b`` alone): equal values, and addresses inside one
     global object as ``Within`` it."""
     if a is None:
-        return {k: v for k, v in b.items() if k != "cmp"}
+        out = dict(b)  # a copy at C speed, less the compare's outcome
+        out.pop("cmp", None)
+        return out
     out = {}
     for k, v in a.items():
         w = b.get(k)
@@ -1295,7 +1325,9 @@ class Disassembler:
             return dict(entry)
         if p not in live and p in dec.has_pred:
             return None
-        return dict(incoming.pop(p, None) or {})  # popped: a state is held only until its block is walked
+        # Popped: a state is held only until its block is walked, and each is a fresh dict (_meet's) the block
+        # may change in place.
+        return incoming.pop(p, None) or {}
 
     def stub_slot(self, start: int, end: int) -> int | None:
         """The GOT slot a PLT stub jumps through (``jmp *slot`` / ``adrp; ldr x17; br x17``)."""

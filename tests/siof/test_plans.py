@@ -87,3 +87,19 @@ def test_a_table_read_by_columns_is_the_table_read_entry_by_entry(siof_build: Pa
         by_entry = Relocator(elf, ranges)._relocs
     assert by_columns and by_columns == by_entry
     assert all(type(r) is relocs._Reloc for r in by_columns.values())
+
+
+@pytest.mark.parametrize("text", ["qword ptr [rdi]", "qword ptr [rdi + 8]", "dword ptr [r12 - 0x10]",
+                                  "qword ptr [rip + 0x100]", "byte ptr [rax + rdx]"])
+@pytest.mark.parametrize("value", [None, 0x4000, disasm.Within(0x4000), disasm.Ptr("arg", 0), disasm.FRAME,
+                                   disasm.ALLOC, "ext_object"])
+def test_a_common_operand_resolves_as_the_general_terms_do(text: str, value: object) -> None:
+    """``[reg + d]`` and ``[rip + d]`` are resolved without the general terms (disasm._X86._address): the same
+    address, or the same provenance when the address is not known."""
+    plan = disasm._x86_plan("mov", f"rax, {text}")
+    operand = plan[3][0]
+    general = operand[:8] + (None, None)  # neither short cut: the terms and _x86_provenance decide
+    arch = disasm._X86(lambda _a: None, lambda a: 0x4000 if 0x4000 <= a < 0x4400 else None)
+    st = {} if value is None else {"rdi": value, "r12": value, "rax": value}
+    assert arch._address(operand, st, 0x1007) == arch._address(general, st, 0x1007)
+    assert (operand[8] is not None or operand[9] is not None) == ("rdx" not in text)
