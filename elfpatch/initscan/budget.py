@@ -37,7 +37,7 @@ def few_collections(func: _F) -> _F:
     tenth of libtorch_cpu.so's time. Reference counting still frees everything as before, and memory is the
     same (peak RSS unchanged)."""
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def wrapper(*args, **kwargs):
         old = gc.get_threshold()
         gc.set_threshold(COLLECT_AFTER, *old[1:])
         try:

@@ -268,7 +268,7 @@ def _x86_parse(inner: str) -> tuple[tuple, tuple]:
     """The terms of ``[base + index*scale + disp]``, parsed once per operand text: (code, value, scale, scaled)
     with code 0 rip, 1 a signed displacement, 2 a register (its full name); and the unscaled registers (where
     a pointer of unknown address gets its provenance)."""
-    terms = []
+    terms: list[tuple] = []
     bases = []
     sign = 1
     for tok in inner.split():
@@ -417,7 +417,7 @@ def _x86_operand(m: re.Match, mnem: str, ops: list, dreg: str | None) -> tuple |
     stack = 0
     if seg is None and "rip" not in inner:
         stack = 1 if "rsp" in inner else 2 if "rbp" in inner else 0
-    action, source = _S_NONE, (True, None)
+    action, source = _S_NONE, (True, None)  # type: tuple[int, tuple[bool, object]]
     if first and mnem == "mov" and len(ops) == 2:
         action, source = _S_STORE, _x86_source(ops[1])
     elif first and rw[1]:
@@ -481,7 +481,10 @@ def _x86_plan(mnem: str, op: str) -> tuple:
     if "[" in op:
         operands = tuple(p for p in (_x86_operand(m, mnem, ops, dreg) for m in _X86_MEM.finditer(op))
                          if p is not None)
-        return flow, _K_MEM, cmp, operands, _x86_drops(mnem, ops, dreg), dreg
+        # A spill to the stack or a load back from it (-O0 code is full of them): done in line by run().
+        slot = operands[0] if len(operands) == 1 and operands[0][2] == 1 and cmp is None else None
+        spill = (slot[4], slot[3], slot[5]) if slot is not None and slot[4] in (_S_STORE, _S_LOAD) else None
+        return flow, _K_MEM, cmp, operands, _x86_drops(mnem, ops, dreg), dreg, spill
     return (flow, _K_REG, cmp) + _x86_register(mnem, ops, dreg)
 
 
@@ -564,6 +567,15 @@ class _X86:
                 pop("cmp", None)
                 insn = insns[n]
                 st[plan[2]] = insn[0] + insn[1] + plan[4]
+            elif kind == _K_MEM and plan[6] is not None:  # a stack slot stored or loaded (_x86_stack_slot)
+                pop("cmp", None)
+                action, slot, source = plan[6]
+                key, value = (slot, source[1] if source[0] else get(source[1])) if action == _S_STORE else \
+                    (plan[5], get(slot))
+                if value is None:
+                    pop(key, None)
+                else:
+                    st[key] = value
             else:
                 step(insns[n], plan, st, out, start, end)
 
@@ -607,9 +619,12 @@ class _X86:
         elif not (tail and notrack):  # through a register: known when from the GOT
             target = st.get(reg)
             out.append(Call(target, None, args, tail))
-        for r in X86_CLOBBER:
-            st.pop(r, None)
-        _put(st, "rax", self.result(target, args))  # what the callee returns, when the walker knows it
+        pop = st.pop
+        for r in X86_CLOBBER:  # rax among them
+            pop(r, None)
+        value = self.result(target, args)  # what the callee returns, when the walker knows it
+        if value is not None:
+            st["rax"] = value
         return True
 
     def _lea(self, plan: tuple, st: dict, nxt: int) -> None:
@@ -652,7 +667,7 @@ class _X86:
             return True
         a, base = self._address(operand, st, insn[0] + insn[1])
         if a is not None:
-            if got_load and self._got_load(a, dreg, st):
+            if got_load and dreg and self._got_load(a, dreg, st):
                 return True
             out.extend(_x86_accesses(a, rw))
             return False

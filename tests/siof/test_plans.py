@@ -103,3 +103,28 @@ def test_a_common_operand_resolves_as_the_general_terms_do(text: str, value: obj
     st = {} if value is None else {"rdi": value, "r12": value, "rax": value}
     assert arch._address(operand, st, 0x1007) == arch._address(general, st, 0x1007)
     assert (operand[8] is not None or operand[9] is not None) == ("rdx" not in text)
+
+
+BLOCK = [("mov", "rdi, rbx"), ("mov", "qword ptr [rsp + 8], rdi"), ("lea", "rsi, [rip + 0x100]"),
+         ("cmp", "rdi, 0x5000"), ("mov", "qword ptr [rsp + 0x10], rsi"), ("mov", "rax, qword ptr [rsp + 8]"),
+         ("mov", "qword ptr [rsp + 0x18], 7"), ("mov", "rcx, qword ptr [rsp + 0x20]"), ("mov", "edx, eax"),
+         ("mov", "qword ptr [rax + 8], rcx"), ("mov", "rdx, qword ptr [rbp - 8]"), ("movaps", "xmm0, xmm1"),
+         ("lea", "r8, [rsp + 0x30]"), ("mov", "qword ptr [rsp + 8], rbx"), ("xor", "esi, esi"), ("cmp", "rdi, rbx")]
+
+
+@pytest.mark.parametrize("entry", [{}, {"rbx": 0x5000}, {"rbx": disasm.Ptr("arg", 1), "rbp": disasm.FRAME}])
+def test_a_block_run_in_line_is_the_block_stepped(entry: dict) -> None:
+    """run() does register moves, lea [rip + d] and stack spills in line (one call per block): the state and
+    the events are those of step() on each instruction."""
+    arch = disasm._X86(lambda _a: None, lambda _a: None)
+    insns = [(0x1000 + 8 * n, 8, m, o) for n, (m, o) in enumerate(BLOCK)]
+    plans = arch.plans(insns)
+    in_line, one_by_one = dict(entry), dict(entry)
+    out_in_line: list = []
+    out_one_by_one: list = []
+    arch.run(insns, plans, 0, len(insns), in_line, out_in_line, 0x1000, 0x2000)
+    for insn, plan in zip(insns, plans):
+        arch.step(insn, plan, one_by_one, out_one_by_one, 0x1000, 0x2000)
+    assert in_line == one_by_one
+    assert out_in_line == out_one_by_one
+    assert in_line.get("m:rsp + 8") == entry.get("rbx") and in_line.get("m:rsp + 0x18") == 7
