@@ -11,7 +11,7 @@ from typing import Any
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.symbols import demangle
 from elfpatch.errors import ParseError
-from elfpatch.inits.budget import Budget
+from elfpatch.inits.budget import Budget, few_collections
 from elfpatch.inits.constptr import ConstantPointers, InitialPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.image import Image
@@ -38,6 +38,7 @@ def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
             "section": image.section_name(value)}
 
 
+@few_collections
 def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
             siof: bool = True, before: frozenset[str] | None = None) -> None:
     """Adds ``exit_time_destructors`` (dtors), per-entry ``analysis`` and ``findings`` (siof) and

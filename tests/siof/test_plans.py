@@ -1,0 +1,130 @@
+"""What keeps the fast paths of `inits --dtors --siof` honest: each is checked against the general code it
+short-cuts, on real instruction texts, so that speed never changes a result.
+
+- An x86-64 instruction's plan (disasm.py: parsed once per distinct text) made by the quick path (a jump to
+  an address, ``lea reg, [rip + d]``) is the plan the general parse makes.
+- A walk with the instruction plans cached gives the events of one with every plan made afresh.
+- The cyclic collector's threshold is raised only while a file is analysed (budget.few_collections).
+- A relocation table read column by column (relocs.py, the host's byte order) is the one read entry by entry."""
+from __future__ import annotations
+
+import gc
+import sys
+from pathlib import Path
+
+import pytest
+
+from elfpatch.elf import relocs
+from elfpatch.elf.const import EM_X86_64
+from elfpatch.elf.file import ElfFile
+from elfpatch.elf.relocs import Relocator
+from elfpatch.fs.source import Source
+from elfpatch.inits import disasm
+from elfpatch.inits.budget import COLLECT_AFTER, few_collections
+
+TEXTS = [("jmp", "0x1234"), ("je", "0x10"), ("jne", "0xffffffffff"), ("jb", "0x401000"), ("jrcxz", "0x20"),
+         ("lea", "rdi, [rip + 0x2f7b]"), ("lea", "rsi, [rip - 0x10]"), ("lea", "r12, [rip + 0x1234567]"),
+         ("lea", "eax, [rip + 8]"), ("jmp", "rax"), ("lea", "rdi, [rip + rax*8 + 0x10]"), ("mov", "rdi, rbx")]
+
+
+@pytest.mark.parametrize(("mnem", "op"), TEXTS)
+def test_a_quick_plan_is_the_general_plan(monkeypatch: pytest.MonkeyPatch, mnem: str, op: str) -> None:
+    quick = disasm._x86_quick_plan(mnem, op)
+    monkeypatch.setattr(disasm, "_x86_quick_plan", lambda _m, _o: None)
+    general = disasm._x86_plan(mnem, op)
+    assert quick is None or quick == general
+    assert (quick is None) == (mnem == "mov" or "rax" in op)  # the texts it is for, and no other
+
+
+def test_a_cached_plan_walks_as_a_fresh_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function whose instruction texts repeat (the same store through rdi twice, the same register move)
+    gives the same events whether each plan is taken from the cache or made for it alone."""
+    # mov rdi, [rip+0x100]; mov [rdi+8], rax; mov rdi, rbx; mov [rdi+8], rax; lea rsi, [rip+0x10]; call rel32; ret
+    code = bytes.fromhex("488b3d00010000" "48894708" "4889df" "48894708" "488d3510000000" "e800000000" "c3")
+    start = 0x1000
+
+    def sweep() -> list:
+        dis = disasm.Disassembler(EM_X86_64, lambda a, n: code[a - start: a - start + n], lambda _a: None)
+        return dis.sweep(start, start + len(code), {"rbx": 0x5000})
+
+    cached = sweep()
+    monkeypatch.setattr(disasm, "MAX_PLANS", 0)  # the cache starts over at every text: every plan is fresh
+    assert sweep() == cached
+    assert [ev.address for ev in cached if isinstance(ev, disasm.Access)] == [0x1107, 0x5008]
+
+
+def test_the_collector_is_relaxed_only_while_a_file_is_analysed() -> None:
+    seen = []
+
+    @few_collections
+    def analysis() -> None:
+        seen.append(gc.get_threshold()[0])
+        raise ValueError("bad input")
+
+    old = gc.get_threshold()
+    gc.set_threshold(1234, old[1], old[2])
+    try:
+        with pytest.raises(ValueError):
+            analysis()
+        assert seen == [COLLECT_AFTER]
+        assert gc.get_threshold() == (1234, old[1], old[2])  # put back, even when the analysis raised
+    finally:
+        gc.set_threshold(*old)
+
+
+@pytest.mark.parametrize("ranges", [[(0, 1 << 62)], [(0, 0x3000), (0x3000, 1 << 62)]])
+def test_a_table_read_by_columns_is_the_table_read_entry_by_entry(siof_build: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   ranges: list) -> None:
+    """relocs.Relocator reads a table in the host's byte order column by column; any other file entry by entry.
+    Both give the same relocations (the last for a word wins, R_*_NONE skipped), with one range or several."""
+    lib = siof_build / "gcc-O2" / "libdtors.so"
+    if not lib.exists():
+        pytest.skip("native_tests/siof was not built with gcc")
+    with Source(str(lib)) as src:
+        elf = ElfFile(src.data, str(lib))
+        by_columns = Relocator(elf, ranges)._relocs
+        monkeypatch.setattr(relocs.sys, "byteorder", "big" if sys.byteorder == "little" else "little")
+        by_entry = Relocator(elf, ranges)._relocs
+    assert by_columns and by_columns == by_entry
+    assert all(type(r) is relocs._Reloc for r in by_columns.values())
+
+
+@pytest.mark.parametrize("text", ["qword ptr [rdi]", "qword ptr [rdi + 8]", "dword ptr [r12 - 0x10]",
+                                  "qword ptr [rip + 0x100]", "byte ptr [rax + rdx]"])
+@pytest.mark.parametrize("value", [None, 0x4000, disasm.Within(0x4000), disasm.Ptr("arg", 0), disasm.FRAME,
+                                   disasm.ALLOC, "ext_object"])
+def test_a_common_operand_resolves_as_the_general_terms_do(text: str, value: object) -> None:
+    """``[reg + d]`` and ``[rip + d]`` are resolved without the general terms (disasm._X86._address): the same
+    address, or the same provenance when the address is not known."""
+    plan = disasm._x86_plan("mov", f"rax, {text}")
+    operand = plan[3][0]
+    general = operand[:8] + (None, None)  # neither short cut: the terms and _x86_provenance decide
+    arch = disasm._X86(lambda _a: None, lambda a: 0x4000 if 0x4000 <= a < 0x4400 else None)
+    st = {} if value is None else {"rdi": value, "r12": value, "rax": value}
+    assert arch._address(operand, st, 0x1007) == arch._address(general, st, 0x1007)
+    assert (operand[8] is not None or operand[9] is not None) == ("rdx" not in text)
+
+
+BLOCK = [("mov", "rdi, rbx"), ("mov", "qword ptr [rsp + 8], rdi"), ("lea", "rsi, [rip + 0x100]"),
+         ("cmp", "rdi, 0x5000"), ("mov", "qword ptr [rsp + 0x10], rsi"), ("mov", "rax, qword ptr [rsp + 8]"),
+         ("mov", "qword ptr [rsp + 0x18], 7"), ("mov", "rcx, qword ptr [rsp + 0x20]"), ("mov", "edx, eax"),
+         ("mov", "qword ptr [rax + 8], rcx"), ("mov", "rdx, qword ptr [rbp - 8]"), ("movaps", "xmm0, xmm1"),
+         ("lea", "r8, [rsp + 0x30]"), ("mov", "qword ptr [rsp + 8], rbx"), ("xor", "esi, esi"), ("cmp", "rdi, rbx")]
+
+
+@pytest.mark.parametrize("entry", [{}, {"rbx": 0x5000}, {"rbx": disasm.Ptr("arg", 1), "rbp": disasm.FRAME}])
+def test_a_block_run_in_line_is_the_block_stepped(entry: dict) -> None:
+    """run() does register moves, lea [rip + d] and stack spills in line (one call per block): the state and
+    the events are those of step() on each instruction."""
+    arch = disasm._X86(lambda _a: None, lambda _a: None)
+    insns = [(0x1000 + 8 * n, 8, m, o) for n, (m, o) in enumerate(BLOCK)]
+    plans = arch.plans(insns)
+    in_line, one_by_one = dict(entry), dict(entry)
+    out_in_line: list = []
+    out_one_by_one: list = []
+    arch.run(insns, plans, 0, len(insns), in_line, out_in_line, 0x1000, 0x2000)
+    for insn, plan in zip(insns, plans):
+        arch.step(insn, plan, one_by_one, out_one_by_one, 0x1000, 0x2000)
+    assert in_line == one_by_one
+    assert out_in_line == out_one_by_one
+    assert in_line.get("m:rsp + 8") == entry.get("rbx") and in_line.get("m:rsp + 0x18") == 7
