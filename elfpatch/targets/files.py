@@ -22,11 +22,13 @@ def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
     ``in_tree_links``: how many of the file's hard links the caller re-points at the patched file itself;
     ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's);
     ``place``: where the file is (a tree's directory fd and name), else found from ``path``."""
-    try:
-        st = place.lstat() if place is not None else os.stat(path)
-        links = st.st_nlink if st is not None else 1
-    except OSError:
-        links = 1  # the kind's own open reports the error
+    links = 1  # the kind's own open reports a file that cannot be stat'ed
+    if job.writes and not job.inplace and not job.output:  # only a rename can leave other names behind
+        try:
+            st = place.lstat() if place is not None else os.stat(path)
+            links = st.st_nlink if st is not None else 1
+        except OSError:
+            pass
     try:
         if kind == ARCHIVE:
             from elfpatch.targets.archive import process_archive

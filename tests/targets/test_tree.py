@@ -358,3 +358,26 @@ def test_the_walk_tries_the_temp_patterns_only_on_names_with_their_prefix() -> N
     for rx in (TEMP_RE, JOURNAL_RE):
         assert rx.pattern.startswith(r"^\.elfpatch-"), rx.pattern
     assert temp_name().startswith(".elfpatch-")
+
+
+@pytest.mark.parametrize("spelling", ["{root}", "{root}/", "{root}//", ".", "./"])
+def test_the_walk_names_each_file_as_os_path_join_would(tmp_path: Path, spelling: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk builds each path from its directory's once (not one os.path.join per entry): the paths
+    reports carry are still what joining the root as given with each name gives, at every depth."""
+    from elfpatch.targets.tree import walk
+
+    root = tmp_path / "t"
+    for rel in ("a.so", "d/b.so", "d/e/c.so", "d/e/f/g.so"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"x")
+    monkeypatch.chdir(root)
+    given = spelling.format(root=root)
+    groups, _, _ = walk(given)
+    want = []
+    for rel in ("a.so", "d/b.so", "d/e/c.so", "d/e/f/g.so"):
+        path = given
+        for part in rel.split("/"):
+            path = os.path.join(path, part)
+        want.append(path)
+    assert sorted(n.path for g in groups for n in g.names) == sorted(want)
