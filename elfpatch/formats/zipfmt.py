@@ -104,7 +104,7 @@ class Directory:
         pos = data.rfind(b"PK\x05\x06", search_from)
         if pos < 0 or pos + EOCD.size > size:
             raise ParseError("not a zip file (no end of central directory)", path)
-        _, disk, _, _, count, cd_size, cd_off, clen = EOCD.unpack_from(data, pos)
+        _, disk, _, on_disk, count, cd_size, cd_off, clen = EOCD.unpack_from(data, pos)
         self.comment = bytes(data[pos + EOCD.size : pos + EOCD.size + clen])
         if disk != 0:
             raise ParseError("multi-disk zip files are not supported", path)
@@ -113,7 +113,9 @@ class Directory:
             _, _, eocd64_off, _ = EOCD64_LOCATOR.unpack_from(data, loc)
             if eocd64_off + EOCD64.size > size:
                 raise ParseError("zip64 end of central directory past the end", path)
-            _, _, _, _, _, _, _, count, cd_size, cd_off = EOCD64.unpack_from(data, eocd64_off)
+            _, _, _, _, _, _, on_disk, count, cd_size, cd_off = EOCD64.unpack_from(data, eocd64_off)
+        if on_disk != count:  # one disk: readers that count one field or the other would see other members
+            raise ParseError(f"zip end of central directory counts {on_disk} and {count} entries", path)
         if cd_off + cd_size > size or count * CDH.size > cd_size:
             raise ParseError("zip central directory runs past the end of the file", path)
         self.start, self.end = cd_off, cd_off + cd_size
@@ -126,6 +128,8 @@ class Directory:
             starts.append(e.offset)
             ends.append(e.data_span(data, path)[1])
             names.append(hash(e.name))
+        if p != self.end:  # zipfile reads headers up to the directory's size, not its count: both must agree
+            raise ParseError(f"zip central directory holds more than its {count} entries", path)
         self._check_names(names)
         del names
         self._check_layout(starts, ends)

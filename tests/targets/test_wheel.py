@@ -251,10 +251,27 @@ def poke_central(whl: Path, name: str, offset: int, value: bytes) -> bytes:
     return bytes(data)
 
 
-@pytest.mark.parametrize("case", ["smaller", "bomb-claim", "crc", "truncated", "duplicate", "corrupt-deflate"])
+def poke_eocd(whl: Path, offset: int, value: bytes) -> bytes:
+    """Overwrite bytes at ``offset`` into the end of central directory record."""
+    data = bytearray(whl.read_bytes())
+    pos = data.rfind(b"PK\x05\x06")
+    data[pos + offset : pos + offset + len(value)] = value
+    whl.write_bytes(bytes(data))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("case", ["smaller", "bomb-claim", "crc", "truncated", "duplicate", "corrupt-deflate",
+                                  "counts-disagree", "fewer-counted"])
 def test_broken_wheels_are_left_alone(unique_build: Path, tmp_path: Path, case: str) -> None:
+    """Guarantee: a wheel whose bytes other readers could read otherwise is refused whole, never rewritten with
+    fewer members (an end record that counts 2 of 7 entries: zipfile reads the directory by its size and sees 7;
+    a writer that trusted the count wrote a 2-member wheel)."""
     whl = build_wheel(tmp_path, wheel_files(unique_build / "libholder_v1.so", {"holderpkg/datb.txt": b"b"}))
-    if case == "smaller":  # claims fewer bytes than it inflates to: inflating stops one byte past the claim
+    if case == "counts-disagree":  # entries on this disk 7, in all 2
+        data, msg = poke_eocd(whl, 10, (2).to_bytes(2, "little")), "counts"
+    elif case == "fewer-counted":  # both counts 2: the directory's size holds 7 headers
+        data, msg = poke_eocd(whl, 8, (2).to_bytes(2, "little") * 2), "holds more than its 2 entries"
+    elif case == "smaller":  # claims fewer bytes than it inflates to: inflating stops one byte past the claim
         data, msg = poke_central(whl, SO, 24, (100).to_bytes(4, "little")), "inflates to more than its header says"
     elif case == "bomb-claim":  # claims 4 GB from a few kB: refused before anything is allocated
         data, msg = poke_central(whl, SO, 24, (0xFFFFFFF0).to_bytes(4, "little")), "more than deflate can give"
