@@ -35,10 +35,13 @@ def elf_paths(paths: Iterable[str], exclude: Exclude | None = None) -> Iterator[
 
 
 def _tree(root: str, exclude: Exclude) -> list[str]:
-    from elfpatch.targets.tree import walk
+    from elfpatch.targets.tree import walk, warn_probable
 
-    groups, _, _ = walk(root, exclude)
-    return [g.names[0].path for g in groups if _loadable(g.names[0].path)]
+    walked = walk(root, exclude)
+    found = [g.names[0].path for g in walked.groups if _loadable(g.names[0].path)]
+    read = set(found)
+    warn_probable(p for p in walked.probable if p in read)  # only of the files read
+    return found
 
 
 def _loadable(path: str) -> bool:

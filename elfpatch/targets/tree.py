@@ -11,7 +11,8 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
   elfpatch runs are passed over (never inputs): those a process holds a lock on or that carry the marker
   only elfpatch writes (elfpatch.fs.temps.temp_state), or, for a journal, that begin as one; a file is never
   passed over for its name alone. One named like a temp where the file system keeps no marker is an input,
-  with a warning that it is probably a killed run's temp.
+  with a warning that it is probably a killed run's temp: said once, after any repair (below), and never of
+  the link a killed run was making under a temp name, which its journal records (the repair removes it).
 - Hard links: each inode is processed once, under its first name in sorted order. When the default mode
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
   name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
@@ -42,7 +43,7 @@ from typing import Iterable, NamedTuple
 from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line, warn
 from elfpatch.fs import teststop
 from elfpatch.fs.commit import before_install
-from elfpatch.fs.journal import Journal, is_journal, trusted
+from elfpatch.fs.journal import Journal, is_journal, recorded_link, trusted
 from elfpatch.fs.relink import (
     DIFFERS,
     DONE,
@@ -227,6 +228,7 @@ class _Walk:
         self.groups: dict[tuple[int, int], Group] = {}
         self.skipped = 0
         self.journals: list[tuple[Chain, str, str]] = []
+        self.probable: list[str] = []  # files named like our temps where no marker tells (PROBABLE_TEMP)
         self.stack: list[tuple[int, str, Chain]] = []
 
     def run(self) -> None:
@@ -279,7 +281,7 @@ class _Walk:
             self.skipped += 1
         else:
             if state == UNMARKED and TEMP_RE.match(name):
-                warn(path, PROBABLE_TEMP)
+                self.probable.append(path)
             entry = Name(path, chain, name)
             group = self.groups.get((st.st_dev, st.st_ino))
             if group is None:
@@ -304,15 +306,52 @@ class _Walk:
             self.stack.append((sub, path, (*chain, Step(name, sst.st_dev, sst.st_ino))))
 
 
-def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int, list[tuple[Chain, str, str]]]:
-    """Regular files below ``root`` grouped by inode, in sorted order of their first name, how many
-    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches), and the
-    re-linking journals found."""
+class Walked(NamedTuple):
+    """What ``walk`` found: the regular files grouped by inode, in sorted order of their first name; how many
+    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches); the re-linking
+    journals; and the inputs named like our temps where no marker can tell ours (PROBABLE_TEMP), less any a
+    journal of the tree records as its run's leftover link (the repair's to remove, not a stranger's)."""
+
+    groups: list[Group]
+    skipped: int
+    journals: list[tuple[Chain, str, str]]
+    probable: list[str]
+
+
+def walk(root: str, exclude: Exclude | None = None) -> Walked:
+    """The tree below ``root`` read (``Walked``). Warns of nothing: the caller warns of ``probable`` once,
+    from the walk whose files it processes (a repair walks the tree again)."""
     w = _Walk(root, exclude)
     w.run()
     for group in w.groups.values():
         group.names.sort()
-    return sorted(w.groups.values(), key=lambda g: g.names[0].path), w.skipped, w.journals
+    recorded = _recorded_links(w.journals) if w.probable else set()
+    probable = [p for p in w.probable if os.path.normpath(p) not in recorded]
+    return Walked(sorted(w.groups.values(), key=lambda g: g.names[0].path), w.skipped, w.journals, probable)
+
+
+def _recorded_links(journals: list[tuple[Chain, str, str]]) -> set[str]:
+    """The paths (normalized) of the links a killed run was making under a temp name, as its journal records
+    them: the new file itself, unmarked, which the next writing run's repair removes."""
+    out = set()
+    for chain, jname, jpath in journals:
+        try:
+            dfd = open_chain(chain)
+        except ElfPatchError:
+            continue
+        try:
+            left = recorded_link(dfd, jname)
+        finally:
+            os.close(dfd)
+        if left is not None:
+            out.add(os.path.normpath(os.path.join(os.path.dirname(jpath), left)))
+    return out
+
+
+def warn_probable(paths: Iterable[str]) -> None:
+    """Each input named like our temp where no marker tells ours: the one warning, said once per run."""
+    for path in paths:
+        warn(path, PROBABLE_TEMP)
 
 
 def process_group(group: Group, job: Job, root: str, dirs: Dirs | None = None) -> tuple[list[FileReport], int]:
@@ -561,9 +600,11 @@ def process_tree(root: str, job: Job) -> Outcome:
     if job.output_dir:
         raise WriteError("-w/--output-dir takes files, archives and wheels, not a directory", root)
     take_changed()  # nothing an earlier run of this process left
-    groups, skipped, journals = walk(root, job.exclude)
+    groups, skipped, journals, probable = walk(root, job.exclude)
     if journals and job.writes and replay_journals(journals, groups, job):
-        groups, skipped, journals = walk(root, job.exclude)  # names were re-pointed: group them again
+        # names were re-pointed (a leftover link removed): group them again
+        groups, skipped, journals, probable = walk(root, job.exclude)
+    warn_probable(probable)  # after the repair, from the walk whose groups are processed: once, and true
     changed_dirs = set(take_changed())  # by the journals' replay
     teststop.stop("walked")
     outcome = Outcome(skipped=skipped)
