@@ -122,7 +122,7 @@ def test_the_repairing_run_warns_once_and_never_of_the_link_it_removed(split_tre
 
 
 @pytest.mark.usefixtures("no_user_xattrs")
-@pytest.mark.parametrize("command", [["unique", "--check"]])
+@pytest.mark.parametrize("command", [["unique", "--check"], ["inits"], ["audit"]])
 def test_a_read_only_run_warns_only_of_what_no_journal_names(command: list[str],
                                                               split_tree: tuple[Path, Path, Path]) -> None:
     """Guarantee: a warning is true, and the JSON tells all. A read-only run repairs nothing: the leftover link
@@ -137,3 +137,20 @@ def test_a_read_only_run_warns_only_of_what_no_journal_names(command: list[str],
     assert warned(proc) == [str(someones)], proc.stderr
     assert json_warned(doc) == [str(someones)], doc
     assert leftover.exists() and len(journals(tree)) == 1
+
+
+@pytest.mark.usefixtures("no_user_xattrs")
+@pytest.mark.parametrize("command", [["unique", "--check"], ["audit"]])
+def test_a_temp_named_path_gets_the_warning_in_every_command(command: list[str], unique_build: Path,
+                                                             tmp_path: Path) -> None:
+    """Guarantee: a file is never taken silently for a library because of how it was named to us. Someone's
+    file named like a temp, given as a PATH: every command reads it and warns once that it is probably a killed
+    run's temp, on stderr and in its entry's ``warnings``; a library named otherwise gets no such warning."""
+    temp = tmp_path / ".elfpatch-0123456789abcdef.tmp"
+    plain = tmp_path / "libholder.so"
+    shutil.copy(unique_build / "libholder_v1.so", temp)
+    shutil.copy(unique_build / "libholder_v1.so", plain)
+    proc = run_main(*command, "--json", str(temp), str(plain))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert warned(proc) == [str(temp)], proc.stderr
+    assert json_warned(cli_json(proc.stdout)) == [str(temp)]
