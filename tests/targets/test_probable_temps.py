@@ -140,7 +140,7 @@ def test_a_read_only_run_warns_only_of_what_no_journal_names(command: list[str],
 
 
 @pytest.mark.usefixtures("no_user_xattrs")
-@pytest.mark.parametrize("command", [["unique", "--check"], ["audit"]])
+@pytest.mark.parametrize("command", [["unique", "--check"], ["inits"], ["audit"]])
 def test_a_temp_named_path_gets_the_warning_in_every_command(command: list[str], unique_build: Path,
                                                              tmp_path: Path) -> None:
     """Guarantee: a file is never taken silently for a library because of how it was named to us. Someone's
