@@ -42,7 +42,8 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
-        parser.exit(message=f"elfpatch {sys.modules['elfpatch'].__version__}\n")
+        sys.stdout.write(f"elfpatch {sys.modules['elfpatch'].__version__}\n")  # on stdout, as argparse's own
+        parser.exit()
 
 
 def _unique_options(unique: argparse.ArgumentParser) -> dict[str, bool]:
