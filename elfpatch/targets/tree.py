@@ -465,7 +465,7 @@ def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[
     """Finish what a journal records: (how many names were switched, whether the journal is done with)."""
     from elfpatch.fs.source import LOCK_TIMEOUT, lock_file
 
-    first = by_path.get(os.path.join(base, j.record["first"]))
+    first = by_path.get(os.path.normpath(os.path.join(base, j.record["first"])))
     if first is None:
         return 0, False  # outside this walk: left for a run over the whole tree
     with place_of(first) as fp:
@@ -509,7 +509,7 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
     old inode exactly as recorded (device, inode, size, mtime and ctime) while the first name names its new
     one as recorded; a name that differs is left as it is, with a warning."""
 
-    by_path = {n.path: n for g in groups for n in g.names}
+    by_path = {os.path.normpath(n.path): n for g in groups for n in g.names}  # looked up normalized: "tree/."
     switched = 0
     for chain, jname, jpath in journals:
         try:

@@ -330,3 +330,29 @@ def test_fsync_makes_re_pointed_names_durable_once_per_directory(pool: bool, uni
     ident = {d: ((root / d).stat().st_dev, (root / d).stat().st_ino) for d in "abc"}
     assert synced.count(ident["b"]) == 1 and synced.count(ident["c"]) == 1, synced
     assert pool or ident["a"] in synced  # the commit's own, for the renames there (in a worker, unseen here)
+
+
+def test_a_killed_runs_relinking_is_repaired_whatever_the_paths_spelling(unique_build: Path, tmp_path: Path) -> None:
+    """Guarantee: the next run repairs a switch a kill interrupted, for a tree PATH spelled any way (here
+    ``tree/.``). Killed just after the first name's rename, the two names are split across two inodes with a
+    journal beside them; the next run over the same PATH finds every name the journal records (it found the
+    first name, then missed the others, whose paths it normalized: they were patched apart, the hard link lost,
+    and the journal left for good)."""
+    import signal
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(unique_build / "libholder_v1.so", tree / "a.so")
+    os.link(tree / "a.so", tree / "b.so")
+    spelled = f"{tree}/."
+    env = dict(os.environ, ELFPATCH_TEST_STOP="renamed")
+    child = subprocess.Popen([sys.executable, "-m", "elfpatch", "unique", spelled], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status = os.waitpid(child.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), "the run never reached its rename"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=60)
+    assert (tree / "a.so").stat().st_ino != (tree / "b.so").stat().st_ino
+    run_main("unique", spelled, check=True)
+    assert (tree / "a.so").stat().st_ino == (tree / "b.so").stat().st_ino and (tree / "a.so").stat().st_nlink == 2
+    assert not [n for n in os.listdir(tree) if n.startswith(".elfpatch-")]
