@@ -294,13 +294,19 @@ def audit_job(exclude: Iterable[str] = (), progress: ProgressEvents | None = Non
 
 
 def run_audit(paths: Iterable[str], job: Job | None = None, owners: Owners | None = None) -> Audit:
+    """Scan ``paths`` with ``job`` (by default ``audit_job()``) into an Audit. Every warning logged meanwhile
+    (a tree walk's too) is in its file's ``warnings``; one about no scanned file is in ``run_warnings``."""
+    from elfpatch.warnlog import WarningLog, attach_warnings
+
     job = job if job is not None else audit_job()
     reports: list[FileReport] = []
     skipped = other = 0
-    for path in paths:
-        outcome = process(path, job)
-        reports.extend(outcome.reports)
-        skipped += outcome.skipped
-        other += outcome.other
+    with WarningLog() as log:
+        for path in paths:
+            outcome = process(path, job)
+            reports.extend(outcome.reports)
+            skipped += outcome.skipped
+            other += outcome.other
     annotate(reports, owners)
-    return Audit(reports, skipped, other, job.exclude.warn_unused(reports))
+    rest = attach_warnings(reports, log)
+    return Audit(reports, skipped, other, list(dict.fromkeys([*rest, *job.exclude.warn_unused(reports)])))

@@ -26,9 +26,24 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     from elfpatch.commands.unique import register
 
     parser = argparse.ArgumentParser(prog="elfpatch", formatter_class=formatter())
+    parser.add_argument("--version", action=_Version)  # the CLI root's, so that its usage line reads the same
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     register(sub)
     return parser, sub.choices["unique"]
+
+
+class _Version(argparse.Action):
+    """The CLI root's ``--version``. The version is read from the package, imported before any of its modules
+    (this module sits below the entry points' layer: it imports none of them)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_: object) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(f"elfpatch {sys.modules['elfpatch'].__version__}\n")  # on stdout, as argparse's own
+        parser.exit()
 
 
 def _unique_options(unique: argparse.ArgumentParser) -> dict[str, bool]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, TextIO, TypeVar
 
 from elfpatch.commands.options import Count
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
@@ -11,6 +11,9 @@ from elfpatch.report import envelope, write_document
 
 if TYPE_CHECKING:
     from elfpatch.elf.loadorder import Load
+    from elfpatch.warnlog import WarningLog
+
+T = TypeVar("T")
 
 HELP = """\
 List the initializers and finalizers of ELF files in the order glibc runs them. At load: DT_PREINIT_ARRAY
@@ -82,17 +85,20 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     """(entries, loads, errors, warnings about no one file) over ``args.paths``: one entry per file (a
     directory's ELF files), status "listed" or "error" (a file that fails has no listing; one whose load
     (--deps) fails keeps its listing; a tree that cannot be walked is its PATH's); each error is on stderr
-    too, and so is an --exclude glob that matched nothing (the warnings)."""
+    too. A warning logged while a tree is walked (or a PATH looked at) goes into its file's entry; one about no
+    listed file, and an --exclude glob that matched nothing, into the warnings returned."""
     from functools import partial
 
     from elfpatch.inits.entry import file_entry, mark_failed
     from elfpatch.targets import Exclude
     from elfpatch.targets.elftree import elf_paths
+    from elfpatch.warnlog import WarningLog
 
     files: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
     exclude = Exclude(args.exclude)
-    for path, walk_error in elf_paths(args.paths, exclude):
+    walk_log = WarningLog()
+    for path, walk_error in _logged(elf_paths(args.paths, exclude), walk_log):
         load_of = _LoadOnce(path)
         entry, exc = file_entry(path, walk_error, partial(_listing, args=args, load_of=load_of))
         if exc is not None:
@@ -104,7 +110,35 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
             except ElfPatchError as load_error:
                 _say(path, load_error)
                 mark_failed(entry, path, load_error)
-    return files, loads, sum(f["status"] == "error" for f in files), exclude.warn_unused()
+    rest = _attach(files, walk_log)
+    return files, loads, sum(f["status"] == "error" for f in files), [*rest, *exclude.warn_unused()]
+
+
+def _logged(items: Iterator[T], log: WarningLog) -> Iterator[T]:
+    """``items``, each one produced with ``log`` attached: it collects what a tree's walk (or a look at a
+    PATH) logs, which comes before any file's listing; each file's entry collects what its listing logs."""
+    while True:
+        with log:
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+        yield item
+
+
+def _attach(files: list[dict[str, Any]], log: WarningLog) -> list[str]:
+    """Each warning ``log`` collected put first in the ``warnings`` of the entry of the file it is about (once);
+    returns those about no listed file, for the document's ``warnings``."""
+    entries: dict[str, dict[str, Any]] = {}
+    for f in files:
+        entries.setdefault(one_line(f["path"]), f)
+    about: dict[str, list[str]] = {}
+    rest: list[str] = []
+    for path, message in log.about(entries):
+        (rest if path is None else about.setdefault(path, [])).append(message)
+    for path, messages in about.items():
+        entries[path]["warnings"] = list(dict.fromkeys([*messages, *entries[path]["warnings"]]))
+    return list(dict.fromkeys(rest))
 
 
 def _say(path: str, exc: ElfPatchError) -> None:

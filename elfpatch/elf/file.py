@@ -231,6 +231,11 @@ class SymbolTable:
         start = self.str_offset + st_name
         return bytes(self.elf.data[start : min(start + n, self.str_offset + self.str_size)])
 
+    def strings(self) -> bytes:
+        """The whole string table (bounds-checked when the table was found): for testing many names' first
+        bytes at once, at C speed."""
+        return self.elf.read(self.str_offset, self.str_size)
+
     def entry(self, index: int) -> SymEntry:
         if not 0 <= index < self.count:
             raise ParseError(f"{self.name}: symbol index {index} out of range", self.elf.path)

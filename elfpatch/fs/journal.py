@@ -58,7 +58,7 @@ def trusted(dir_fd: int, name: str) -> int | None:
         fd, st = open_at(name, dir_fd, os.O_RDWR)
     except OSError:
         return None
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_nlink != 1 or st.st_size > MAX_JOURNAL:
+    if not _may_trust(st):
         os.close(fd)
         return None
     try:
@@ -67,6 +67,30 @@ def trusted(dir_fd: int, name: str) -> int | None:
         os.close(fd)
         return None  # a live run's
     return fd
+
+
+def _may_trust(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022 and st.st_nlink == 1 and st.st_size <= MAX_JOURNAL
+
+
+def recorded_link(dir_fd: int, name: str) -> str | None:
+    """The temp name (relative to the journal's directory) of the link its run was making when it was killed,
+    as a journal one may trust records it; None if it records none. Read only, no lock taken: a read-only run
+    asks, and leaves the journal to the next writing run."""
+    import json
+
+    try:
+        fd, st = open_at(name, dir_fd)
+    except OSError:
+        return None
+    try:
+        record = json.loads(os.pread(fd, MAX_JOURNAL, 0)) if _may_trust(st) else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+    left = record.get("linking") if isinstance(record, dict) and record.get("journal") == JOURNAL_KIND else None
+    return left if isinstance(left, str) else None
 
 
 class Journal:

@@ -1,13 +1,15 @@
 """The ELF files a PATH names, for the commands that read ELF files only (`inits`): the file itself, or for
 a directory the ELF files the loader runs (executables and shared objects) of its tree, found by the same
 walk as `unique` and `audit` (symlinks and special files passed over, one name per inode, sorted) and told by
-their first bytes (object files and core dumps in a build tree are passed over, not errors)."""
+their first bytes (object files and core dumps in a build tree are passed over, not errors). A file read that
+is named like an elfpatch temp where no marker can tell ours gets the warning `unique` gives it."""
 from __future__ import annotations
 
 import os
 
 from elfpatch.elf.const import ELFDATA2MSB, ELFMAG, ET_DYN, ET_EXEC
-from elfpatch.errors import ElfPatchError
+from elfpatch.errors import ElfPatchError, warn
+from elfpatch.fs.temps import PROBABLE_TEMP, probable_temp
 from elfpatch.targets import Exclude, read_head
 
 TYPE_CHECKING = False
@@ -24,6 +26,8 @@ def elf_paths(paths: Iterable[str], exclude: Exclude | None = None) -> Iterator[
     for path in paths:
         if not os.path.isdir(path):
             if not exclude.excludes(path):
+                if probable_temp(path):  # as `unique` says of one given as a PATH
+                    warn(path, PROBABLE_TEMP)
                 yield path, None
             continue
         try:
@@ -35,10 +39,13 @@ def elf_paths(paths: Iterable[str], exclude: Exclude | None = None) -> Iterator[
 
 
 def _tree(root: str, exclude: Exclude) -> list[str]:
-    from elfpatch.targets.tree import walk
+    from elfpatch.targets.tree import walk, warn_probable
 
-    groups, _, _ = walk(root, exclude)
-    return [g.names[0].path for g in groups if _loadable(g.names[0].path)]
+    walked = walk(root, exclude)
+    found = [g.names[0].path for g in walked.groups if _loadable(g.names[0].path)]
+    read = set(found)
+    warn_probable(p for p in walked.probable if p in read)  # only of the files read
+    return found
 
 
 def _loadable(path: str) -> bool:

@@ -11,7 +11,8 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
   elfpatch runs are passed over (never inputs): those a process holds a lock on or that carry the marker
   only elfpatch writes (elfpatch.fs.temps.temp_state), or, for a journal, that begin as one; a file is never
   passed over for its name alone. One named like a temp where the file system keeps no marker is an input,
-  with a warning that it is probably a killed run's temp.
+  with a warning that it is probably a killed run's temp: said once, after any repair (below), and never of
+  the link a killed run was making under a temp name, which its journal records (the repair removes it).
 - Hard links: each inode is processed once, under its first name in sorted order. When the default mode
   replaces it by a new inode, the tree's other names for it are re-pointed at the new inode (link to a temp
   name beside each, rename over it), so they stay hard links of one, patched, file. Names outside the tree
@@ -42,7 +43,7 @@ from typing import Iterable, NamedTuple
 from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line, warn
 from elfpatch.fs import teststop
 from elfpatch.fs.commit import before_install
-from elfpatch.fs.journal import Journal, is_journal, trusted
+from elfpatch.fs.journal import Journal, is_journal, recorded_link, trusted
 from elfpatch.fs.relink import (
     DIFFERS,
     DONE,
@@ -230,6 +231,7 @@ class _Walk:
         self.groups: dict[tuple[int, int], Group] = {}
         self.skipped = 0
         self.journals: list[tuple[Chain, str, str]] = []
+        self.probable: list[str] = []  # files named like our temps where no marker tells (PROBABLE_TEMP)
         self.stack: list[tuple[int, str, Chain]] = []
 
     def run(self) -> None:
@@ -284,7 +286,7 @@ class _Walk:
             self.skipped += 1
         else:
             if state == UNMARKED and TEMP_RE.match(name):
-                warn(path, PROBABLE_TEMP)
+                self.probable.append(path)
             entry = tuple.__new__(Name, (path, chain, name))  # (the record without its Python constructor)
             group = self.groups.get((st.st_dev, st.st_ino))
             if group is None:
@@ -309,15 +311,52 @@ class _Walk:
             self.stack.append((sub, path, (*chain, Step(name, sst.st_dev, sst.st_ino))))
 
 
-def walk(root: str, exclude: Exclude | None = None) -> tuple[list[Group], int, list[tuple[Chain, str, str]]]:
-    """Regular files below ``root`` grouped by inode, in sorted order of their first name, how many
-    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches), and the
-    re-linking journals found."""
+class Walked(NamedTuple):
+    """What ``walk`` found: the regular files grouped by inode, in sorted order of their first name; how many
+    entries were passed over (symlinks, devices, sockets, FIFOs, names ``exclude`` matches); the re-linking
+    journals; and the inputs named like our temps where no marker can tell ours (PROBABLE_TEMP), less any a
+    journal of the tree records as its run's leftover link (the repair's to remove, not a stranger's)."""
+
+    groups: list[Group]
+    skipped: int
+    journals: list[tuple[Chain, str, str]]
+    probable: list[str]
+
+
+def walk(root: str, exclude: Exclude | None = None) -> Walked:
+    """The tree below ``root`` read (``Walked``). Warns of nothing: the caller warns of ``probable`` once,
+    from the walk whose files it processes (a repair walks the tree again)."""
     w = _Walk(root, exclude)
     w.run()
     for group in w.groups.values():
         group.names.sort()
-    return sorted(w.groups.values(), key=lambda g: g.names[0].path), w.skipped, w.journals
+    recorded = _recorded_links(w.journals) if w.probable else set()
+    probable = [p for p in w.probable if os.path.normpath(p) not in recorded]
+    return Walked(sorted(w.groups.values(), key=lambda g: g.names[0].path), w.skipped, w.journals, probable)
+
+
+def _recorded_links(journals: list[tuple[Chain, str, str]]) -> set[str]:
+    """The paths (normalized) of the links a killed run was making under a temp name, as its journal records
+    them: the new file itself, unmarked, which the next writing run's repair removes."""
+    out = set()
+    for chain, jname, jpath in journals:
+        try:
+            dfd = open_chain(chain)
+        except ElfPatchError:
+            continue
+        try:
+            left = recorded_link(dfd, jname)
+        finally:
+            os.close(dfd)
+        if left is not None:
+            out.add(os.path.normpath(os.path.join(os.path.dirname(jpath), left)))
+    return out
+
+
+def warn_probable(paths: Iterable[str]) -> None:
+    """Each input named like our temp where no marker tells ours: the one warning, said once per run."""
+    for path in paths:
+        warn(path, PROBABLE_TEMP)
 
 
 def process_group(group: Group, job: Job, root: str, dirs: Dirs | None = None) -> tuple[list[FileReport], int]:
@@ -431,7 +470,7 @@ def _replay(j: Journal, base: str, by_path: dict[str, Name], job: Job) -> tuple[
     """Finish what a journal records: (how many names were switched, whether the journal is done with)."""
     from elfpatch.fs.source import LOCK_TIMEOUT, lock_file
 
-    first = by_path.get(os.path.join(base, j.record["first"]))
+    first = by_path.get(os.path.normpath(os.path.join(base, j.record["first"])))
     if first is None:
         return 0, False  # outside this walk: left for a run over the whole tree
     with place_of(first) as fp:
@@ -475,7 +514,7 @@ def replay_journals(journals: list[tuple[Chain, str, str]], groups: list[Group],
     old inode exactly as recorded (device, inode, size, mtime and ctime) while the first name names its new
     one as recorded; a name that differs is left as it is, with a warning."""
 
-    by_path = {n.path: n for g in groups for n in g.names}
+    by_path = {os.path.normpath(n.path): n for g in groups for n in g.names}  # looked up normalized: "tree/."
     switched = 0
     for chain, jname, jpath in journals:
         try:
@@ -567,9 +606,11 @@ def process_tree(root: str, job: Job) -> Outcome:
     if job.output_dir:
         raise WriteError("-w/--output-dir takes files, archives and wheels, not a directory", root)
     take_changed()  # nothing an earlier run of this process left
-    groups, skipped, journals = walk(root, job.exclude)
+    groups, skipped, journals, probable = walk(root, job.exclude)
     if journals and job.writes and replay_journals(journals, groups, job):
-        groups, skipped, journals = walk(root, job.exclude)  # names were re-pointed: group them again
+        # names were re-pointed (a leftover link removed): group them again
+        groups, skipped, journals, probable = walk(root, job.exclude)
+    warn_probable(probable)  # after the repair, from the walk whose groups are processed: once, and true
     changed_dirs = set(take_changed())  # by the journals' replay
     teststop.stop("walked")
     outcome = Outcome(skipped=skipped)

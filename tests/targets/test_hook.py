@@ -126,3 +126,31 @@ def test_hook_builds_uniques_parser_once(unique_build: Path, tmp_path: Path, mon
     assert hook_module.main(["--json", "libfoo.so"]) == 1
     assert '"libfoo.so"' in capsys.readouterr().out
     assert len(built) == 1
+
+
+def test_the_hooks_old_entry_says_what_to_use(tmp_path: Path) -> None:
+    """Guarantee (issue 24): where an interface changes, the old form fails with a message that says what to use.
+    A pre-commit config still naming the hook's old entry, `python -m elfpatch.targets.hook`, gets one error
+    line naming the new entry, and exit status 2 (never Python's bare "No module named"), whatever its
+    arguments."""
+    for args in ([], ["--symbol", "Holder*", "libholder.so"]):
+        proc = subprocess.run([sys.executable, "-m", "elfpatch.targets.hook", *args], capture_output=True,
+                              text=True, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == ("elfpatch: error: the pre-commit hook is now 'python -m elfpatch.commands.hook' (or "
+                               "'elfpatch unique --check'); update your hook's entry\n"), proc.stderr
+
+
+def test_the_hooks_usage_is_the_clis(unique_build: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Guarantee: the hook is `elfpatch unique --check`: a usage error reads the same from either, the root's
+    usage line (with its --version, which says the version as the CLI's does) included."""
+    from elfpatch.commands.hook import _parser
+
+    with pytest.raises(SystemExit) as exc:
+        _parser()[0].parse_args(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"elfpatch {elfpatch.__version__}\n"
+    shutil.copy(unique_build / "libholder_v1.so", tmp_path / "libholder.so")
+    proc = hook("--no-such-option", "libholder.so", cwd=tmp_path)
+    cli = run_cli("unique", "--check", "--no-such-option", "libholder.so", cwd=tmp_path)
+    assert proc.returncode == cli.returncode == 2
+    assert proc.stderr == cli.stderr and "[--version]" in proc.stderr, (proc.stderr, cli.stderr)

@@ -373,7 +373,7 @@ def test_the_walk_names_each_file_as_os_path_join_would(tmp_path: Path, spelling
         (root / rel).write_bytes(b"x")
     monkeypatch.chdir(root)
     given = spelling.format(root=root)
-    groups, _, _ = walk(given)
+    groups = walk(given).groups
     want = []
     for rel in ("a.so", "d/b.so", "d/e/c.so", "d/e/f/g.so"):
         path = given
@@ -381,3 +381,29 @@ def test_the_walk_names_each_file_as_os_path_join_would(tmp_path: Path, spelling
             path = os.path.join(path, part)
         want.append(path)
     assert sorted(n.path for g in groups for n in g.names) == sorted(want)
+
+
+def test_a_killed_runs_relinking_is_repaired_whatever_the_paths_spelling(unique_build: Path, tmp_path: Path) -> None:
+    """Guarantee: the next run repairs a switch a kill interrupted, for a tree PATH spelled any way (here
+    ``tree/.``). Killed just after the first name's rename, the two names are split across two inodes with a
+    journal beside them; the next run over the same PATH finds every name the journal records (it found the
+    first name, then missed the others, whose paths it normalized: they were patched apart, the hard link lost,
+    and the journal left for good)."""
+    import signal
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(unique_build / "libholder_v1.so", tree / "a.so")
+    os.link(tree / "a.so", tree / "b.so")
+    spelled = f"{tree}/."
+    env = dict(os.environ, ELFPATCH_TEST_STOP="renamed")
+    child = subprocess.Popen([sys.executable, "-m", "elfpatch", "unique", spelled], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status = os.waitpid(child.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), "the run never reached its rename"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=60)
+    assert (tree / "a.so").stat().st_ino != (tree / "b.so").stat().st_ino
+    run_main("unique", spelled, check=True)
+    assert (tree / "a.so").stat().st_ino == (tree / "b.so").stat().st_ino and (tree / "a.so").stat().st_nlink == 2
+    assert not [n for n in os.listdir(tree) if n.startswith(".elfpatch-")]
