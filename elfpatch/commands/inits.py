@@ -100,7 +100,7 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
         files.append(entry)
         if args.deps and exc is None:
             try:
-                loads.append(_load(path, entry, load_of()))
+                loads.append(_load(path, entry, load_of(), args))
             except ElfPatchError as load_error:
                 _say(path, load_error)
                 mark_failed(entry, path, load_error)
@@ -173,8 +173,9 @@ def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summa
     return gate
 
 
-def _load(path: str, listing: dict[str, Any], load: Load) -> dict[str, Any]:
-    """The whole load of ``path``: its objects, and every initializer and finalizer in execution order."""
+def _load(path: str, listing: dict[str, Any], load: Load, args: argparse.Namespace) -> dict[str, Any]:
+    """The whole load of ``path``: its objects, and every initializer and finalizer in execution order (with
+    --siof, the findings of reads across its modules)."""
     from elfpatch.inits.order import list_initializers
 
     listings = [listing] + [list_initializers(o.info.path) for o in load.objects[1:]]
@@ -190,6 +191,7 @@ def _load(path: str, listing: dict[str, Any], load: Load) -> dict[str, Any]:
     fini: list[dict[str, Any]] = []
     for i in load.fini_order:
         fini += _tagged(listings[i]["fini"], load.objects, i)
+    cross = _cross_module(listing, load, args) if "findings" in listing else {}
     return {
         "path": path,
         "main_program": load.main_program,
@@ -201,7 +203,32 @@ def _load(path: str, listing: dict[str, Any], load: Load) -> dict[str, Any]:
         "fini_order": [load.objects[i].info.path for i in load.fini_order],
         "init": init,
         "fini": fini,
+        **cross,
     }
+
+
+def _cross_module(listing: dict[str, Any], load: Load, args: argparse.Namespace) -> dict[str, Any]:
+    """``findings`` and ``analysis_notes`` of the reads one module of the load makes of another's objects that
+    the load initializes later (elfpatch.inits.crossload): only the objects involved are analysed."""
+    from elfpatch.inits.analysis import analyze_path
+    from elfpatch.inits.crossload import cross_reads, judge
+    from elfpatch.inits.order import list_initializers
+
+    symbols, wanted = cross_reads(load)
+    analysed: dict[int, dict[str, Any] | None] = {0: listing}
+
+    def listing_of(i: int) -> dict[str, Any] | None:
+        if i not in analysed:
+            try:
+                other = list_initializers(load.objects[i].info.path)
+                analyze_path(load.objects[i].info.path, other, args.depth, dtors=False, siof=True)
+                analysed[i] = other
+            except ElfPatchError:
+                analysed[i] = None  # not analysed: its reads and objects stay unjudged (a note says so)
+        return analysed[i]
+
+    findings, notes = judge(load, symbols, wanted, listing_of)
+    return {"findings": findings, "analysis_notes": notes}
 
 
 def _tagged(entries: list[dict[str, Any]], objects: list[Any], index: int,

@@ -1,0 +1,150 @@
+"""Reads of another module's objects, judged by the whole load (`inits --siof --deps`).
+
+A read in module M of a data object M does not define goes through M's GOT to the definition the loader's
+lookup finds: the first object of the load's search order (the root, then its dependencies breadth-first)
+that defines the name in ``.dynsym``. A program's copy of a library's object (``R_*_COPY``) holds the bytes
+that library's initializers build, so the lookup passes over the copy to the library that defines it. The
+defining module D is then placed in the load's initialization order: D initialized before M -> the read is
+ordered (no finding); D after M (the program, whose initializers run last; a library that is not M's
+dependency and sorts after it) and one of D's initializers constructs the object -> ``before-construction``;
+D after M and nothing in D constructs it -> constant data when D's analysis is complete, else unjudged (a
+note). A name no object of the load defines is unjudged too.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from elfpatch.elf.const import SHN_UNDEF, STT_NOTYPE, STT_OBJECT
+from elfpatch.elf.file import ElfFile
+from elfpatch.errors import ElfPatchError
+from elfpatch.fs.source import Source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from elfpatch.elf.loadorder import Load
+
+_COPY = {62: 5, 183: 1024}  # EM_X86_64: R_X86_64_COPY, EM_AARCH64: R_AARCH64_COPY
+_DT_RELA, _DT_RELASZ = 7, 8
+
+
+class Symbols:
+    """One object's dynamic symbols: the data objects it defines (name -> address), those it imports, and the
+    names its copy relocations hold for another module."""
+
+    def __init__(self, path: str) -> None:
+        self.defined: dict[str, int] = {}
+        self.imported: set[str] = set()
+        self.copies: set[str] = set()
+        with Source(path) as src:
+            elf = ElfFile(src.data, path)
+            tables = [t for t in elf.symbol_tables() if t.name == ".dynsym"]
+            names: list[str] = []
+            for t in tables:
+                for sym in t:
+                    names.append(sym.name)
+                    if not sym.name:
+                        continue
+                    if sym.st_shndx == SHN_UNDEF:
+                        if sym.type in (STT_NOTYPE, STT_OBJECT):  # a -fPIC reference has no type
+                            self.imported.add(sym.name)
+                    else:
+                        self.defined.setdefault(sym.name, sym.st_value)
+            self.copies = _copied(elf, names)
+
+
+def _copied(elf: ElfFile, names: list[str]) -> set[str]:
+    """The symbols ``elf``'s copy relocations name (RELA only: x86-64 and AArch64)."""
+    kind = _COPY.get(elf.e_machine)
+    addr, size = elf.dynamic_value(_DT_RELA), elf.dynamic_value(_DT_RELASZ)
+    if kind is None or addr is None or not size or elf.elfclass != 64:
+        return set()
+    fmt = elf.struct("QQq")
+    blob = elf.read(elf.vaddr_to_offset(addr, size), size)
+    out = set()
+    for off in range(0, len(blob) - len(blob) % fmt.size, fmt.size):
+        _offset, info, _addend = fmt.unpack_from(blob, off)
+        if info & 0xFFFFFFFF == kind and (info >> 32) < len(names):
+            out.add(names[info >> 32])
+    return out
+
+
+def _definer(name: str, symbols: list[Symbols | None]) -> int | None:
+    """The index (in load order) of the object whose definition the loader binds ``name`` to."""
+    for i, s in enumerate(symbols):
+        if s is not None and name in s.defined and name not in s.copies:
+            return i
+    return None
+
+
+def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
+    """The objects' symbols (None: unreadable) and, per object M, the data objects it imports from one the
+    load initializes after it (the reads the load order does not settle: what needs M's and D's analysis)."""
+    symbols: list[Symbols | None] = []
+    for o in load.objects:
+        try:
+            symbols.append(Symbols(o.info.path))
+        except (ElfPatchError, OSError):
+            symbols.append(None)
+    rank = {obj: n for n, obj in enumerate(load.init_order)}
+    wanted: dict[int, set[str]] = {}
+    for m, s in enumerate(symbols):
+        for name in sorted(s.imported) if s is not None else ():
+            d = _definer(name, symbols)
+            if d is None or rank.get(d, -1) > rank.get(m, -1):
+                wanted.setdefault(m, set()).add(name)
+    return symbols, wanted
+
+
+def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]],
+          listing_of: Callable[[int], dict[str, Any] | None]) -> tuple[list[dict], list[str]]:
+    """The findings (reader in M, object in D) and the notes on reads that could not be judged, for the reads
+    ``wanted`` names; ``listing_of(i)``: object i's ``--siof`` listing (None: not analysed)."""
+    findings: list[dict] = []
+    notes: list[str] = []
+    for m in sorted(wanted):
+        reader = listing_of(m)
+        for e in _entries(reader):
+            for name in e["analysis"].get("other_module_reads", []):
+                if name in wanted[m] and not name.startswith("_ZZ"):
+                    _judge_one(load, symbols, listing_of, m, e, name, findings, notes)
+    return findings, notes
+
+
+def _entries(listing: dict[str, Any] | None) -> list[dict]:
+    return [e for e in (listing or {}).get("init", []) if e.get("analysis")]
+
+
+def _judge_one(load: Load, symbols: list[Symbols | None], listing_of: Callable[[int], dict[str, Any] | None],
+               m: int, e: dict, name: str, findings: list[dict], notes: list[str]) -> None:
+    path = load.objects[m].info.path
+    d = _definer(name, symbols)
+    if d is None:
+        notes.append(f"{path}: initializer {e['index']} reads {name}, which no object of the load defines: "
+                     "not judged")
+        return
+    definer = listing_of(d)
+    dsyms = symbols[d]
+    assert dsyms is not None  # _definer found the name in it
+    address = dsyms.defined[name]
+    ctor = next((c for c in _entries(definer) for o in c["analysis"]["constructs"]
+                 if o and (o["symbol"] == name or o["address"] == address)), None)
+    dpath = load.objects[d].info.path
+    if ctor is not None:
+        findings.append({
+            "verdict": "before-construction",
+            "object": {"address": address, "symbol": name, "demangled": _demangle(name), "section": None,
+                       "file": dpath},
+            "reader": {"index": e["index"], "symbol": e["symbol"], "source": e["source"], "file": path},
+            "constructor": {"index": ctor["index"], "symbol": ctor["symbol"], "source": ctor["source"],
+                            "file": dpath},
+            "via": [],
+        })
+    elif definer is None or not definer.get("analysis_complete"):
+        notes.append(f"{path}: initializer {e['index']} reads {name} of {dpath}, initialized later, whose "
+                     "constructor is not known (its analysis is incomplete): not judged")
+
+
+def _demangle(name: str) -> str | None:
+    from elfpatch.elf.symbols import demangle
+
+    return demangle(name)
