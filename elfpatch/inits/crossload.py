@@ -8,7 +8,7 @@ defining module D is then placed in the load's initialization order: D initializ
 ordered (no finding); D after M (the program, whose initializers run last; a library that is not M's
 dependency and sorts after it) and one of D's initializers constructs the object -> ``before-construction``;
 D after M and nothing in D constructs it -> constant data when D's analysis is complete, else unjudged (a
-note). A name no object of the load defines is unjudged too.
+note). A name no object of the load defines is a weak reference the loader leaves null: nothing to read.
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
     for m, s in enumerate(symbols):
         for name in sorted(s.imported) if s is not None else ():
             d = _definer(name, symbols)
-            if d is None or rank.get(d, -1) > rank.get(m, -1):
+            if d is not None and rank.get(d, -1) > rank.get(m, -1):  # none: a weak reference left null
                 wanted.setdefault(m, set()).add(name)
     return symbols, wanted
 
@@ -118,10 +118,7 @@ def _judge_one(load: Load, symbols: list[Symbols | None], listing_of: Callable[[
                m: int, e: dict, name: str, findings: list[dict], notes: list[str]) -> None:
     path = load.objects[m].info.path
     d = _definer(name, symbols)
-    if d is None:
-        notes.append(f"{path}: initializer {e['index']} reads {name}, which no object of the load defines: "
-                     "not judged")
-        return
+    assert d is not None  # cross_reads wants only names an object of the load defines
     definer = listing_of(d)
     dsyms = symbols[d]
     assert dsyms is not None  # _definer found the name in it

@@ -1,0 +1,81 @@
+"""`inits --siof --deps`: a read in one module of another module's object is judged by the whole load.
+
+The fixtures report what each initializer observed (0: before construction), so the run is the truth:
+probe_ext's library reads the program's global (the program's initializers run last: always early);
+probe_xab_*'s libB reads libA's global where libA is libB's dependency (initialized first: never early), or is
+not and the program names libA first (the load initializes it after libB: early) or later (before: not)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+from helpers import case, run_main
+
+from elfpatch.elf.loadorder import resolve
+from elfpatch.inits.crossload import _definer, cross_reads
+from siof.test_probe import VARIANTS, observed_early
+
+# program -> (reader library, object, defining file) of the read the run sees early, or None (not early)
+CASES = {"probe_ext": ("libprobe_ext.so", "g_prog_box", "probe_ext"),
+         "probe_xab_first": ("libprobe_xb.so", "g_liba_box", "libprobe_xa.so"),
+         "probe_xab_dep": None, "probe_xab_later": None}
+
+
+@pytest.fixture(scope="module")
+def probe_build(siof_build: Path) -> Path:
+    return siof_build.parent / "build" / "probe"
+
+
+def _load_doc(*args: str) -> dict:
+    return json.loads(run_main("inits", "--siof", "--json", *args, check=True).stdout)
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+@pytest.mark.parametrize("program", sorted(CASES))
+def test_deps_finds_what_the_load_reads_early(probe_build: Path, program: str, variant: str) -> None:
+    """Guarantee: with --deps on the program, each read the run saw before construction in one module of
+    another's object is a `before-construction` finding of the load naming the reader's file and the object's
+    file, and a read the load orders (the definer initialized first) is no finding."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / program
+    expected = CASES[program]
+    early = observed_early(exe)
+    assert [obj for _unit, obj in early] == ([expected[1]] if expected else [])  # the run agrees with CASES
+    load = _load_doc("--deps", str(exe))["loads"][0]
+    got = [(Path(f["reader"]["file"]).name, f["object"]["symbol"], Path(f["object"]["file"]).name, f["verdict"])
+           for f in load["findings"]]
+    assert got == ([(*expected, "before-construction")] if expected else [])
+    assert load["analysis_notes"] == []
+    for f in load["findings"]:  # the constructor named is the definer's
+        assert f["constructor"]["file"] == f["object"]["file"]
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+def test_without_deps_a_cross_module_read_is_never_clean(probe_build: Path, variant: str) -> None:
+    """Guarantee: analysed alone (no --deps), the reading library says incomplete, naming the other module's
+    object; with --deps on the library whose dependency defines it, the read is ordered and proven."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    d = probe_build / variant
+    for lib in ("libprobe_xb.so", "libprobe_xbd.so", "libprobe_ext.so"):
+        f = _load_doc(str(d / lib))["files"][0]
+        assert not f["analysis_complete"] and f["findings"] == []
+        assert any("another module's" in n for n in f["analysis_notes"])
+    assert _load_doc("--deps", str(d / "libprobe_xbd.so"))["files"][0]["analysis_complete"]
+    assert not _load_doc("--deps", str(d / "libprobe_xb.so"))["files"][0]["analysis_complete"]
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+def test_a_copy_is_bound_to_the_library_that_builds_it(probe_build: Path, variant: str) -> None:
+    """Guarantee: a program's copy relocation of a library's object is passed over by the lookup: the object
+    is the library's (its initializers build the copy), so a read of it is ordered by the library's place."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    load = resolve(str(probe_build / variant / "probe_dep"))
+    symbols, wanted = cross_reads(load)
+    program, lib = symbols[0], symbols[1]
+    assert program is not None and lib is not None and "g_lib_box" in lib.defined
+    if "g_lib_box" in program.copies:  # GCC's PIE code reads extern data through a copy; clang's through the GOT
+        assert "g_lib_box" in program.defined
+    assert _definer("g_lib_box", symbols) == 1
+    assert wanted == {}  # nothing in this load reads an object of a module initialized later
