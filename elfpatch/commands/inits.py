@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     over = [p for p, n in counts.items() if args.max is not None and n > args.max]
     summary = {"files": len(files), "errors": errors, "static_initializers": counts, "max": args.max,
                "over_max": over}
-    gate = _analysis_gates(listed, args, summary)
+    gate = _analysis_gates(listed, loads, args, summary)
     if args.json:
         write_document(envelope("inits", files, summary, **({"loads": loads} if args.deps else {}), warnings=unused),
                        sys.stdout)
@@ -155,9 +155,10 @@ def _listing(path: str, args: argparse.Namespace, load_of: _LoadOnce) -> dict[st
     return listing
 
 
-def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summary: dict[str, Any]) -> bool:
+def _analysis_gates(files: list[dict[str, Any]], loads: list[dict[str, Any]], args: argparse.Namespace,
+                    summary: dict[str, Any]) -> bool:
     """Whether --max-dtors or --fail-on fails the run; their figures go into ``summary`` (only when the
-    disassembly ran)."""
+    disassembly ran). A load's finding (--deps: a read across its modules) fails the PATH whose load it is."""
     gate = False
     if any("analysis_complete" in f for f in files):
         summary["analysis_complete"] = all(f["analysis_complete"] for f in files)
@@ -166,8 +167,9 @@ def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summa
             summary["max_dtors"], summary["over_max_dtors"] = args.max_dtors, over_dtors
             gate = gate or bool(over_dtors)
         if args.fail_on:
-            failing = [f["path"] for f in files
+            failing = [f["path"] for f in [*files, *loads]
                        if any(x["verdict"] in FAIL_ON[args.fail_on] for x in f.get("findings", ()))]
+            failing = list(dict.fromkeys(failing))  # a file and its load: one PATH
             summary["fail_on"], summary["failing"] = args.fail_on, failing
             gate = gate or bool(failing)
     return gate
@@ -295,6 +297,10 @@ def _write_load(out: TextIO, load: dict[str, Any]) -> None:
     _grouped(out, load["fini"], load["fini_order"], False, None)
     for m in load["missing"]:
         out.write(f"  not found: {m['name']} (needed by {m['needed_by']})\n")
+    if "findings" in load:
+        from elfpatch.inits.report import write_cross_module
+
+        write_cross_module(out, load)
 
 
 def _grouped(out: TextIO, entries: list[dict[str, Any]], order: list[str], preinit: bool,

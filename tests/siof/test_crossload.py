@@ -79,3 +79,20 @@ def test_a_copy_is_bound_to_the_library_that_builds_it(probe_build: Path, varian
         assert "g_lib_box" in program.defined
     assert _definer("g_lib_box", symbols) == 1
     assert wanted == {}  # nothing in this load reads an object of a module initialized later
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+def test_fail_on_and_text_carry_the_loads_findings(probe_build: Path, variant: str) -> None:
+    """Guarantee: `--fail-on before-construction` exits 1 on a load's cross-module finding (the PATH whose load
+    it is fails) and 0 where the load orders the read; the text names reader and object with their files."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    d = probe_build / variant
+    early = run_main("inits", "--siof", "--deps", "--fail-on", "before-construction", str(d / "probe_xab_first"))
+    assert early.returncode == 1
+    assert "across the load's modules: 1 finding(s)" in early.stdout
+    assert "g_liba_box of " in early.stdout and "libprobe_xb.so, which runs first" in early.stdout
+    ordered = run_main("inits", "--siof", "--deps", "--fail-on", "before-construction", str(d / "probe_xab_dep"))
+    assert ordered.returncode == 0 and "across the load's modules: 0 finding(s)" in ordered.stdout
+    doc = json.loads(run_main("inits", "--siof", "--json", "--deps", "--fail-on", "before-construction",
+                              str(d / "probe_xab_first")).stdout)
+    assert doc["summary"]["failing"] == [str(d / "probe_xab_first")]
