@@ -96,3 +96,40 @@ def test_fail_on_and_text_carry_the_loads_findings(probe_build: Path, variant: s
     doc = json.loads(run_main("inits", "--siof", "--json", "--deps", "--fail-on", "before-construction",
                               str(d / "probe_xab_first")).stdout)
     assert doc["summary"]["failing"] == [str(d / "probe_xab_first")]
+
+
+def _entry(index: int, constructs: list[str], reads: list[str]) -> dict:
+    return {"index": index, "symbol": f"init{index}", "source": f"u{index}.cpp",
+            "analysis": {"constructs": [{"address": None, "symbol": n} for n in constructs],
+                         "other_module_reads": reads}}
+
+
+@pytest.mark.parametrize(("built", "complete", "expected"), [
+    (["g"], True, "finding"),    # the later object's initializer builds it: read before construction
+    ([], True, "nothing"),       # nothing builds it and the definer is proven: constant data
+    ([], False, "note"),         # nothing seen building it, but the definer's analysis is incomplete
+])
+def test_a_read_of_a_later_object_is_judged_by_its_constructor(built: list[str], complete: bool,
+                                                               expected: str) -> None:
+    """Guarantee: a read of an object the load initializes later is a finding when the definer constructs it,
+    nothing when the definer is proven and constructs nothing, and a note (never silence) when the definer's
+    analysis could not say."""
+    from types import SimpleNamespace
+
+    from elfpatch.inits.crossload import Symbols, judge
+
+    def symbols(defined: dict[str, int], imported: set[str]) -> Symbols:
+        s = Symbols.__new__(Symbols)
+        s.defined, s.imported, s.copies = defined, imported, set()
+        return s
+
+    load = SimpleNamespace(objects=[SimpleNamespace(info=SimpleNamespace(path=p)) for p in ("prog", "lib.so")],
+                           init_order=[1, 0])
+    listings = {0: {"init": [_entry(1, built, [])], "analysis_complete": complete},
+                1: {"init": [_entry(1, [], ["g"])], "analysis_complete": True}}
+    findings, notes = judge(load, [symbols({"g": 0x4000}, set()), symbols({}, {"g"})], {1: {"g"}},
+                            listings.get)
+    assert (bool(findings), bool(notes)) == {"finding": (True, False), "nothing": (False, False),
+                                             "note": (False, True)}[expected]
+    if findings:
+        assert findings[0]["reader"]["file"] == "lib.so" and findings[0]["object"]["file"] == "prog"
