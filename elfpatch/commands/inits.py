@@ -212,7 +212,7 @@ def _load(path: str, listing: dict[str, Any], load: Load, args: argparse.Namespa
 def _cross_module(listing: dict[str, Any], load: Load, args: argparse.Namespace) -> dict[str, Any]:
     """``findings`` and ``analysis_notes`` of the reads one module of the load makes of another's objects that
     the load initializes later (elfpatch.inits.crossload): only the objects involved are analysed."""
-    from elfpatch.inits.analysis import analyze_path
+    from elfpatch.inits.analysis import analyze_path, walk_functions
     from elfpatch.inits.crossload import cross_reads, judge
     from elfpatch.inits.order import list_initializers
 
@@ -229,7 +229,13 @@ def _cross_module(listing: dict[str, Any], load: Load, args: argparse.Namespace)
                 analysed[i] = None  # not analysed: its reads and objects stay unjudged (a note says so)
         return analysed[i]
 
-    findings, notes = judge(load, symbols, wanted, listing_of)
+    def walk(i: int, addresses: list[int]) -> dict[int, tuple[set[int], int | None, bool]] | None:
+        try:
+            return walk_functions(load.objects[i].info.path, addresses, max(args.depth - 1, 0))
+        except ElfPatchError:
+            return None  # not walked: a note says the call is not judged whole
+
+    findings, notes = judge(load, symbols, wanted, listing_of, walk)
     return {"findings": findings, "analysis_notes": notes}
 
 

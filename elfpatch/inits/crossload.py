@@ -9,12 +9,15 @@ ordered (no finding); D after M (the program, whose initializers run last; a lib
 dependency and sorts after it) and one of D's initializers constructs the object -> ``before-construction``;
 D after M and nothing in D constructs it -> constant data when D's analysis is complete, else unjudged (a
 note). A name no object of the load defines is a weak reference the loader leaves null: nothing to read.
+A call from M's initializer into D's function (a getter D exports) is judged the same way for each object of D
+that function's walk reads or whose address it returns (what M then loads through); a walk that is not proven
+complete is a note.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from elfpatch.elf.const import SHN_UNDEF, STT_NOTYPE, STT_OBJECT
+from elfpatch.elf.const import SHN_UNDEF, STT_FUNC, STT_NOTYPE, STT_OBJECT
 from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
 from elfpatch.fs.source import Source
@@ -45,7 +48,7 @@ class Symbols:
                     if not sym.name:
                         continue
                     if sym.st_shndx == SHN_UNDEF:
-                        if sym.type in (STT_NOTYPE, STT_OBJECT):  # a -fPIC reference has no type
+                        if sym.type in (STT_NOTYPE, STT_OBJECT, STT_FUNC):  # a -fPIC reference: no type
                             self.imported.add(sym.name)
                     else:
                         self.defined.setdefault(sym.name, sym.st_value)
@@ -95,10 +98,16 @@ def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
     return symbols, wanted
 
 
+# object i, function addresses -> per function (objects its walk reads, the object whose address it returns,
+# proven); None: not walked
+Walk = Callable[[int, list[int]], "dict[int, tuple[set[int], int | None, bool]] | None"]
+
+
 def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]],
-          listing_of: Callable[[int], dict[str, Any] | None]) -> tuple[list[dict], list[str]]:
+          listing_of: Callable[[int], dict[str, Any] | None], walk: Walk | None = None) -> tuple[list[dict], list[str]]:
     """The findings (reader in M, object in D) and the notes on reads that could not be judged, for the reads
-    ``wanted`` names; ``listing_of(i)``: object i's ``--siof`` listing (None: not analysed)."""
+    and calls ``wanted`` names; ``listing_of(i)``: object i's ``--siof`` listing (None: not analysed);
+    ``walk``: what functions of an object read."""
     findings: list[dict] = []
     notes: list[str] = []
     for m in sorted(wanted):
@@ -107,7 +116,48 @@ def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]]
             for name in e["analysis"].get("other_module_reads", []):
                 if name in wanted[m] and not name.startswith("_ZZ"):
                     _judge_one(load, symbols, listing_of, m, e, name, findings, notes)
+            # a load through what such a call returned is named "<function>()" (walk.returned_by): a getter's
+            calls = [n for n in e["analysis"].get("other_module_calls", []) if n in wanted[m]]
+            through = {n[:-2] for n in e["analysis"].get("other_module_reads", []) if n.endswith("()")}
+            if calls and walk is not None:
+                _judge_calls(load, symbols, listing_of, walk, m, e, (calls, through), findings, notes)
     return findings, notes
+
+
+def _judge_calls(load: Load, symbols: list[Symbols | None], listing_of: Callable[[int], dict[str, Any] | None],
+                 walk: Walk, m: int, e: dict, called: tuple[list[str], set[str]], findings: list[dict],
+                 notes: list[str]) -> None:
+    """An initializer's calls into functions of objects the load initializes later: each object such a
+    function reads, or whose address it returns when the initializer accesses memory through the result
+    (``called``: the calls, and those whose result it accesses), that the definer's initializers construct is
+    read before construction."""
+    path = load.objects[m].info.path
+    calls, through = called
+    for name in calls:
+        d = _definer(name, symbols)
+        dsyms = symbols[d] if d is not None else None
+        assert d is not None and dsyms is not None  # cross_reads wants only names an object defines
+        dpath = load.objects[d].info.path
+        walked = walk(d, [dsyms.defined[name]])
+        read, returned, proven = (walked or {}).get(dsyms.defined[name], (set(), None, False))
+        if returned is not None and name in through:
+            read = read | {returned}
+        built = {o["address"]: (o, c) for c in _entries(listing_of(d)) for o in c["analysis"]["constructs"]
+                 if o and o["address"] is not None}
+        for address in sorted(read & built.keys()):
+            obj, ctor = built[address]
+            findings.append(_finding(dict(obj, file=dpath), e, path, ctor, dpath, [name]))
+        if not proven:
+            notes.append(f"{path}: initializer {e['index']} calls {name} of {dpath}, initialized later, whose "
+                         "walk is not proven complete: what it reads is not judged whole")
+
+
+def _finding(obj: dict, e: dict, path: str, ctor: dict, dpath: str, via: list[str]) -> dict:
+    return {"verdict": "before-construction", "object": obj,
+            "reader": {"index": e["index"], "symbol": e["symbol"], "source": e["source"], "file": path},
+            "constructor": {"index": ctor["index"], "symbol": ctor["symbol"], "source": ctor["source"],
+                            "file": dpath},
+            "via": via}
 
 
 def _entries(listing: dict[str, Any] | None) -> list[dict]:
@@ -127,15 +177,8 @@ def _judge_one(load: Load, symbols: list[Symbols | None], listing_of: Callable[[
                  if o and (o["symbol"] == name or o["address"] == address)), None)
     dpath = load.objects[d].info.path
     if ctor is not None:
-        findings.append({
-            "verdict": "before-construction",
-            "object": {"address": address, "symbol": name, "demangled": _demangle(name), "section": None,
-                       "file": dpath},
-            "reader": {"index": e["index"], "symbol": e["symbol"], "source": e["source"], "file": path},
-            "constructor": {"index": ctor["index"], "symbol": ctor["symbol"], "source": ctor["source"],
-                            "file": dpath},
-            "via": [],
-        })
+        obj = {"address": address, "symbol": name, "demangled": _demangle(name), "section": None, "file": dpath}
+        findings.append(_finding(obj, e, path, ctor, dpath, []))
     elif definer is None or not definer.get("analysis_complete"):
         notes.append(f"{path}: initializer {e['index']} reads {name} of {dpath}, initialized later, whose "
                      "constructor is not known (its analysis is incomplete): not judged")

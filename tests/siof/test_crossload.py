@@ -1,7 +1,8 @@
 """`inits --siof --deps`: a read in one module of another module's object is judged by the whole load.
 
 The fixtures report what each initializer observed (0: before construction), so the run is the truth:
-probe_ext's library reads the program's global (the program's initializers run last: always early);
+probe_ext's library reads the program's global (the program's initializers run last: always early), and
+probe_xget's only through the program's exported getter, loading through the reference it returns;
 probe_xab_*'s libB reads libA's global where libA is libB's dependency (initialized first: never early), or is
 not and the program names libA first (the load initializes it after libB: early) or later (before: not)."""
 from __future__ import annotations
@@ -19,6 +20,7 @@ from siof.test_probe import VARIANTS, observed_early
 
 # program -> (reader library, object, defining file) of the read the run sees early, or None (not early)
 CASES = {"probe_ext": ("libprobe_ext.so", "g_prog_box", "probe_ext"),
+         "probe_xget": ("libprobe_xget.so", "g_get_box", "probe_xget"),
          "probe_xab_first": ("libprobe_xb.so", "g_liba_box", "libprobe_xa.so"),
          "probe_xab_dep": None, "probe_xab_later": None}
 
@@ -48,8 +50,9 @@ def test_deps_finds_what_the_load_reads_early(probe_build: Path, program: str, v
            for f in load["findings"]]
     assert got == ([(*expected, "before-construction")] if expected else [])
     assert load["analysis_notes"] == []
-    for f in load["findings"]:  # the constructor named is the definer's
+    for f in load["findings"]:  # the constructor named is the definer's; a getter is the read's route
         assert f["constructor"]["file"] == f["object"]["file"]
+        assert f["via"] == (["_Z7get_boxv"] if program == "probe_xget" else [])
 
 
 @pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
@@ -58,7 +61,7 @@ def test_without_deps_a_cross_module_read_is_never_clean(probe_build: Path, vari
     object; with --deps on the library whose dependency defines it, the read is ordered and proven."""
     require_tool(VARIANTS[variant], packages="g++, clang")
     d = probe_build / variant
-    for lib in ("libprobe_xb.so", "libprobe_xbd.so", "libprobe_ext.so"):
+    for lib in ("libprobe_xb.so", "libprobe_xbd.so", "libprobe_ext.so", "libprobe_xget.so"):
         f = _load_doc(str(d / lib))["files"][0]
         assert not f["analysis_complete"] and f["findings"] == []
         assert any("another module's" in n for n in f["analysis_notes"])
