@@ -1,4 +1,4 @@
-"""The analysis (`elfpatch inits --dtors --siof --json`) of one built program against what it observed.
+"""The analysis (`elfpatch inits --deps --dtors --siof --json`) of one built program against what it observed.
 
 (a) every (context, object) read the run saw before construction is a finding of that reader and object, or
     the reader's entry says ``complete: false``, or the file says ``analysis_complete: false``; else it is a
