@@ -31,8 +31,8 @@ _DT_RELA, _DT_RELASZ = 7, 8
 
 
 class Symbols:
-    """One object's dynamic symbols: the data objects it defines (name -> address), those it imports, and the
-    names its copy relocations hold for another module."""
+    """One object's dynamic symbols: those it defines (name -> address), the data objects and functions it
+    imports, and the names of what its copy relocations hold for another module."""
 
     def __init__(self, path: str) -> None:
         self.defined: dict[str, int] = {}
@@ -41,10 +41,8 @@ class Symbols:
         with Source(path) as src:
             elf = ElfFile(src.data, path)
             tables = [t for t in elf.symbol_tables() if t.name == ".dynsym"]
-            names: list[str] = []
             for t in tables:
                 for sym in t:
-                    names.append(sym.name)
                     if not sym.name:
                         continue
                     if sym.st_shndx == SHN_UNDEF:
@@ -52,11 +50,13 @@ class Symbols:
                             self.imported.add(sym.name)
                     else:
                         self.defined.setdefault(sym.name, sym.st_value)
-            self.copies = _copied(elf, names)
+            copied = _copied(elf)
+            # a copy's aliases too (the program's `environ` where the relocation names `__environ`)
+            self.copies = {n for n, a in self.defined.items() if a in copied}
 
 
-def _copied(elf: ElfFile, names: list[str]) -> set[str]:
-    """The symbols ``elf``'s copy relocations name (RELA only: x86-64 and AArch64)."""
+def _copied(elf: ElfFile) -> set[int]:
+    """The addresses ``elf``'s copy relocations fill (RELA only: x86-64 and AArch64)."""
     kind = _COPY.get(elf.e_machine)
     addr, size = elf.dynamic_value(_DT_RELA), elf.dynamic_value(_DT_RELASZ)
     if kind is None or addr is None or not size or elf.elfclass != 64:
@@ -65,9 +65,9 @@ def _copied(elf: ElfFile, names: list[str]) -> set[str]:
     blob = elf.read(elf.vaddr_to_offset(addr, size), size)
     out = set()
     for off in range(0, len(blob) - len(blob) % fmt.size, fmt.size):
-        _offset, info, _addend = fmt.unpack_from(blob, off)
-        if info & 0xFFFFFFFF == kind and (info >> 32) < len(names):
-            out.add(names[info >> 32])
+        offset, info, _addend = fmt.unpack_from(blob, off)
+        if info & 0xFFFFFFFF == kind:
+            out.add(offset)
     return out
 
 
