@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     over = [p for p, n in counts.items() if args.max is not None and n > args.max]
     summary = {"files": len(files), "errors": errors, "static_initializers": counts, "max": args.max,
                "over_max": over}
-    gate = _analysis_gates(listed, args, summary)
+    gate = _analysis_gates(listed, loads, args, summary)
     if args.json:
         write_document(envelope("inits", files, summary, **({"loads": loads} if args.deps else {}), warnings=unused),
                        sys.stdout)
@@ -106,7 +106,7 @@ def _list_all(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
         files.append(entry)
         if args.deps and exc is None:
             try:
-                loads.append(_load(path, entry, load_of()))
+                loads.append(_load(path, entry, load_of(), args))
             except ElfPatchError as load_error:
                 _say(path, load_error)
                 mark_failed(entry, path, load_error)
@@ -189,9 +189,10 @@ def _listing(path: str, args: argparse.Namespace, load_of: _LoadOnce) -> dict[st
     return listing
 
 
-def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summary: dict[str, Any]) -> bool:
+def _analysis_gates(files: list[dict[str, Any]], loads: list[dict[str, Any]], args: argparse.Namespace,
+                    summary: dict[str, Any]) -> bool:
     """Whether --max-dtors or --fail-on fails the run; their figures go into ``summary`` (only when the
-    disassembly ran)."""
+    disassembly ran). A load's finding (--deps: a read across its modules) fails the PATH whose load it is."""
     gate = False
     if any("analysis_complete" in f for f in files):
         summary["analysis_complete"] = all(f["analysis_complete"] for f in files)
@@ -200,15 +201,17 @@ def _analysis_gates(files: list[dict[str, Any]], args: argparse.Namespace, summa
             summary["max_dtors"], summary["over_max_dtors"] = args.max_dtors, over_dtors
             gate = gate or bool(over_dtors)
         if args.fail_on:
-            failing = [f["path"] for f in files
+            failing = [f["path"] for f in [*files, *loads]
                        if any(x["verdict"] in FAIL_ON[args.fail_on] for x in f.get("findings", ()))]
+            failing = list(dict.fromkeys(failing))  # a file and its load: one PATH
             summary["fail_on"], summary["failing"] = args.fail_on, failing
             gate = gate or bool(failing)
     return gate
 
 
-def _load(path: str, listing: dict[str, Any], load: Load) -> dict[str, Any]:
-    """The whole load of ``path``: its objects, and every initializer and finalizer in execution order."""
+def _load(path: str, listing: dict[str, Any], load: Load, args: argparse.Namespace) -> dict[str, Any]:
+    """The whole load of ``path``: its objects, and every initializer and finalizer in execution order (with
+    --siof, the findings of reads across its modules)."""
     from elfpatch.inits.order import list_initializers
 
     listings = [listing] + [list_initializers(o.info.path) for o in load.objects[1:]]
@@ -224,6 +227,7 @@ def _load(path: str, listing: dict[str, Any], load: Load) -> dict[str, Any]:
     fini: list[dict[str, Any]] = []
     for i in load.fini_order:
         fini += _tagged(listings[i]["fini"], load.objects, i)
+    cross = _cross_module(listing, load, args) if "findings" in listing else {}
     return {
         "path": path,
         "main_program": load.main_program,
@@ -235,7 +239,38 @@ def _load(path: str, listing: dict[str, Any], load: Load) -> dict[str, Any]:
         "fini_order": [load.objects[i].info.path for i in load.fini_order],
         "init": init,
         "fini": fini,
+        **cross,
     }
+
+
+def _cross_module(listing: dict[str, Any], load: Load, args: argparse.Namespace) -> dict[str, Any]:
+    """``findings`` and ``analysis_notes`` of the reads one module of the load makes of another's objects that
+    the load initializes later (elfpatch.inits.crossload): only the objects involved are analysed."""
+    from elfpatch.inits.analysis import analyze_path, walk_functions
+    from elfpatch.inits.crossload import cross_reads, judge
+    from elfpatch.inits.order import list_initializers
+
+    symbols, wanted = cross_reads(load)
+    analysed: dict[int, dict[str, Any] | None] = {0: listing}
+
+    def listing_of(i: int) -> dict[str, Any] | None:
+        if i not in analysed:
+            try:
+                other = list_initializers(load.objects[i].info.path)
+                analyze_path(load.objects[i].info.path, other, args.depth, dtors=False, siof=True)
+                analysed[i] = other
+            except ElfPatchError:
+                analysed[i] = None  # not analysed: its reads and objects stay unjudged (a note says so)
+        return analysed[i]
+
+    def walk(i: int, addresses: list[int]) -> dict[int, tuple[set[int], int | None, bool]] | None:
+        try:
+            return walk_functions(load.objects[i].info.path, addresses, max(args.depth - 1, 0))
+        except ElfPatchError:
+            return None  # not walked: a note says the call is not judged whole
+
+    findings, notes = judge(load, symbols, wanted, listing_of, walk)
+    return {"findings": findings, "analysis_notes": notes}
 
 
 def _tagged(entries: list[dict[str, Any]], objects: list[Any], index: int,
@@ -302,6 +337,10 @@ def _write_load(out: TextIO, load: dict[str, Any]) -> None:
     _grouped(out, load["fini"], load["fini_order"], False, None)
     for m in load["missing"]:
         out.write(f"  not found: {m['name']} (needed by {m['needed_by']})\n")
+    if "findings" in load:
+        from elfpatch.inits.report import write_cross_module
+
+        write_cross_module(out, load)
 
 
 def _grouped(out: TextIO, entries: list[dict[str, Any]], order: list[str], preinit: bool,

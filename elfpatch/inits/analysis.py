@@ -303,6 +303,8 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             "reads": reads,
             "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard and not changed[pos],
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
+            "other_module_reads": sorted(s.foreign),  # judged by the whole load (inits.crossload, --deps)
+            "other_module_calls": sorted(s.foreign_calls),
         }
     listing["findings"] = findings
     return notes
@@ -388,6 +390,36 @@ def _finding(image: Image, verdict: str, o: int, reader: dict, ctor: dict, via: 
 
 def _who(e: dict[str, Any]) -> dict[str, Any]:
     return {"index": e["index"], "symbol": e["symbol"], "source": e["source"]}
+
+
+def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tuple[set[int], int | None, bool]]:
+    """Per function of the file at ``path`` (its link-time address): the objects its walk reads, the object
+    whose address it returns (a getter's), and whether the walk is proven complete (another module's
+    initializer calls it: inits.crossload)."""
+    from capstone import CsError
+
+    from elfpatch.fs.source import Source
+
+    with Source(path) as src:
+        elf = ElfFile(src.data, path)
+        if elf.e_machine not in SUPPORTED_MACHINES:
+            return {}
+        image = Image(elf)
+        budget = Budget()
+        walker = _walker(image, budget, (ConstantPointers(elf), InitialPointers(elf)), set())
+        try:
+            summaries = {a: walker.walk(a, (), depth) for a in addresses}
+        except CsError as exc:
+            raise ParseError(f"disassembly failed: {exc}", path) from None
+        returned = {a: walker.result(a, ()) for a in addresses}
+        return {a: (set(s.reads), _start(image, returned[a]),
+                    _proven(s) and not image.stripped and not budget.cut and not s.initial
+                    and not walker.dis.unsettled) for a, s in summaries.items()}
+
+
+def _start(image: Image, value: Value | None) -> int | None:
+    """The start of the object of this file an address lies in (None: not an address of one)."""
+    return image.object_start(value) if isinstance(value, int) else None
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,

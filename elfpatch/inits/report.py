@@ -42,3 +42,18 @@ def write_analysis(out: TextIO, f: dict[str, Any]) -> None:
         out.write("  analysis INCOMPLETE, not seen:\n")
         for note in f["analysis_notes"]:
             out.write(f"    {one_line(note)}\n")
+
+
+def write_cross_module(out: TextIO, load: dict[str, Any]) -> None:
+    """The whole load's findings on reads of another module's objects (--siof --deps), and what it could not
+    judge."""
+    findings = load["findings"]
+    out.write(f"  across the load's modules: {len(findings)} finding(s)\n")
+    for x in findings:
+        r, c, o = x["reader"], x["constructor"], x["object"]
+        out.write(f"    {x['verdict']}: {one_line(o['demangled'] or o['symbol'])} of {one_line(o['file'])} is read "
+                  f"by initializer {r['index']} ({one_line(r['source'] or r['symbol'] or '?')}) of "
+                  f"{one_line(r['file'])}, which runs first, and constructed by initializer {c['index']} "
+                  f"({one_line(c['source'] or c['symbol'] or '?')})\n")
+    for note in load["analysis_notes"]:
+        out.write(f"    not judged: {one_line(note)}\n")

@@ -93,10 +93,19 @@ class Summary(NamedTuple):
     # which alone this walk reads it (analysis drops such a read where an earlier initializer ran them all).
     once: frozenset = frozenset()
     via_once: dict = {}
+    foreign_calls: frozenset = frozenset()  # other modules' functions called (names): the load may judge them
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
 MAX_UNPROVEN_AT = 3
+# What a call into another module's function returns: "<name>()", a value no rule of this file can resolve; an
+# access through it is unproven, named so that the whole load can judge it (inits.crossload).
+RETURNED = "()"
+
+
+def returned_by(value: object) -> str | None:
+    """The function of another module whose result ``value`` is, or None."""
+    return value[: -len(RETURNED)] if isinstance(value, str) and value.endswith(RETURNED) else None
 # Calls whose result is memory they allocated (C and C++ allocation functions, Itanium-mangled).
 ALLOCATORS = frozenset({"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "strdup", "strndup",
                         "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
@@ -160,6 +169,7 @@ class _Acc:
         self.call_stores: set[int] = set()
         self.foreign: set[str] = set()
         self.foreign_unproven = 0
+        self.foreign_calls: set[str] = set()
         self.initial: set[int] = set()
         self.escaped: set[int] = set()
         self.once: set[int] = set()
@@ -199,7 +209,8 @@ class _Acc:
                        frozenset(self.guards), frozenset(self.cut), self.strange, frozenset(self.call_stores),
                        frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
                        frozenset(self.escaped), frozenset(self.once),
-                       {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct})
+                       {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
+                       frozenset(self.foreign_calls))
 
 
 class Walker:
@@ -292,6 +303,8 @@ class Walker:
             return ALLOC
         if name in _PLACEMENT_NEW:
             return args[1] if len(args) > 1 else None
+        if where is None and name:  # another module's function: its result is named by it (returned_by)
+            return name + RETURNED
         if where is None or not self.image.is_function(where):
             return None
         value = self._returned(where)
@@ -383,6 +396,8 @@ class Walker:
             return
         self._arguments(name, ev.args, acc)
         if where is None:  # another object's function: it cannot see this file's globals but through us
+            if name:
+                acc.foreign_calls.add(name)
             acc.escaped.update(o for v in ev.args if isinstance(v, int) and (o := self.image.object_start(v)))
             return
         if where in stack:
@@ -477,6 +492,7 @@ class Walker:
         acc.call_stores |= sub.call_stores
         acc.initial |= sub.initial
         acc.escaped |= sub.escaped
+        acc.foreign_calls |= sub.foreign_calls
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
@@ -534,12 +550,13 @@ class Walker:
             self._relied(ev.slot, acc)
         if isinstance(target, Ptr) or target is None or (isinstance(target, int) and not self.image.in_code(target)):
             return None
-        return target
+        return None if returned_by(target) else target  # a pointer another module's function returned
 
     def _register(self, kind: str, args: tuple, acc: _Acc) -> int:
         """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
         dtor, obj = args[0], (args[1] if kind != "atexit_c" else None)
-        dtor = dtor if not isinstance(dtor, Ptr) else None
+        dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) else None
+        obj = None if returned_by(obj) else obj
         obj = obj if not isinstance(obj, Ptr) else None
         acc.regs.append(Registration(kind, dtor, obj, acc.guard, acc.addr))
         if isinstance(obj, int):

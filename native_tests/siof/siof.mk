@@ -122,7 +122,9 @@ PB := $(B)/probe
 PROBE_VARIANTS := $(if $(call HAVE,g++),gcc-O0 gcc-O2 gcc-O2-cet) $(if $(call HAVE,clang++),clang-O0 clang-O2)
 probe_cxx = $(if $(findstring clang,$(1)),clang++,g++)
 probe_opt = $(if $(findstring O0,$(1)),-O0,-O2) $(if $(findstring cet,$(1)),-fcf-protection=full)
-probe: $(foreach v,$(PROBE_VARIANTS),$(foreach p,$(PROBE_PROGS) probe_ext libprobe_ext.so probe_dep,$(PB)/$(v)/$(p)))
+# probe_xab_*: libB reads libA's global; libA is libB's dependency (dep), or not and loaded first or later.
+PROBE_XAB := probe_xab_dep probe_xab_first probe_xab_later probe_xget
+probe: $(foreach v,$(PROBE_VARIANTS),$(foreach p,$(PROBE_PROGS) probe_ext libprobe_ext.so probe_dep $(PROBE_XAB),$(PB)/$(v)/$(p)))
 define probe_variant
 $(PB)/$(1)/.dir:
 	mkdir -p $(PB)/$(1) && touch $$@
@@ -138,6 +140,22 @@ $(PB)/$(1)/libprobe_dep.so: $(PB)/$(1)/pic_probe_dep_lib.o $(PB)/$(1)/pic_probe_
 	$(call probe_cxx,$(1)) -shared -o $$@ $$^
 $(PB)/$(1)/probe_dep: $(PB)/$(1)/probe_dep_main.o $(PB)/$(1)/libprobe_dep.so
 	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_dep -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/libprobe_xa.so: $(PB)/$(1)/pic_probe_xa_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/libprobe_xb.so: $(PB)/$(1)/pic_probe_xb_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/libprobe_xbd.so: $(PB)/$(1)/pic_probe_xb_lib.o $(PB)/$(1)/pic_probe_box.o $(PB)/$(1)/libprobe_xa.so
+	$(call probe_cxx,$(1)) -shared -o $$@ $$(filter %.o,$$^) -L$(PB)/$(1) -Wl,--no-as-needed -lprobe_xa -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/probe_xab_dep: $(PB)/$(1)/probe_xab_main.o $(PB)/$(1)/libprobe_xbd.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -Wl,--no-as-needed -lprobe_xbd -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/probe_xab_first: $(PB)/$(1)/probe_xab_main.o $(PB)/$(1)/libprobe_xa.so $(PB)/$(1)/libprobe_xb.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -Wl,--no-as-needed -lprobe_xa -lprobe_xb -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/probe_xab_later: $(PB)/$(1)/probe_xab_main.o $(PB)/$(1)/libprobe_xa.so $(PB)/$(1)/libprobe_xb.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -Wl,--no-as-needed -lprobe_xb -lprobe_xa -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/libprobe_xget.so: $(PB)/$(1)/pic_probe_xget_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/probe_xget: $(PB)/$(1)/probe_xget_main.o $(PB)/$(1)/libprobe_xget.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_xget -Wl,-rpath,'$$$$ORIGIN'
 $(foreach p,$(PROBE_PROGS),$(eval $(call probe_prog,$(1),$(p))))
 endef
 define probe_prog

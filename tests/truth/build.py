@@ -139,6 +139,10 @@ def build(prog: Program, v: Variant, directory: Path, src: Path) -> Built:
         for m, path in modules.items():
             analysed[m] = out / "stripped" / path.name
             _run(["strip", "-o", str(analysed[m]), str(path)], out)
+        # the rest of the load the stripped files are judged in (--deps), the driver its root when the main
+        # module is a library
+        for name in ["libtruthrt.so"] + (["prog"] if v.link == "shared" else []):
+            _run(["strip", "-o", str(out / "stripped" / name), str(out / name)], out)
     return Built(v, out, out / "prog", modules, analysed)
 
 

@@ -9,7 +9,8 @@ Run a campaign from a checkout (it tests *that* checkout's elfpatch, whatever is
 Each seed is one program (generator.py), built in ``--variants`` variants picked deterministically per seed
 from the matrix (build.py: g++/clang++, -O0..-O3, PIE / non-PIE / shared, -flto, -fcf-protection, stripped or
 not, three link orders). Each build is run (with native_tests/siof/shim.c preloaded) and each of its files
-analysed with `elfpatch inits --dtors --siof --json`; check.py says what is checked. The summary goes to
+analysed with `elfpatch inits --deps --dtors --siof --json` (the program, whose load judges one module's
+reads of another's objects, and each library); check.py says what is checked. The summary goes to
 stdout; every false clean, false finding and unlisted registration to ``DIR/report.json``, with its seed,
 variant, reader context and object (``routes`` says how the source reaches the object), so that
 ``--first SEED --seeds 1 --keep`` rebuilds the case (its sources stay in ``DIR/SEED/src``, its builds with

@@ -1,4 +1,4 @@
-"""The analysis (`elfpatch inits --dtors --siof --json`) of one built program against what it observed.
+"""The analysis (`elfpatch inits --deps --dtors --siof --json`) of one built program against what it observed.
 
 (a) every (context, object) read the run saw before construction is a finding of that reader and object, or
     the reader's entry says ``complete: false``, or the file says ``analysis_complete: false``; else it is a
@@ -32,8 +32,20 @@ def analyse(paths: list[Path], *flags: str) -> list[dict]:
                           env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode not in (0, 1) or "Traceback" in proc.stderr:
         raise RuntimeError(f"elfpatch failed on {paths}: {proc.stderr[-2000:]}")
-    files = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
+    doc = json.loads(proc.stdout)
+    files = {f["path"]: f for f in doc["files"]}
+    by_real = {os.path.realpath(p): files[str(p)] for p in paths}
+    for load in doc.get("loads", []):  # --deps: a finding of the whole load belongs to its reader's file
+        for f in load.get("findings", []):
+            reader = by_real.get(os.path.realpath(f["reader"]["file"]))
+            if reader is not None and f not in reader.setdefault("load_findings", []):
+                reader["load_findings"].append(f)
     return [files[str(p)] for p in paths]
+
+
+def _findings(doc: dict) -> list[dict]:
+    """A file's findings: its own, and (--deps) those of a load it is part of whose reader is in it."""
+    return doc.get("findings", []) + doc.get("load_findings", [])
 
 
 @dataclass
@@ -159,7 +171,7 @@ def _judge_read(prog: Program, mod: Module, cid: int, oid: int, where: dict, out
     entries = mod.entries[cid]
     indices = {e["index"] for e in entries}
     if any(f["reader"]["index"] in indices and _object_id(prog, f["object"], mod.symbols) == oid
-           for f in mod.doc.get("findings", [])):
+           for f in _findings(mod.doc)):
         out.found += 1
         return
     # no entry at all for the reader (the listing lost it) claims nothing incomplete either
@@ -216,7 +228,7 @@ def _judge_findings(prog: Program, mod: Module, ev: Events, where: dict, out: Ou
     for cid, entries in mod.entries.items():
         for e in entries:
             readers.setdefault(e["index"], []).append(cid)
-    for f in mod.doc.get("findings", []):
+    for f in _findings(mod.doc):
         out.findings += 1
         oid = _object_id(prog, f["object"], mod.symbols)
         cids = readers.get(f["reader"]["index"], [])
@@ -268,7 +280,10 @@ def check(prog: Program, built: Built, stdout: str, logs: dict[str, list[tuple[s
     ev = Events.parse(stdout)
     out = Outcome()
     names = list(built.modules)
-    docs = analyser([built.analysed[m] for m in names], "--dtors", "--siof")
+    # --deps: what a user runs on the program, so that its load judges one module's reads of another's objects
+    # (the program as built, the driver of a main module built as a library, is the root of that load)
+    root = [] if built.analysed["main"].name == "prog" else [built.analysed["main"].with_name("prog")]
+    docs = analyser([built.analysed[m] for m in names] + root, "--deps", "--dtors", "--siof")[: len(names)]
     # a stripped file's entries and objects are named from the file as linked (same addresses)
     listings = analyse([built.modules[m] for m in names]) if built.variant.strip else docs
     mods = {m: _module(prog, built, m, doc, listing) for m, doc, listing in zip(names, docs, listings)}

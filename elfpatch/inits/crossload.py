@@ -1,0 +1,190 @@
+"""Reads of another module's objects, judged by the whole load (`inits --siof --deps`).
+
+A read in module M of a data object M does not define goes through M's GOT to the definition the loader's
+lookup finds: the first object of the load's search order (the root, then its dependencies breadth-first)
+that defines the name in ``.dynsym``. A program's copy of a library's object (``R_*_COPY``) holds the bytes
+that library's initializers build, so the lookup passes over the copy to the library that defines it. The
+defining module D is then placed in the load's initialization order: D initialized before M -> the read is
+ordered (no finding); D after M (the program, whose initializers run last; a library that is not M's
+dependency and sorts after it) and one of D's initializers constructs the object -> ``before-construction``;
+D after M and nothing in D constructs it -> constant data when D's analysis is complete, else unjudged (a
+note). A name no object of the load defines is a weak reference the loader leaves null: nothing to read.
+A call from M's initializer into D's function (a getter D exports) is judged the same way for each object of D
+that function's walk reads or whose address it returns (what M then loads through); a walk that is not proven
+complete is a note.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from elfpatch.elf.const import SHN_UNDEF, STT_FUNC, STT_NOTYPE, STT_OBJECT
+from elfpatch.elf.file import ElfFile
+from elfpatch.errors import ElfPatchError
+from elfpatch.fs.source import Source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from elfpatch.elf.loadorder import Load
+
+_COPY = {62: 5, 183: 1024}  # EM_X86_64: R_X86_64_COPY, EM_AARCH64: R_AARCH64_COPY
+_DT_RELA, _DT_RELASZ = 7, 8
+
+
+class Symbols:
+    """One object's dynamic symbols: those it defines (name -> address), the data objects and functions it
+    imports, and the names of what its copy relocations hold for another module."""
+
+    def __init__(self, path: str) -> None:
+        self.defined: dict[str, int] = {}
+        self.imported: set[str] = set()
+        self.copies: set[str] = set()
+        with Source(path) as src:
+            elf = ElfFile(src.data, path)
+            tables = [t for t in elf.symbol_tables() if t.name == ".dynsym"]
+            for t in tables:
+                for sym in t:
+                    if not sym.name:
+                        continue
+                    if sym.st_shndx == SHN_UNDEF:
+                        if sym.type in (STT_NOTYPE, STT_OBJECT, STT_FUNC):  # a -fPIC reference: no type
+                            self.imported.add(sym.name)
+                    else:
+                        self.defined.setdefault(sym.name, sym.st_value)
+            copied = _copied(elf)
+            # a copy's aliases too (the program's `environ` where the relocation names `__environ`)
+            self.copies = {n for n, a in self.defined.items() if a in copied}
+
+
+def _copied(elf: ElfFile) -> set[int]:
+    """The addresses ``elf``'s copy relocations fill (RELA only: x86-64 and AArch64)."""
+    kind = _COPY.get(elf.e_machine)
+    addr, size = elf.dynamic_value(_DT_RELA), elf.dynamic_value(_DT_RELASZ)
+    if kind is None or addr is None or not size or elf.elfclass != 64:
+        return set()
+    fmt = elf.struct("QQq")
+    blob = elf.read(elf.vaddr_to_offset(addr, size), size)
+    out = set()
+    for off in range(0, len(blob) - len(blob) % fmt.size, fmt.size):
+        offset, info, _addend = fmt.unpack_from(blob, off)
+        if info & 0xFFFFFFFF == kind:
+            out.add(offset)
+    return out
+
+
+def _definer(name: str, symbols: list[Symbols | None]) -> int | None:
+    """The index (in load order) of the object whose definition the loader binds ``name`` to."""
+    for i, s in enumerate(symbols):
+        if s is not None and name in s.defined and name not in s.copies:
+            return i
+    return None
+
+
+def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
+    """The objects' symbols (None: unreadable) and, per object M, the data objects it imports from one the
+    load initializes after it (the reads the load order does not settle: what needs M's and D's analysis)."""
+    symbols: list[Symbols | None] = []
+    for o in load.objects:
+        try:
+            symbols.append(Symbols(o.info.path))
+        except (ElfPatchError, OSError):
+            symbols.append(None)
+    rank = {obj: n for n, obj in enumerate(load.init_order)}
+    wanted: dict[int, set[str]] = {}
+    for m, s in enumerate(symbols):
+        for name in sorted(s.imported) if s is not None else ():
+            d = _definer(name, symbols)
+            if d is not None and rank.get(d, -1) > rank.get(m, -1):  # none: a weak reference left null
+                wanted.setdefault(m, set()).add(name)
+    return symbols, wanted
+
+
+# object i, function addresses -> per function (objects its walk reads, the object whose address it returns,
+# proven); None: not walked
+Walk = Callable[[int, list[int]], "dict[int, tuple[set[int], int | None, bool]] | None"]
+
+
+def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]],
+          listing_of: Callable[[int], dict[str, Any] | None], walk: Walk | None = None) -> tuple[list[dict], list[str]]:
+    """The findings (reader in M, object in D) and the notes on reads that could not be judged, for the reads
+    and calls ``wanted`` names; ``listing_of(i)``: object i's ``--siof`` listing (None: not analysed);
+    ``walk``: what functions of an object read."""
+    findings: list[dict] = []
+    notes: list[str] = []
+    for m in sorted(wanted):
+        reader = listing_of(m)
+        for e in _entries(reader):
+            for name in e["analysis"].get("other_module_reads", []):
+                if name in wanted[m] and not name.startswith("_ZZ"):
+                    _judge_one(load, symbols, listing_of, m, e, name, findings, notes)
+            # a load through what such a call returned is named "<function>()" (walk.returned_by): a getter's
+            calls = [n for n in e["analysis"].get("other_module_calls", []) if n in wanted[m]]
+            through = {n[:-2] for n in e["analysis"].get("other_module_reads", []) if n.endswith("()")}
+            if calls and walk is not None:
+                _judge_calls(load, symbols, listing_of, walk, m, e, (calls, through), findings, notes)
+    return findings, notes
+
+
+def _judge_calls(load: Load, symbols: list[Symbols | None], listing_of: Callable[[int], dict[str, Any] | None],
+                 walk: Walk, m: int, e: dict, called: tuple[list[str], set[str]], findings: list[dict],
+                 notes: list[str]) -> None:
+    """An initializer's calls into functions of objects the load initializes later: each object such a
+    function reads, or whose address it returns when the initializer accesses memory through the result
+    (``called``: the calls, and those whose result it accesses), that the definer's initializers construct is
+    read before construction."""
+    path = load.objects[m].info.path
+    calls, through = called
+    for name in calls:
+        d = _definer(name, symbols)
+        dsyms = symbols[d] if d is not None else None
+        assert d is not None and dsyms is not None  # cross_reads wants only names an object defines
+        dpath = load.objects[d].info.path
+        walked = walk(d, [dsyms.defined[name]])
+        read, returned, proven = (walked or {}).get(dsyms.defined[name], (set(), None, False))
+        if returned is not None and name in through:
+            read = read | {returned}
+        built = {o["address"]: (o, c) for c in _entries(listing_of(d)) for o in c["analysis"]["constructs"]
+                 if o and o["address"] is not None}
+        for address in sorted(read & built.keys()):
+            obj, ctor = built[address]
+            findings.append(_finding(dict(obj, file=dpath), e, path, ctor, dpath, [name]))
+        if not proven:
+            notes.append(f"{path}: initializer {e['index']} calls {name} of {dpath}, initialized later, whose "
+                         "walk is not proven complete: what it reads is not judged whole")
+
+
+def _finding(obj: dict, e: dict, path: str, ctor: dict, dpath: str, via: list[str]) -> dict:
+    return {"verdict": "before-construction", "object": obj,
+            "reader": {"index": e["index"], "symbol": e["symbol"], "source": e["source"], "file": path},
+            "constructor": {"index": ctor["index"], "symbol": ctor["symbol"], "source": ctor["source"],
+                            "file": dpath},
+            "via": via}
+
+
+def _entries(listing: dict[str, Any] | None) -> list[dict]:
+    return [e for e in (listing or {}).get("init", []) if e.get("analysis")]
+
+
+def _judge_one(load: Load, symbols: list[Symbols | None], listing_of: Callable[[int], dict[str, Any] | None],
+               m: int, e: dict, name: str, findings: list[dict], notes: list[str]) -> None:
+    path = load.objects[m].info.path
+    d = _definer(name, symbols)
+    assert d is not None  # cross_reads wants only names an object of the load defines
+    definer = listing_of(d)
+    dsyms = symbols[d]
+    assert dsyms is not None  # _definer found the name in it
+    address = dsyms.defined[name]
+    ctor = next((c for c in _entries(definer) for o in c["analysis"]["constructs"]
+                 if o and (o["symbol"] == name or o["address"] == address)), None)
+    dpath = load.objects[d].info.path
+    if ctor is not None:
+        obj = {"address": address, "symbol": name, "demangled": _demangle(name), "section": None, "file": dpath}
+        findings.append(_finding(obj, e, path, ctor, dpath, []))
+    elif definer is None or not definer.get("analysis_complete"):
+        notes.append(f"{path}: initializer {e['index']} reads {name} of {dpath}, initialized later, whose "
+                     "constructor is not known (its analysis is incomplete): not judged")
+
+
+def _demangle(name: str) -> str | None:
+    from elfpatch.elf.symbols import demangle
+
+    return demangle(name)

@@ -1,0 +1,2 @@
+// The program of the libA/libB fixtures: it reads nothing; its libraries' initializers do.
+int main() { return 0; }
