@@ -188,3 +188,10 @@ def _demangle_unbounded(name: str) -> bytes | None:
         return bytes(ctypes.string_at(ptr))
     finally:
         free(ptr)
+
+
+def guard_variable(name: str) -> str:
+    """The name of the guard variable the Itanium C++ ABI gives the object ``name`` (an inline or template
+    variable, a local static): ``_ZGV`` and its mangled name without ``_Z``; a name that is not mangled (an
+    ``extern "C"`` object) is spelled as a source name, its length first."""
+    return "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")

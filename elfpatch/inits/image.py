@@ -34,6 +34,7 @@ from elfpatch.elf.const import (
 from elfpatch.elf.file import ElfFile, SymbolTable
 from elfpatch.elf.relocs import Relocator
 from elfpatch.elf.symbolize import TableSymbols
+from elfpatch.elf.symbols import guard_variable
 from elfpatch.errors import ElfPatchError
 from elfpatch.inits.extents import eh_frame_extents
 
@@ -272,8 +273,7 @@ class Image:
             head, names = self.table.name_head, self._names
             self._guard_names = {self._name_of(j) for j in self._objects.values()
                                  if head(names[j] & 0xFFFFFFFF, 4) == b"_ZGV"}
-        guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
-        return guard in self._guard_names
+        return guard_variable(name) in self._guard_names
 
     def section_name(self, addr: int) -> str | None:
         """The allocated section ``addr`` lies in (None: none, or no section headers)."""

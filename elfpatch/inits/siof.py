@@ -9,6 +9,8 @@ decides it (same priority); ``priority-ordered`` when priorities fix it. Functio
 """
 from __future__ import annotations
 
+from elfpatch.elf.symbols import guard_variable
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from elfpatch.inits.walk import Summary
@@ -44,7 +46,7 @@ def read_status(o: int, name: str, pos: int, s: Summary, constructor: dict[int, 
         return c, "before-construction"  # read, then built, by the same initializer (a unit read before it)
     if o in s.constructs or (o in s.call_stores and o not in strong):
         return c, "own"  # a shared helper that builds it on first use, whichever initializer runs first
-    guard = "_ZGV" + (name[2:] if name.startswith("_Z") else f"{len(name.encode())}{name}")
+    guard = guard_variable(name)
     if guard in guards:  # an inline or template variable: safe once its guarded initialization has run
         g = guards[guard]
         return (g, "guarded") if g <= pos else (g, order_verdict(pos, g, entries))

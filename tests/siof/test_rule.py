@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -74,3 +75,22 @@ def test_the_rule_imports_no_disassembler() -> None:
     code = "import sys, elfpatch.inits.siof\nprint(sorted(m for m in sys.modules if m.startswith('capstone')))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_guard_variable_names_what_gcc_names(tmp_path: Path) -> None:
+    """The guard name the analysis looks for (one formula, elf.symbols.guard_variable) is the one g++ emits:
+    for an inline variable at namespace scope (its symbol is not mangled: ``x``) and in a namespace, a template
+    static member and a function-local static."""
+    from elfpatch.elf.symbols import guard_variable
+
+    src = tmp_path / "g.cpp"
+    src.write_text("int f();\ninline int x = f();\nnamespace n { inline int y = f(); }\n"
+                   "template <class T> struct S { static int v; };\ntemplate <class T> int S<T>::v = f();\n"
+                   "int use() { static int local = f(); return x + n::y + S<int>::v + local; }\n")
+    obj = tmp_path / "g.o"
+    subprocess.run(["g++", "-std=c++17", "-c", str(src), "-o", str(obj)], check=True)
+    names = set(subprocess.run(["nm", "-P", str(obj)], capture_output=True, text=True,
+                               check=True).stdout.split())
+    objects = ["x", "_ZN1n1yE", "_ZN1SIiE1vE", "_ZZ3usevE5local"]
+    guards = {n for n in names if n.startswith("_ZGV")}
+    assert {guard_variable(o) for o in objects} == guards, guards
