@@ -100,3 +100,21 @@ def drop_section_headers(path: Path) -> None:
     struct.pack_into(order + shoff_format, data, e_shoff, 0)
     struct.pack_into(order + "HH", data, e_shnum, 0, 0)
     path.write_bytes(bytes(data))
+
+
+# The CLI as it runs where the file system keeps no user.* extended attributes (vfat, some network and
+# container file systems; tmpfs before Linux 6.6): every user.* call fails with EOPNOTSUPP, as there.
+NO_USER_XATTRS = """
+import errno, os, sys
+def refuse(real):
+    def call(target, name, *args, **kwargs):
+        if str(name).startswith("user."):
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        return real(target, name, *args, **kwargs)
+    return call
+os.setxattr, os.getxattr, os.removexattr = map(refuse, (os.setxattr, os.getxattr, os.removexattr))
+listed = os.listxattr
+os.listxattr = lambda *args, **kwargs: [n for n in listed(*args, **kwargs) if not n.startswith("user.")]
+from elfpatch.cli import main
+sys.exit(main(sys.argv[1:]))
+"""

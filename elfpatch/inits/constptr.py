@@ -26,13 +26,15 @@ def _constant_ranges(elf: ElfFile) -> list[tuple[int, int]]:
     return ranges
 
 
-class ConstantPointers:
-    """The relocated value of a word in constant data (None: not constant data, or not resolvable)."""
+class _Words:
+    """Words of some address ranges, each resolved through the file's relocations once and remembered (None:
+    outside the ranges, or not resolvable); the relocation tables are read on first use (a large library's
+    cost seconds)."""
 
-    def __init__(self, elf: ElfFile) -> None:
+    def __init__(self, elf: ElfFile, ranges: list[tuple[int, int]]) -> None:
         self._elf = elf
-        self._ranges = _constant_ranges(elf)
-        self._reloc: Relocator | None = None  # read on first use: a large library's tables cost seconds
+        self._ranges = ranges
+        self._reloc: Relocator | None = None
         self._cache: dict[int, int | str | None] = {}
 
     def word(self, addr: int) -> int | str | None:
@@ -43,12 +45,22 @@ class ConstantPointers:
         if any(lo <= addr < hi for lo, hi in self._ranges):
             if self._reloc is None:
                 self._reloc = Relocator(self._elf, self._ranges)
-            value = self._reloc.pointee(addr)
+            value = self._resolve(self._reloc, addr)
         self._cache[addr] = value
         return value
 
+    def _resolve(self, reloc: Relocator, addr: int) -> int | str | None:
+        return reloc.pointee(addr)
 
-class InitialPointers:
+
+class ConstantPointers(_Words):
+    """The relocated value of a word in constant data (None: not constant data, or not resolvable)."""
+
+    def __init__(self, elf: ElfFile) -> None:
+        super().__init__(elf, _constant_ranges(elf))
+
+
+class InitialPointers(_Words):
     """The address a pointer word of writable data holds when the file is loaded, before any initializer runs
     (None: not writable data, not a pointer, or not resolvable). In a PIC file a word is a pointer only when a
     relocation names it (an int's bytes never are); in a non-PIC executable (no relocations) when its value
@@ -56,33 +68,17 @@ class InitialPointers:
     those, and their words never change."""
 
     def __init__(self, elf: ElfFile) -> None:
-        self._elf = elf
         relro = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments if p.p_type == PT_GNU_RELRO]
-        self._ranges = [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
-                        if s.sh_flags & SHF_ALLOC and s.sh_flags & SHF_WRITE and not s.sh_flags & SHF_TLS
-                        and s.sh_type != SHT_NOBITS and s.sh_addr and s.name not in (".got", ".got.plt")
-                        and not any(lo <= s.sh_addr < hi for lo, hi in relro)]
+        super().__init__(elf, [(s.sh_addr, s.sh_addr + s.sh_size) for s in elf.sections
+                               if s.sh_flags & SHF_ALLOC and s.sh_flags & SHF_WRITE and not s.sh_flags & SHF_TLS
+                               and s.sh_type != SHT_NOBITS and s.sh_addr and s.name not in (".got", ".got.plt")
+                               and not any(lo <= s.sh_addr < hi for lo, hi in relro)])
         self._loaded = [(p.p_vaddr, p.p_vaddr + p.p_memsz) for p in elf.segments if p.p_type == PT_LOAD]
-        self._reloc: Relocator | None = None
-        self._cache: dict[int, int | str | None] = {}
 
-    def word(self, addr: int) -> int | str | None:
-        """The address (or, bound to another module, the symbol name) the word at ``addr`` holds at load."""
-        if addr in self._cache:
-            return self._cache[addr]
-        value: int | str | None = None
-        if any(lo <= addr < hi for lo, hi in self._ranges):
-            if self._reloc is None:
-                self._reloc = Relocator(self._elf, self._ranges)
-            value = self._pointer(addr)
-        self._cache[addr] = value
-        return value
-
-    def _pointer(self, addr: int) -> int | str | None:
-        assert self._reloc is not None
-        if self._elf.e_type != ET_EXEC and not self._reloc.relocated(addr):
+    def _resolve(self, reloc: Relocator, addr: int) -> int | str | None:
+        if self._elf.e_type != ET_EXEC and not reloc.relocated(addr):
             return None  # PIC: a word no relocation names holds no address
-        value = self._reloc.pointee(addr)
+        value = reloc.pointee(addr)
         if isinstance(value, int) and not any(lo <= value < hi for lo, hi in self._loaded):
             return None  # not an address in this file: an integer
         return value

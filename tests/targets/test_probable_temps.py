@@ -17,25 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import NEVER_HANG, run_main
+from helpers import NEVER_HANG, NO_USER_XATTRS, run_main
 from jsonschema_check import cli_json
 
 from elfpatch.fs.temps import TEMP_RE
 
 WARNING = "named like an elfpatch temp"
-# The CLI in a child process whose file system refuses user.* attributes, as in ``no_user_xattrs``.
-REFUSING_CHILD = """
-import errno, os, sys
-def refuse(real):
-    def call(target, name, *args, **kwargs):
-        if str(name).startswith("user."):
-            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
-        return real(target, name, *args, **kwargs)
-    return call
-os.setxattr, os.getxattr, os.removexattr = map(refuse, (os.setxattr, os.getxattr, os.removexattr))
-from elfpatch.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
 
 
 @pytest.fixture
@@ -55,7 +42,7 @@ def no_user_xattrs(monkeypatch: pytest.MonkeyPatch) -> None:
 def killed_at(phase: str, *args: str) -> None:
     """`elfpatch ARGS` in a child without user.* attributes, killed once it stops at ``phase``."""
     env = dict(os.environ, ELFPATCH_TEST_STOP=phase, PYTHONDONTWRITEBYTECODE="1")
-    child = subprocess.Popen([sys.executable, "-c", REFUSING_CHILD, *args], env=env, stdout=subprocess.DEVNULL,
+    child = subprocess.Popen([sys.executable, "-c", NO_USER_XATTRS, *args], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     try:
         _, status = os.waitpid(child.pid, os.WUNTRACED)

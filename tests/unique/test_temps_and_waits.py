@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from helpers import NO_USER_XATTRS
 from jsonschema_check import cli_json
 
 from unique.adversary import arena, command, give, need_user, run, temps_in
@@ -73,22 +74,6 @@ def test_without_proc_every_write_mode_works(box: Path, original: bytes, expecte
 
 # -- a file system without user extended attributes ------------------------------------------------------
 
-# The CLI as it runs where the file system keeps no user.* extended attributes (vfat, some network and
-# container file systems; tmpfs before Linux 6.6): every user.* call fails with EOPNOTSUPP, as there.
-NO_USER_XATTRS = """
-import errno, os, sys
-def refuse(real):
-    def call(target, name, *args, **kwargs):
-        if str(name).startswith("user."):
-            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
-        return real(target, name, *args, **kwargs)
-    return call
-os.setxattr, os.getxattr, os.removexattr = map(refuse, (os.setxattr, os.getxattr, os.removexattr))
-listed = os.listxattr
-os.listxattr = lambda *args, **kwargs: [n for n in listed(*args, **kwargs) if not n.startswith("user.")]
-from elfpatch.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
 
 
 def without_user_xattrs(*args: str, stop: str | None = None) -> subprocess.Popen:
