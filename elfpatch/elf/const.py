@@ -41,6 +41,8 @@ PF_X, PF_W, PF_R = 1, 2, 4
 # d_tag
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB = 0, 1, 4, 5, 6
 DT_RELA, DT_RELASZ, DT_RELAENT = 7, 8, 9
+# Copy relocations: the program holds a copy of a library's object, filled at load (psABIs).
+R_X86_64_COPY, R_AARCH64_COPY = 5, 1024
 DT_STRSZ, DT_SYMENT = 10, 11
 DT_PLTGOT = 3
 DT_INIT, DT_FINI, DT_SONAME, DT_RPATH = 12, 13, 14, 15

@@ -17,7 +17,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from elfpatch.elf.const import SHN_UNDEF, STT_FUNC, STT_NOTYPE, STT_OBJECT
+from elfpatch.elf.const import (
+    DT_RELA,
+    DT_RELASZ,
+    EM_AARCH64,
+    EM_X86_64,
+    R_AARCH64_COPY,
+    R_X86_64_COPY,
+    SHN_UNDEF,
+    STT_FUNC,
+    STT_NOTYPE,
+    STT_OBJECT,
+)
 from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
 from elfpatch.fs.source import Source
@@ -26,8 +37,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from elfpatch.elf.loadorder import Load
 
-_COPY = {62: 5, 183: 1024}  # EM_X86_64: R_X86_64_COPY, EM_AARCH64: R_AARCH64_COPY
-_DT_RELA, _DT_RELASZ = 7, 8
+_COPY = {EM_X86_64: R_X86_64_COPY, EM_AARCH64: R_AARCH64_COPY}
 
 
 class Symbols:
@@ -58,7 +68,7 @@ class Symbols:
 def _copied(elf: ElfFile) -> set[int]:
     """The addresses ``elf``'s copy relocations fill (RELA only: x86-64 and AArch64)."""
     kind = _COPY.get(elf.e_machine)
-    addr, size = elf.dynamic_value(_DT_RELA), elf.dynamic_value(_DT_RELASZ)
+    addr, size = elf.dynamic_value(DT_RELA), elf.dynamic_value(DT_RELASZ)
     if kind is None or addr is None or not size or elf.elfclass != 64:
         return set()
     fmt = elf.struct("QQq")
