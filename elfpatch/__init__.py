@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import importlib
 
+from elfpatch.version import __version__
+
 TYPE_CHECKING = False  # typing is not imported at run time: `import elfpatch` stays cheap
 if TYPE_CHECKING:
     from typing import Any
 
-__version__ = "0.1.0"
 
 _EXPORTS = {
     "scan": "elfpatch.api",

@@ -22,7 +22,7 @@ SUBCOMMANDS = ("unique", "inits", "dlcheck", "audit")
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; ``only``: the subcommand about to run, the one module imported (`unique --check` then
     loads neither the audit's nor dlcheck's imports); the others are listed but not built."""
-    from elfpatch import __version__
+    from elfpatch.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="elfpatch",

@@ -17,6 +17,7 @@ import sys
 from typing import Sequence
 
 from elfpatch.targets import kind_of, read_head
+from elfpatch.version import __version__
 
 
 def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -42,7 +43,7 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
-        sys.stdout.write(f"elfpatch {sys.modules['elfpatch'].__version__}\n")  # on stdout, as argparse's own
+        sys.stdout.write(f"elfpatch {__version__}\n")  # on stdout, as argparse's own
         parser.exit()
 
 
