@@ -100,17 +100,22 @@ def _rebuild(*values: Any) -> FileReport:
 
 def summary(reports: Iterable[FileReport], skipped: int = 0, other: int = 0) -> dict[str, int]:
     """``skipped``: entries passed over for a reason (symlinks, devices, --exclude); ``other``: regular files
-    that are no ELF file, archive or wheel (a site-packages' .py files)."""
-    reports = list(reports)
-    doc = {
-        "files": len(reports),
-        "unique": sum(len(r.symbols) for r in reports),
-        "patched": sum(r.patched for r in reports),
-        "errors": sum(r.status == ERROR for r in reports),
-    }
-    doc["skipped"] = skipped + sum(r.status == SKIPPED for r in reports)
-    doc["other"] = other
-    return doc
+    that are no ELF file, archive or wheel (a site-packages' .py files). One pass over the reports (a tree's
+    check has ten thousand: a pass per count cost four)."""
+    files = unique = patched = errors = 0
+    for r in reports:
+        files += 1
+        n = len(r.symbols)
+        unique += n
+        status = r.status
+        if status == PATCHED:
+            patched += n  # FileReport.patched
+        elif status == ERROR:
+            errors += 1
+        elif status == SKIPPED:
+            skipped += 1
+    return {"files": files, "unique": unique, "patched": patched, "errors": errors, "skipped": skipped,
+            "other": other}
 
 
 # The version of each command's JSON document, as its "schema" key names it ("elfpatch/unique/1"); the JSON

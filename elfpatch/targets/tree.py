@@ -34,6 +34,7 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 import os
 import pickle
@@ -600,7 +601,25 @@ def _parallel(groups: list[Group], job: Job) -> int:
     return n
 
 
+# The cyclic collector's first threshold while a tree is walked and processed (700 by default). A tree's reports (ten
+# thousand, each with its lists) form no cycles and live to the end of the run; at 700 the collector traversed
+# them ~100 times (18 ms of the parent's 105 ms with a pool, 50 ms in one process). Reference counting frees
+# everything as before; a cycle still waits at most this many allocations. Forked pool workers inherit it.
+_COLLECT_AFTER = 50_000
+
+
 def process_tree(root: str, job: Job) -> Outcome:
+    """The tree's walk and every group's reports, with the collector started every _COLLECT_AFTER
+    allocations."""
+    old = gc.get_threshold()
+    gc.set_threshold(_COLLECT_AFTER, *old[1:])
+    try:
+        return _process_tree(root, job)
+    finally:
+        gc.set_threshold(*old)
+
+
+def _process_tree(root: str, job: Job) -> Outcome:
     if job.output:
         raise WriteError("-o/--output takes a file, not a directory", root)
     if job.output_dir:
