@@ -136,7 +136,8 @@ def test_cycle_finder_finds_a_deferred_cycle(tmp_path: Path) -> None:
 # package above it; the package root `elfpatch` (the lazy public API) is named alone.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the facts everything shares: errors, ELF constants, the record type, the test-only stop point
-    ("elfpatch.errors", "elfpatch.elf.const", "elfpatch.elf.records", "elfpatch.fs.teststop", "elfpatch.version"),
+    ("elfpatch.errors", "elfpatch.elf.const", "elfpatch.elf.records", "elfpatch.fs.teststop", "elfpatch.version",
+     "elfpatch.collector"),
     # reading ELF and the loader's view; opening files; containers (ar, zip, wheel); one edit and how it is
     # applied to bytes; the result records and the JSON envelope; the warnings the JSON documents collect
     ("elfpatch.elf", "elfpatch.fs", "elfpatch.formats", "elfpatch.patching.edits", "elfpatch.report",

@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from elfpatch.collector import few_collections
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.symbols import demangle
 from elfpatch.errors import ParseError
-from elfpatch.inits.budget import Budget, few_collections
+from elfpatch.inits.budget import Budget
 from elfpatch.inits.constptr import ConstantPointers, InitialPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.image import Image

@@ -12,13 +12,10 @@ on any input, crafted or huge. Past a limit the analysis does not fail: the func
 - STATE_SLOTS: stack slots one abstract state remembers; past that the oldest are forgotten, so no state
   grows with blocks x slots.
 - A function capstone refuses (CsError, e.g. CS_ERR_MEM) is not seen.
-- COLLECT_AFTER: the cyclic garbage collector's first threshold while a file is analyzed (see few_collections).
 """
 from __future__ import annotations
 
-import functools
-import gc
-from typing import Callable, TypeVar
+from typing import Callable
 
 INSTRUCTIONS = 2_000_000  # libtorch_cpu.so (the largest file measured) decodes 222k
 STEPS = 4_000_000  # and walks 303k
@@ -26,25 +23,6 @@ FUNCTION_BYTES = 1 << 18
 ARG_TUPLES = 8
 STATE_SLOTS = 64
 CHUNK = 1 << 16  # bytes handed to capstone at once: its instruction array stays small
-COLLECT_AFTER = 50_000
-_F = TypeVar("_F", bound=Callable)
-
-
-def few_collections(func: _F) -> _F:
-    """Runs ``func`` with the cyclic collector started every COLLECT_AFTER allocations instead of 700 (then
-    restored). The analysis allocates millions of small tuples (instructions, plans, events) that live until
-    the file is done and form no cycles; at the default the collector traversed them about 2,000 times, a
-    tenth of libtorch_cpu.so's time. Reference counting still frees everything as before, and memory is the
-    same (peak RSS unchanged)."""
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        old = gc.get_threshold()
-        gc.set_threshold(COLLECT_AFTER, *old[1:])
-        try:
-            return func(*args, **kwargs)
-        finally:
-            gc.set_threshold(*old)
-    return wrapper  # type: ignore[return-value]
 
 
 class Budget:

@@ -34,13 +34,13 @@ file, an ar archive or a wheel is processed, anything else is counted (as other)
 from __future__ import annotations
 
 import errno
-import gc
 import logging
 import os
 import pickle
 import stat
 from typing import Iterable, NamedTuple
 
+from elfpatch.collector import few_collections
 from elfpatch.errors import LOG, ElfPatchError, WriteError, one_line, warn
 from elfpatch.fs import teststop
 from elfpatch.fs.commit import before_install
@@ -601,22 +601,10 @@ def _parallel(groups: list[Group], job: Job) -> int:
     return n
 
 
-# The cyclic collector's first threshold while a tree is walked and processed (700 by default). A tree's reports (ten
-# thousand, each with its lists) form no cycles and live to the end of the run; at 700 the collector traversed
-# them ~100 times (18 ms of the parent's 105 ms with a pool, 50 ms in one process). Reference counting frees
-# everything as before; a cycle still waits at most this many allocations. Forked pool workers inherit it.
-_COLLECT_AFTER = 50_000
-
-
+@few_collections  # a tree's reports form no cycles (elfpatch.collector)
 def process_tree(root: str, job: Job) -> Outcome:
-    """The tree's walk and every group's reports, with the collector started every _COLLECT_AFTER
-    allocations."""
-    old = gc.get_threshold()
-    gc.set_threshold(_COLLECT_AFTER, *old[1:])
-    try:
-        return _process_tree(root, job)
-    finally:
-        gc.set_threshold(*old)
+    """The tree's walk and every group's reports."""
+    return _process_tree(root, job)
 
 
 def _process_tree(root: str, job: Job) -> Outcome:

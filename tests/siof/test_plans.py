@@ -4,7 +4,7 @@ short-cuts, on real instruction texts, so that speed never changes a result.
 - An x86-64 instruction's plan (disasm.py: parsed once per distinct text) made by the quick path (a jump to
   an address, ``lea reg, [rip + d]``) is the plan the general parse makes.
 - A walk with the instruction plans cached gives the events of one with every plan made afresh.
-- The cyclic collector's threshold is raised only while a file is analysed (budget.few_collections).
+- The cyclic collector's threshold is raised only while a file is analysed (elfpatch.collector).
 - A relocation table read column by column (relocs.py, the host's byte order) is the one read entry by entry."""
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from elfpatch.collector import COLLECT_AFTER, few_collections
 from elfpatch.elf import relocs
 from elfpatch.elf.const import EM_X86_64
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import Relocator
 from elfpatch.fs.source import Source
 from elfpatch.inits import disasm
-from elfpatch.inits.budget import COLLECT_AFTER, few_collections
 
 TEXTS = [("jmp", "0x1234"), ("je", "0x10"), ("jne", "0xffffffffff"), ("jb", "0x401000"), ("jrcxz", "0x20"),
          ("lea", "rdi, [rip + 0x2f7b]"), ("lea", "rsi, [rip - 0x10]"), ("lea", "r12, [rip + 0x1234567]"),

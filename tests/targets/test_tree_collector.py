@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from elfpatch.collector import COLLECT_AFTER
 from elfpatch.errors import WriteError
 from elfpatch.targets import CHECK, Job, tree
 
@@ -26,7 +27,7 @@ def test_groups_run_with_few_collections_and_the_threshold_comes_back(
     before = gc.get_threshold()
     outcome = tree.process_tree(str(tmp_path), Job(mode=CHECK))
     assert [r.status for r in outcome.reports] == ["found"]
-    assert seen == [tree._COLLECT_AFTER] and tree._COLLECT_AFTER > before[0]
+    assert seen == [COLLECT_AFTER] and COLLECT_AFTER > before[0]
     assert gc.get_threshold() == before
 
 
