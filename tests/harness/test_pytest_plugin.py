@@ -44,7 +44,7 @@ def test_importing_the_plugin_loads_nothing_heavy() -> None:
     code = ("import sys, elfpatch.harness.pytest_plugin as p; "
             "print(sorted(m for m in sys.modules if m.startswith(('elfpatch.', 'cffi', '_cffi'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['elfpatch.harness', 'elfpatch.harness.pytest_plugin']"
+    assert out.strip() == "['elfpatch.harness', 'elfpatch.harness.pytest_plugin', 'elfpatch.version']"
 
 
 @pytest.mark.slow  # a pytest run in a child
