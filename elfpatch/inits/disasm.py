@@ -27,13 +27,20 @@ from typing import Callable, NamedTuple, Union, overload
 from capstone import CsError
 
 from elfpatch.elf.const import EM_AARCH64, EM_X86_64
-from elfpatch.inits.budget import CHUNK, FUNCTION_BYTES, STATE_SLOTS, Budget
+from elfpatch.inits.budget import CHUNK, FUNCTION_BYTES, Budget
 from elfpatch.inits.jumptable import marked_tables, x86_case_targets
+from elfpatch.inits.state import FRAME_ONLY as _FRAME_ONLY
+from elfpatch.inits.state import bound as _bound
+from elfpatch.inits.state import case_base as _case_base
+from elfpatch.inits.state import case_state as _case_state
+from elfpatch.inits.state import equal as _states_equal
+from elfpatch.inits.state import head_state as _head_state
+from elfpatch.inits.state import meet as _meet
+from elfpatch.inits.state import with_more as _with
+from elfpatch.inits.values import FRAME, Ptr, Value, Within
 
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
 
-# A register's known value: a link-time address in this file (int) or an external symbol's name (str).
-Value = Union[int, str, "Ptr"]
 # Passes over one function's loops before they are cut short. A pass that does not settle lowers some loop
 # head's state (a key lost, an exact address widened to Within) or opens an edge a decided compare had closed;
 # real code settles in one or two. The bound keeps work on a crafted function linear; a function cut short is
@@ -43,34 +50,6 @@ MAX_PASSES = 16
 # (see Disassembler._pass); real code agrees at the second. Past it, a case walked before its jump starts from
 # the frame alone.
 TABLE_PASSES = 4
-_FRAME_ONLY: dict = {}  # marker: _walk_blocks's cases before any jump start from the frame alone
-
-
-class Within(int):
-    """An address somewhere inside the global object that starts here: where a loop's moving pointer, or an
-    address plus an unknown index, points. Its accesses are the object's; it decides no compare."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"Within({int(self):#x})"
-
-
-class Ptr(NamedTuple):
-    """A pointer whose provenance is known though its address is not: the function's own stack frame
-    ("frame"), memory an allocation call returned ("alloc"), or what the caller passed in argument register
-    ``n`` ("arg"). Never an int: it never compares equal to an address."""
-
-    kind: str
-    n: int = 0
-
-
-FRAME, ALLOC = Ptr("frame"), Ptr("alloc")
-
-
-def _same(a: Value, b: Value) -> bool:
-    """The same known value (Within(x) is not x: one is exact, the other is not)."""
-    return a == b and type(a) is type(b)
 
 
 class Access(NamedTuple):
@@ -1040,37 +1019,6 @@ def _decided(cmp: bool | None, mnem: str) -> bool | None:
     return None
 
 
-def _meet(a: dict | None, b: dict, object_of: Callable[[int], int | None]) -> dict:
-    """What two states agree on (``a`` None: no state yet, ``b`` alone): equal values, and addresses inside one
-    global object as ``Within`` it."""
-    if a is None:
-        out = dict(b)  # a copy at C speed, less the compare's outcome
-        out.pop("cmp", None)
-        return out
-    out = {}
-    for k, v in a.items():
-        w = b.get(k)
-        if w is None or k == "cmp":
-            continue
-        if _same(v, w):
-            out[k] = v
-        elif isinstance(v, int) and isinstance(w, int):
-            o = object_of(v)
-            if o is not None and o == object_of(w):
-                out[k] = Within(o)
-    return out
-
-
-def _head_state(fwd: dict | None, assumed: dict | None, object_of: Callable[[int], int | None]) -> dict:
-    """A loop head's starting state: what its forward edges agree on, met with what its back edges brought in
-    the pass before (None: not known yet, or no forward edge)."""
-    if assumed is None:
-        return dict(fwd or {})
-    if fwd is None:
-        return dict(assumed)
-    return _meet(fwd, assumed, object_of)
-
-
 def _with_first_iteration(out: list, first: list) -> list:
     """The settled pass's events, and the memory accesses only the first pass saw: it ran each loop's first
     iteration from the loop's entry state, exactly (a loop that starts at a global and then follows loaded
@@ -1079,45 +1027,6 @@ def _with_first_iteration(out: list, first: list) -> list:
         return out
     seen = {ev for ev in out if isinstance(ev, Access)}
     return out + [ev for ev in first if isinstance(ev, Access) and ev not in seen]
-
-
-def _bound(st: dict) -> None:
-    """Forgets the oldest stack slots past STATE_SLOTS (see budget.py): a state's size stays constant."""
-    if len(st) > STATE_SLOTS + 64:  # checked by size alone (cheap per block); registers are never dropped
-        slots = [k for k in st if k.startswith("m:")]
-        for k in slots[: len(slots) - STATE_SLOTS]:
-            del st[k]
-
-
-def _with(st: dict | None, more: dict | None, object_of: Callable[[int], int | None]) -> dict | None:
-    """``st`` met with ``more`` (None: nothing more); ``more`` alone when ``st`` is None."""
-    return st if more is None else _meet(st, more, object_of)
-
-
-def _case_base(preset: dict | None, jumps: dict | None, frame: dict) -> dict | None:
-    """What a possible case of a jump table is met with (see Disassembler._walk_blocks): the jumps' state from
-    the walk before, else what the jumps walked so far agree on; before any jump nothing (its edges alone, a
-    walk that is done again) or, under _FRAME_ONLY, the frame."""
-    if preset is not None and preset is not _FRAME_ONLY:
-        return preset
-    if jumps is None and preset is _FRAME_ONLY:
-        return frame
-    return jumps
-
-
-def _case_state(st: dict | None, has_pred: bool, base: dict | None,
-                object_of: Callable[[int], int | None]) -> dict | None:
-    """A possible case's starting state: its edges' (``st``) met with ``base``; ``base`` alone for a block no
-    edge reaches (only the table does)."""
-    if base is None:
-        return st
-    return _meet(None, base, object_of) if st is None or not has_pred else _meet(st, base, object_of)
-
-
-def _states_equal(a: dict | None, b: dict | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
 
 
 class Disassembler:
