@@ -13,7 +13,8 @@ from typing import Callable, NamedTuple
 
 from elfpatch.elf.const import SHN_UNDEF, STT_OBJECT
 from elfpatch.inits.budget import ARG_TUPLES
-from elfpatch.inits.disasm import Access, Call, Deref, Disassembler, Ret
+from elfpatch.inits.disasm import Disassembler
+from elfpatch.inits.events import Access, Call, Deref, Ret
 from elfpatch.inits.image import Image
 from elfpatch.inits.values import ALLOC, Ptr, Value
 
