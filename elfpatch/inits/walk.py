@@ -13,8 +13,10 @@ from typing import Callable, NamedTuple
 
 from elfpatch.elf.const import SHN_UNDEF, STT_OBJECT
 from elfpatch.inits.budget import ARG_TUPLES
-from elfpatch.inits.disasm import ALLOC, Access, Call, Deref, Disassembler, Ptr, Ret, Value
+from elfpatch.inits.disasm import Disassembler
+from elfpatch.inits.events import Access, Call, Deref, Ret
 from elfpatch.inits.image import Image
+from elfpatch.inits.values import ALLOC, Ptr, Value
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
          "__cxa_thread_atexit_impl": "thread_atexit"}

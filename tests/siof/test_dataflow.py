@@ -11,7 +11,9 @@ import pytest
 from conftest import require_tool
 
 from elfpatch.elf.const import EM_AARCH64, EM_X86_64
-from elfpatch.inits.disasm import Access, Call, Deref, Disassembler, Ptr, Ret, Within
+from elfpatch.inits.disasm import Disassembler
+from elfpatch.inits.events import Access, Call, Deref, Ret
+from elfpatch.inits.values import Ptr, Within
 
 START = 0x1000
 DATA, SIZE = 0x4000, 0x400  # the global array

@@ -12,7 +12,9 @@ import pytest
 from conftest import require_tool
 
 from elfpatch.elf.const import EM_AARCH64, EM_X86_64
-from elfpatch.inits.disasm import _PREFIXES, _X86_MEM, Access, Deref, Disassembler, x86_memory_access
+from elfpatch.inits.disasm import Disassembler
+from elfpatch.inits.events import Access, Deref
+from elfpatch.inits.x86 import _PREFIXES, _X86_MEM, x86_memory_access
 
 capstone = pytest.importorskip("capstone")
 

@@ -20,7 +20,7 @@ from elfpatch.elf.const import EM_X86_64
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import Relocator
 from elfpatch.fs.source import Source
-from elfpatch.inits import disasm
+from elfpatch.inits import disasm, events, values, x86
 
 TEXTS = [("jmp", "0x1234"), ("je", "0x10"), ("jne", "0xffffffffff"), ("jb", "0x401000"), ("jrcxz", "0x20"),
          ("lea", "rdi, [rip + 0x2f7b]"), ("lea", "rsi, [rip - 0x10]"), ("lea", "r12, [rip + 0x1234567]"),
@@ -29,9 +29,9 @@ TEXTS = [("jmp", "0x1234"), ("je", "0x10"), ("jne", "0xffffffffff"), ("jb", "0x4
 
 @pytest.mark.parametrize(("mnem", "op"), TEXTS)
 def test_a_quick_plan_is_the_general_plan(monkeypatch: pytest.MonkeyPatch, mnem: str, op: str) -> None:
-    quick = disasm._x86_quick_plan(mnem, op)
-    monkeypatch.setattr(disasm, "_x86_quick_plan", lambda _m, _o: None)
-    general = disasm._x86_plan(mnem, op)
+    quick = x86._x86_quick_plan(mnem, op)
+    monkeypatch.setattr(x86, "_x86_quick_plan", lambda _m, _o: None)
+    general = x86._x86_plan(mnem, op)
     assert quick is None or quick == general
     assert (quick is None) == (mnem == "mov" or "rax" in op)  # the texts it is for, and no other
 
@@ -48,9 +48,9 @@ def test_a_cached_plan_walks_as_a_fresh_one(monkeypatch: pytest.MonkeyPatch) -> 
         return dis.sweep(start, start + len(code), {"rbx": 0x5000})
 
     cached = sweep()
-    monkeypatch.setattr(disasm, "MAX_PLANS", 0)  # the cache starts over at every text: every plan is fresh
+    monkeypatch.setattr(x86, "MAX_PLANS", 0)  # the cache starts over at every text: every plan is fresh
     assert sweep() == cached
-    assert [ev.address for ev in cached if isinstance(ev, disasm.Access)] == [0x1107, 0x5008]
+    assert [ev.address for ev in cached if isinstance(ev, events.Access)] == [0x1107, 0x5008]
 
 
 def test_the_collector_is_relaxed_only_while_a_file_is_analysed() -> None:
@@ -91,15 +91,15 @@ def test_a_table_read_by_columns_is_the_table_read_entry_by_entry(siof_build: Pa
 
 @pytest.mark.parametrize("text", ["qword ptr [rdi]", "qword ptr [rdi + 8]", "dword ptr [r12 - 0x10]",
                                   "qword ptr [rip + 0x100]", "byte ptr [rax + rdx]"])
-@pytest.mark.parametrize("value", [None, 0x4000, disasm.Within(0x4000), disasm.Ptr("arg", 0), disasm.FRAME,
-                                   disasm.ALLOC, "ext_object"])
+@pytest.mark.parametrize("value", [None, 0x4000, values.Within(0x4000), values.Ptr("arg", 0), values.FRAME,
+                                   values.ALLOC, "ext_object"])
 def test_a_common_operand_resolves_as_the_general_terms_do(text: str, value: object) -> None:
-    """``[reg + d]`` and ``[rip + d]`` are resolved without the general terms (disasm._X86._address): the same
+    """``[reg + d]`` and ``[rip + d]`` are resolved without the general terms (x86._X86._address): the same
     address, or the same provenance when the address is not known."""
-    plan = disasm._x86_plan("mov", f"rax, {text}")
+    plan = x86._x86_plan("mov", f"rax, {text}")
     operand = plan[3][0]
     general = operand[:8] + (None, None)  # neither short cut: the terms and _x86_provenance decide
-    arch = disasm._X86(lambda _a: None, lambda a: 0x4000 if 0x4000 <= a < 0x4400 else None)
+    arch = x86._X86(lambda _a: None, lambda a: 0x4000 if 0x4000 <= a < 0x4400 else None)
     st = {} if value is None else {"rdi": value, "r12": value, "rax": value}
     assert arch._address(operand, st, 0x1007) == arch._address(general, st, 0x1007)
     assert (operand[8] is not None or operand[9] is not None) == ("rdx" not in text)
@@ -112,11 +112,11 @@ BLOCK = [("mov", "rdi, rbx"), ("mov", "qword ptr [rsp + 8], rdi"), ("lea", "rsi,
          ("lea", "r8, [rsp + 0x30]"), ("mov", "qword ptr [rsp + 8], rbx"), ("xor", "esi, esi"), ("cmp", "rdi, rbx")]
 
 
-@pytest.mark.parametrize("entry", [{}, {"rbx": 0x5000}, {"rbx": disasm.Ptr("arg", 1), "rbp": disasm.FRAME}])
+@pytest.mark.parametrize("entry", [{}, {"rbx": 0x5000}, {"rbx": values.Ptr("arg", 1), "rbp": values.FRAME}])
 def test_a_block_run_in_line_is_the_block_stepped(entry: dict) -> None:
     """run() does register moves, lea [rip + d] and stack spills in line (one call per block): the state and
     the events are those of step() on each instruction."""
-    arch = disasm._X86(lambda _a: None, lambda _a: None)
+    arch = x86._X86(lambda _a: None, lambda _a: None)
     insns = [(0x1000 + 8 * n, 8, m, o) for n, (m, o) in enumerate(BLOCK)]
     plans = arch.plans(insns)
     in_line, one_by_one = dict(entry), dict(entry)

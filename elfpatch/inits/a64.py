@@ -1,0 +1,236 @@
+"""AArch64's transfer functions (the Isa of isa.py): the walk of a block over the abstract state."""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from elfpatch.inits.events import Access, Call, Deref, Ret
+from elfpatch.inits.isa import decides as _decides
+from elfpatch.inits.isa import imm as _imm
+from elfpatch.inits.isa import moved as _moved
+from elfpatch.inits.isa import moved_by as _moved_by
+from elfpatch.inits.isa import no_result as _no_result
+from elfpatch.inits.isa import put as _put
+from elfpatch.inits.values import FRAME, Ptr, Value
+
+# -- AArch64 ---------------------------------------------------------------------------------------------
+
+A64_ARGS = tuple(f"x{i}" for i in range(8))
+A64_CLOBBER = tuple(f"x{i}" for i in range(19)) + ("x30",)
+# [base], [base, #imm], [base, #imm]! (pre-index), [base, index{, extend #amount}]; a post-index "#imm" follows.
+_A64_MEM = re.compile(r"\[(\w+)(?:, #(-?(?:0x[0-9a-f]+|\d+))|, ([wx]\d+)[^\]]*)?\](!?)(?:, #(-?(?:0x[0-9a-f]+|\d+)))?")
+_A64_COND = ("b.", "cbz", "cbnz", "tbz", "tbnz")
+_A64_INDIRECT = ("blr", "br", "blraa", "braa", "blraaz", "braaz")
+_A64_QUIET = ("nop", "hint", "bti", "paciasp", "autiasp", "pacibsp", "autibsp", "prfm", "dmb", "dsb", "isb")
+
+
+def _a64_accesses(a: int, mnem: str, is_store: bool) -> list[Access]:
+    """The global accesses of a load or store at ``a`` (atomics read, then write)."""
+    if not is_store:
+        return [Access(a, False)]
+    if mnem.startswith("st"):
+        return [Access(a, True)]
+    return [Access(a, False), Access(a, True)]
+
+
+def _a64(reg: str) -> str:
+    if reg[:1] == "w" and reg[1:].isdigit():
+        return "x" + reg[1:]
+    return reg
+
+
+def _a64_get(st: dict, reg: str) -> Value | None:
+    """A register's known value; the stack pointer always points into the frame."""
+    return FRAME if reg in ("sp", "wsp") else st.get(reg)
+
+
+class _A64:
+    args = A64_ARGS
+
+    def __init__(self, got: Callable[[int], Value | None], object_of: Callable[[int], int | None]) -> None:
+        self.got = got
+        self.object_of = object_of
+        self.result: Callable[[Value | None, tuple], Value | None] = _no_result
+
+    def plans(self, insns: list) -> list:
+        """Each instruction's plan: its control flow alone (the AArch64 walk parses as it goes)."""
+        flow = self.flow
+        return [(flow(i[2], i[3]),) for i in insns]
+
+    def flow(self, mnem: str, op: str) -> tuple[str, int | None]:
+        if mnem == "b":
+            return "jmp", _imm(op)
+        if mnem.startswith(_A64_COND):
+            return "cond", _imm(op.rsplit(", ", 1)[-1])
+        if mnem in ("br", "braa", "braaz"):
+            return "out", None
+        if mnem in ("ret", "retaa", "brk", "udf"):
+            return "end", None
+        return "none", None
+
+    def run(self, insns: list, plans: list, first: int, last: int, st: dict, out: list, start: int,
+            end: int) -> None:
+        """step() over the instructions [first, last) of a block."""
+        for n in range(first, last):
+            self.step(insns[n], plans[n], st, out, start, end)
+
+    def step(self, insn: tuple, _plan: tuple, st: dict, out: list, start: int, end: int) -> None:
+        addr, _size, mnem, op = insn
+        cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
+        if self._branch(mnem, op, st, out, start, end, cmp):
+            return
+        ops = op.split(", ")
+        dst = _a64(ops[0]) if ops else ""
+        if self._compare(mnem, ops, st) or self._constant(mnem, ops, dst, st):
+            return
+        if "[" in op:
+            self._memory(addr, mnem, op, ops, dst, st, out)
+            return
+        if mnem == "ldr" and len(ops) == 2 and ops[1].startswith("#"):  # a literal load
+            a = _imm(ops[1])
+            if a is not None:
+                out.append(Access(a, False))
+        if dst:
+            self._set(st, dst, None)
+
+    def _branch(self, mnem: str, op: str, st: dict, out: list, start: int, end: int, cmp: bool | None) -> bool:
+        """Returns, calls, jumps and hints (True: handled)."""
+        if mnem in ("ret", "retaa"):
+            out.append(Ret(st.get("x0")))
+        elif mnem in ("bl", "b"):
+            if not self._call(mnem, op, st, out, start, end):
+                st["cmp"] = cmp
+        elif mnem in _A64_INDIRECT:
+            self._indirect(mnem, op, st, out)
+        else:
+            return mnem.startswith(_A64_COND) or mnem in ("brk", "udf") or mnem in _A64_QUIET
+        return True
+
+    def _call(self, mnem: str, op: str, st: dict, out: list, start: int, end: int) -> bool:
+        """``bl``, or a ``b`` out of the function (a tail call): records it. False for a ``b`` inside the
+        function (control flow, not a call) or to an unknown target."""
+        target = _imm(op)
+        if target is None or (mnem == "b" and start <= target < end):
+            return False
+        args = tuple(st.get(r) for r in A64_ARGS)
+        out.append(Call(target, None, args, mnem == "b"))
+        self._clobber(st)
+        self._set(st, "x0", self.result(target, args))  # what the callee returns, when the walker knows it
+        return True
+
+    def _indirect(self, mnem: str, op: str, st: dict, out: list) -> None:
+        """A call or jump through a register: known when it was loaded from the GOT (its slot too)."""
+        reg = op.split(",")[0]
+        slot = st.get("slot:" + reg)
+        args = tuple(st.get(r) for r in A64_ARGS)
+        target = st.get(reg)
+        out.append(Call(target, slot if isinstance(slot, int) else None, args, mnem.startswith("br")))
+        self._clobber(st)
+        self._set(st, "x0", self.result(target, args))
+
+    @staticmethod
+    def _clobber(st: dict) -> None:
+        for r in A64_CLOBBER:
+            st.pop(r, None)
+            st.pop("slot:" + r, None)
+
+    @staticmethod
+    def _compare(mnem: str, ops: list, st: dict) -> bool:
+        """A ``cmp`` (True when it is one): two known values decide the ``b.eq``/``b.ne`` after it."""
+        if mnem != "cmp" or len(ops) != 2:
+            return False
+        left = st.get(_a64(ops[0]))
+        right = _imm(ops[1]) if ops[1].startswith("#") else st.get(_a64(ops[1]))
+        if isinstance(left, int) and isinstance(right, int) and _decides(left, right):
+            st["cmp"] = left == right
+        return True
+
+    def _constant(self, mnem: str, ops: list, dst: str, st: dict) -> bool:
+        """``adrp``/``adr``, ``add #imm`` and ``mov``: the register holds the address or value when it is
+        known (True when the instruction is one of these)."""
+        if mnem in ("adrp", "adr") and len(ops) == 2:
+            self._set(st, dst, _imm(ops[1]))
+        elif mnem in ("add", "sub") and len(ops) >= 3 and not ops[1].startswith("#"):
+            imm = _imm(ops[2]) if ops[2].startswith("#") and len(ops) == 3 else None
+            self._set(st, dst, _moved_by(mnem, _a64_get(st, _a64(ops[1])), imm, self.object_of))
+        elif mnem in ("mov", "movz") and len(ops) == 2:
+            src = _a64_get(st, _a64(ops[1]))
+            self._set(st, dst, src if src is not None else _imm(ops[1]))
+        else:
+            return False
+        return True
+
+    def _memory(self, addr: int, mnem: str, op: str, ops: list, dst: str, st: dict, out: list) -> None:
+        """A load or store: a stack slot, a GOT load, an access to global memory, or one through a pointer
+        not resolved here (a Deref); then the registers it writes."""
+        m = _A64_MEM.search(op)
+        is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
+        frame = m is not None and (m.group(1) == "sp" or m.group(1) == "x29" and st.get("x29") == FRAME)
+        if frame and m is not None and not (m.group(3) or m.group(4) or m.group(5)) \
+                and mnem in ("str", "stur", "ldr", "ldur"):
+            self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)
+            return
+        a = self._address(m, st)
+        if a is not None:
+            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._pointer_load(a, ops[0], dst, st, out):
+                return
+            out.extend(_a64_accesses(a, mnem, is_store))
+        elif not mnem.startswith("prf"):  # an operand the pattern does not parse is not resolved either
+            base = _a64_get(st, _a64(m.group(1))) if m is not None else None
+            if not (isinstance(base, Ptr) and base.kind != "arg"):
+                out.append(Deref(addr, base if isinstance(base, (Ptr, str)) else None, is_store))
+        if not is_store:
+            for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
+                self._set(st, _a64(r), None)
+        if m and (m.group(4) or m.group(5)):  # pre/post-index by an immediate writes the moved base back
+            reg = _a64(m.group(1))
+            step = _imm(m.group(2) if m.group(4) else m.group(5))
+            self._set(st, reg, _moved(st.get(reg), step, self.object_of))
+        elif m and op[m.end():].strip():  # post-index by a register: the base moved by an unknown amount
+            self._set(st, _a64(m.group(1)), None)
+
+    def _stack_slot(self, slot: str, is_store: bool, dst: str, st: dict) -> None:
+        """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
+        if is_store:
+            _put(st, slot, st.get(dst))
+        else:
+            self._set(st, dst, st.get(slot))
+
+    def _address(self, m: re.Match | None, st: dict) -> int | None:
+        """The address a ``[base, #offset]`` or ``[base, index]`` operand names, when the base register's
+        value is known (a post-index access uses the base as it is)."""
+        if not m:
+            return None
+        base = st.get(_a64(m.group(1)))
+        if not isinstance(base, int):
+            return None  # unknown, or a pointer whose provenance (not address) is known
+        if m.group(3):  # a register index (maybe extended or shifted): some element of the object
+            return _moved(base, None, self.object_of)
+        return _moved(base, int(m.group(2), 0) if m.group(2) else 0, self.object_of)
+
+    def _pointer_load(self, a: int, reg: str, dst: str, st: dict, out: list) -> bool:
+        """An ``ldr`` of a 64-bit word whose relocated value is known (see _got_load); a pointer global's
+        load-time value is still a read of the global."""
+        if not reg.startswith("x") or not self._got_load(a, dst, st):
+            return False
+        if self.object_of(a) is not None:
+            out.extend(_a64_accesses(a, "ldr", False))
+        return True
+
+    def _got_load(self, a: int, dst: str, st: dict) -> bool:
+        """An ``ldr`` from a GOT slot: the register holds the object's address, and remembers the slot (for a
+        ``br`` through it). False: not a GOT slot."""
+        value = self.got(a)
+        if value is None:
+            return False
+        self._set(st, dst, value)
+        st["slot:" + dst] = a
+        return True
+
+    @staticmethod
+    def _set(st: dict, reg: str, value: Value | None) -> None:
+        st.pop("slot:" + reg, None)
+        if value is None:
+            st.pop(reg, None)
+        else:
+            st[reg] = value

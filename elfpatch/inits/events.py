@@ -1,0 +1,39 @@
+"""What a sweep of one function yields, in code order (see disasm.py): global accesses, calls, loads and stores
+through pointers not resolved, returns."""
+from __future__ import annotations
+
+from typing import NamedTuple, Union
+
+from elfpatch.inits.values import Ptr, Value
+
+
+class Access(NamedTuple):
+    address: int  # link-time address of the global memory touched
+    write: bool
+
+
+class Call(NamedTuple):
+    target: Value | None  # address called, or an external symbol's name; None for an unknown target
+    slot: int | None  # the GOT slot an indirect call or jump goes through, when known
+    args: tuple  # known values of the first argument registers (None where unknown)
+    tail: bool
+
+
+class Deref(NamedTuple):
+    """A load or store through a pointer the sweep could not resolve to an address: ``base`` is the argument
+    register it came from (Ptr "arg"), another module's object (str: the GOT said so), or None (a pointer of
+    unknown provenance: loaded from memory, returned by a call, computed)."""
+
+    insn: int  # the instruction's address
+    base: Ptr | str | None
+    write: bool
+
+
+class Ret(NamedTuple):
+    """A return: what the result register holds there (a getter returning a reference to a global)."""
+
+    value: Value | None
+
+
+# Events a sweep yields, in code order.
+Event = Union[Access, Call, Deref, Ret]

@@ -1,0 +1,80 @@
+"""What the x86-64 (x86.py) and AArch64 (a64.py) transfer functions share: the protocol the decoder (disasm.py)
+calls them by, and the moves of known values both make."""
+from __future__ import annotations
+
+import re
+from typing import Callable, Protocol, overload
+
+from elfpatch.inits.values import Ptr, Value, Within
+
+HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
+
+
+def no_result(_target: Value | None, _args: tuple) -> Value | None:
+    return None
+
+
+def put(st: dict, key: str, value: Value | None) -> None:
+    """Sets a register's (or stack slot's) known value; None forgets it."""
+    if value is None:
+        st.pop(key, None)
+    else:
+        st[key] = value
+
+
+@overload
+def moved(base: int, delta: int | None, object_of: Callable[[int], int | None]) -> int | None: ...
+@overload
+def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None: ...
+def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None:
+    """A known address moved by ``delta`` (None: by an unknown amount, an index). C's rule that pointer
+    arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown."""
+    if isinstance(base, (Ptr, str)):
+        return base  # a pointer moved stays inside what it points into: its provenance holds
+    if not isinstance(base, int):
+        return None
+    if isinstance(base, Within):
+        return base
+    if delta is not None:
+        return base + delta
+    o = object_of(base)
+    return Within(o) if o is not None else None
+
+
+def moved_by(mnem: str, base: Value | None, imm: int | None, object_of: Callable[[int], int | None]) -> Value | None:
+    """``add``/``sub`` of an immediate (``imm``) or of a register (None) to a known address. Subtracting a
+    register may be a pointer difference (``end - begin``): an integer, not an address in the object."""
+    if mnem == "sub":
+        return moved(base, -imm, object_of) if imm is not None else None
+    return moved(base, imm, object_of)
+
+
+def decides(left: Value | None, right: Value | None) -> bool:
+    """Whether a compare of these two values has a known outcome: both known, neither Within an object nor a
+    pointer known only by its provenance."""
+    return left is not None and right is not None and not isinstance(left, (Within, Ptr)) \
+        and not isinstance(right, (Within, Ptr))
+
+
+def imm(text: str) -> int | None:
+    text = text.strip().lstrip("#")
+    if HEX.match(text):
+        return int(text, 0)
+    return None
+
+
+class Isa(Protocol):
+    """One ISA's transfer functions, as disasm.Disassembler calls them: ``plans`` works out once what each
+    decoded instruction is (its control flow first: ``(kind, target)``, ``("none", None)`` for none), ``run``
+    walks a block's instructions over a state (a dict: see state.py), appending events, ``step`` one of them;
+    ``args`` are the argument registers; ``result`` says what a call leaves in the result register."""
+
+    args: tuple
+    result: Callable[[Value | None, tuple], Value | None]
+
+    def plans(self, insns: list) -> list: ...
+
+    def step(self, insn: tuple, plan: tuple, st: dict, out: list, start: int, end: int, /) -> None: ...
+
+    def run(self, insns: list, plans: list, first: int, last: int, st: dict, out: list, start: int, end: int,
+            /) -> None: ...
