@@ -193,6 +193,12 @@ class Job:
     def writes(self) -> bool:
         return self.mode == PATCH
 
+    @property
+    def replaces(self) -> bool:
+        """Whether a patched file is committed as a new inode renamed over its name (the default atomic mode):
+        the only commit that can leave the file's other hard-link names behind."""
+        return self.writes and not self.inplace and not self.output
+
 
 def _check_writes(mode: str, inplace: bool, output: str | None, output_dir: str | None) -> None:
     """Refuse the ways of writing that contradict each other or the mode: each would harm the input or write
@@ -274,7 +280,7 @@ def detect(path: str) -> str | None:
 
 def renamed(reports: list[FileReport], job: Job) -> bool:
     """Whether committing these reports replaced the file by a new inode (the default atomic mode)."""
-    return job.writes and not job.inplace and not job.output and any(r.status == PATCHED for r in reports)
+    return job.replaces and any(r.status == PATCHED for r in reports)
 
 
 def open_source(path: str, job: Job, place: Place | None = None) -> Source:

@@ -23,7 +23,7 @@ def process_file(path: str, job: Job, kind: str | None, in_tree_links: int = 1,
     ``root``: the directory tree being walked, if any (a thin archive's members are then the walk's);
     ``place``: where the file is (a tree's directory fd and name), else found from ``path``."""
     links = 1  # the kind's own open reports a file that cannot be stat'ed
-    if job.writes and not job.inplace and not job.output:  # only a rename can leave other names behind
+    if job.replaces:  # only a rename can leave other names behind
         try:
             st = place.lstat() if place is not None else os.stat(path)
             links = st.st_nlink if st is not None else 1
