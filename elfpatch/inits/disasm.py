@@ -39,7 +39,7 @@ from elfpatch.inits.state import equal as _states_equal
 from elfpatch.inits.state import head_state as _head_state
 from elfpatch.inits.state import meet as _meet
 from elfpatch.inits.state import with_more as _with
-from elfpatch.inits.values import Ptr, Value
+from elfpatch.inits.values import Ptr, Value, address_of
 from elfpatch.inits.x86 import _NO_FLOW, _X86
 
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
@@ -161,8 +161,8 @@ def _with_first_iteration(out: list, first: list) -> list:
     pointers touches that global once, which the settled loop head no longer knows)."""
     if first is out:
         return out
-    seen = {ev for ev in out if isinstance(ev, Access)}
-    return out + [ev for ev in first if isinstance(ev, Access) and ev not in seen]
+    seen = {(address_of(ev.address), ev.write) for ev in out if isinstance(ev, Access)}  # Within: its start
+    return out + [ev for ev in first if isinstance(ev, Access) and (address_of(ev.address), ev.write) not in seen]
 
 
 class Disassembler:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from elfpatch.inits.budget import STATE_SLOTS
-from elfpatch.inits.values import Within, same
+from elfpatch.inits.values import Within, address_of, same
 
 State = dict  # register / slot / "cmp" -> Value
 FRAME_ONLY: dict = {}  # marker: _walk_blocks's cases before any jump start from the frame alone
@@ -28,10 +28,12 @@ def meet(a: dict | None, b: dict, object_of: Callable[[int], int | None]) -> dic
             continue
         if same(v, w):
             out[k] = v
-        elif isinstance(v, int) and isinstance(w, int):
-            o = object_of(v)
-            if o is not None and o == object_of(w):
-                out[k] = Within(o)
+        else:  # two addresses (exact, or Within an object: its start) in one object: Within it
+            x, y = address_of(v), address_of(w)
+            if x is not None and y is not None:
+                o = object_of(x)
+                if o is not None and o == object_of(y):
+                    out[k] = Within(o)
     return out
 
 

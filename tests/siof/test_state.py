@@ -9,7 +9,7 @@ import pytest
 
 from elfpatch.inits.budget import STATE_SLOTS
 from elfpatch.inits.state import bound, equal, head_state, meet
-from elfpatch.inits.values import ALLOC, FRAME, Ptr, Within, same
+from elfpatch.inits.values import ALLOC, FRAME, Ptr, Within, address_of, plain, same
 
 OBJECTS = ((0x4000, 0x4100), (0x5000, 0x5010))  # two global objects: [start, end)
 
@@ -32,6 +32,26 @@ def test_within_is_not_its_address() -> None:
     assert not same(0x4000, Within(0x4000))
     assert same(Within(0x4000), Within(0x4000)) and same(0x4000, 0x4000)
     assert not equal({"rax": Within(0x4000)}, {"rax": 0x4000})
+
+
+def test_within_never_equals_an_int() -> None:
+    """Within is no int: it never equals, nor hashes as a key for, the address it starts at, so no dict, set or
+    cache takes one for the other; two of one object are one value; it is immutable."""
+    assert Within(0x4000) != 0x4000 and 0x4000 != Within(0x4000)
+    assert not isinstance(Within(0x4000), int)
+    assert Within(0x4000) == Within(0x4000) and Within(0x4000) != Within(0x5000)
+    assert hash(Within(0x4000)) == hash(Within(0x4000))
+    assert len({Within(0x4000), 0x4000, Within(0x4000)}) == 2
+    assert {0x4000: 1}.get(Within(0x4000)) is None
+    with pytest.raises(AttributeError):
+        Within(0x4000).start = 0x5000  # type: ignore[misc]
+
+
+def test_a_within_names_its_objects_start() -> None:
+    """What the walk reports a Within as (accesses, calls, registrations): its object's start."""
+    assert address_of(Within(0x4000)) == 0x4000 and address_of(0x4008) == 0x4008
+    assert address_of(FRAME) is None and address_of("ext_sym") is None and address_of(None) is None
+    assert plain(Within(0x4000)) == 0x4000 and plain(FRAME) is FRAME and plain("ext_sym") == "ext_sym"
 
 
 def test_provenance_is_never_an_address() -> None:
@@ -72,7 +92,7 @@ def test_meet_only_loses_or_widens() -> None:
         out = meet(a, b, object_of)
         for k, v in out.items():
             assert k in a and k in b
-            assert same(v, a[k]) or (isinstance(v, Within) and object_of(int(a[k])) == v), (a, b)
+            assert same(v, a[k]) or (isinstance(v, Within) and object_of(address_of(a[k])) == v.start), (a, b)
         assert equal(meet(out, a, object_of), out), (a, b)
 
 
