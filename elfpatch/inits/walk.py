@@ -50,13 +50,6 @@ def _inside(op: str, start: int, end: int) -> bool:
         return False
 
 
-def arguments_key(args: tuple) -> tuple:
-    """What the walk's caches know an argument tuple by: each value as reported, Within an object as its start.
-    A walk with an address Within an object and one with an exact address in it share one summary (the first
-    one made), as they did when Within was an int."""
-    return tuple([plain(v) for v in args])
-
-
 class Registration(NamedTuple):
     kind: str
     dtor: Value | None
@@ -333,12 +326,9 @@ class Walker:
             events = self._events(where, end, ())
         finally:
             self._returning.pop()
-        values: dict = {}  # by the value as reported (Within an object: its start), the first one returned
-        for ev in events:
-            if isinstance(ev, Ret):
-                values.setdefault(plain(ev.value), ev.value)
+        values = {ev.value for ev in events if isinstance(ev, Ret)}  # Within(x) and x: two values, not one
         tail = any(isinstance(ev, Call) and ev.tail and not self._cold(ev.target) for ev in events)
-        value = values.popitem()[1] if len(values) == 1 and not tail else None
+        value = values.pop() if len(values) == 1 and not tail else None
         self._returns[where] = value
         return value
 
@@ -351,7 +341,7 @@ class Walker:
         reads, decoded whole. A summary that could
         not follow a recursive call (its function still on the stack) is never final: the skipped call counts
         as unproven (``cut`` names it), so every entry that reuses it is incomplete."""
-        key = (addr, arguments_key(args), depth)
+        key = (addr, args, depth)  # an argument Within an object and its exact start are two walks
         hit = self._memo.get(key)
         if hit is not None:
             return hit
@@ -373,10 +363,9 @@ class Walker:
     def _events(self, addr: int, end: int, args: tuple) -> list:
         """The function's events for these arguments: one sweep, whatever the depth it is reached at (shared
         with the getter check)."""
-        key = (addr, arguments_key(args))
-        events = self._sweeps.get(key)
+        events = self._sweeps.get((addr, args))
         if events is None:
-            events = self._sweeps[key] = self.dis.sweep(addr, end, self.seed(args))
+            events = self._sweeps[(addr, args)] = self.dis.sweep(addr, end, self.seed(args))
             self.dis.forget(addr, end)  # its events are what the walk needs again, not its instructions
         return events
 
@@ -633,9 +622,8 @@ class Walker:
         if not args:
             return args
         seen = self._tuples.setdefault(where, set())
-        key = arguments_key(args)
-        if key in seen or len(seen) < ARG_TUPLES:
-            seen.add(key)
+        if args in seen or len(seen) < ARG_TUPLES:
+            seen.add(args)
             return args
         self.dis.budget.widened.add(where)
         return ()

@@ -8,8 +8,10 @@ from itertools import product
 import pytest
 
 from elfpatch.inits.budget import STATE_SLOTS
+from elfpatch.inits.events import Ret
 from elfpatch.inits.state import State, equal, head_state, join
 from elfpatch.inits.values import ALLOC, FRAME, Ptr, Within, address_of, plain, same
+from elfpatch.inits.walk import Walker
 
 OBJECTS = ((0x4000, 0x4100), (0x5000, 0x5010))  # two global objects: [start, end)
 
@@ -125,3 +127,41 @@ def test_bound_holds_and_keeps_registers() -> None:
     assert len(slots) == STATE_SLOTS
     assert slots[-1] == f"m:rbp-{8 * (3 * STATE_SLOTS - 1)}"
     assert st.values["rax"] == 1 and same(st.values["rdi"], Within(0x4000))
+
+
+class _Image:
+    @staticmethod
+    def function_end(addr: int) -> int:
+        return addr + 16
+
+
+def _bare_walker(events: list) -> Walker:
+    """A Walker with only what its caches and the getter check use: no file behind it."""
+    w = Walker.__new__(Walker)
+    w.image, w._memo, w._returns, w._sweeps, w._returning = _Image(), {}, {}, {}, []  # type: ignore[assignment]
+    w._events = lambda _addr, _end, _args: events  # type: ignore[method-assign]
+    return w
+
+
+def test_a_within_argument_is_not_its_exact_start_to_the_summaries() -> None:
+    """A helper walked with an address Within an object and with the object's exact start gets two walks: the
+    exact one may decide a compare the other cannot, so its summary is no stand-in for the other's."""
+    w = _bare_walker([])
+    made: list[tuple] = []
+
+    def exact(addr: int, _end: int, args: tuple, _depth: int, _stack: frozenset) -> object:
+        made.append(args)
+        return object()
+
+    w._exact = exact  # type: ignore[method-assign]
+    a = w.walk(0x1000, (Within(0x4000),), 1)
+    b = w.walk(0x1000, (0x4000,), 1)
+    assert made == [(Within(0x4000),), (0x4000,)] and a is not b
+    assert w.walk(0x1000, (Within(0x4000),), 1) is a  # the same tuple again: the summary made
+
+
+def test_a_getter_returning_within_and_exact_returns_no_one_value() -> None:
+    """``ret`` with an address Within an object on one path and the exact start on another: two values, so the
+    getter's result is not known (not the first one seen)."""
+    assert _bare_walker([Ret(Within(0x4000)), Ret(0x4000)])._returned(0x1000) is None
+    assert _bare_walker([Ret(Within(0x4000)), Ret(Within(0x4000))])._returned(0x1000) == Within(0x4000)
