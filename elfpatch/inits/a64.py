@@ -11,7 +11,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.values import FRAME, Ptr, Value
+from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
 
@@ -24,7 +24,7 @@ _A64_INDIRECT = ("blr", "br", "blraa", "braa", "blraaz", "braaz")
 _A64_QUIET = ("nop", "hint", "bti", "paciasp", "autiasp", "pacibsp", "autibsp", "prfm", "dmb", "dsb", "isb")
 
 
-def _a64_accesses(a: int, mnem: str, is_store: bool) -> list[Access]:
+def _a64_accesses(a: int | Within, mnem: str, is_store: bool) -> list[Access]:
     """The global accesses of a load or store at ``a`` (atomics read, then write)."""
     if not is_store:
         return [Access(a, False)]
@@ -123,7 +123,7 @@ class _A64:
         reg = op.split(",")[0]
         slot = st.get("slot:" + reg)
         args = tuple(st.get(r) for r in A64_ARGS)
-        target = st.get(reg)
+        target = plain(st.get(reg))  # Within an object: a call to its start
         out.append(Call(target, slot if isinstance(slot, int) else None, args, mnem.startswith("br")))
         self._clobber(st)
         self._set(st, "x0", self.result(target, args))
@@ -196,24 +196,26 @@ class _A64:
         else:
             self._set(st, dst, st.get(slot))
 
-    def _address(self, m: re.Match | None, st: dict) -> int | None:
+    def _address(self, m: re.Match | None, st: dict) -> int | Within | None:
         """The address a ``[base, #offset]`` or ``[base, index]`` operand names, when the base register's
         value is known (a post-index access uses the base as it is)."""
         if not m:
             return None
         base = st.get(_a64(m.group(1)))
-        if not isinstance(base, int):
+        if not isinstance(base, (int, Within)):
             return None  # unknown, or a pointer whose provenance (not address) is known
         if m.group(3):  # a register index (maybe extended or shifted): some element of the object
             return _moved(base, None, self.object_of)
         return _moved(base, int(m.group(2), 0) if m.group(2) else 0, self.object_of)
 
-    def _pointer_load(self, a: int, reg: str, dst: str, st: dict, out: list) -> bool:
+    def _pointer_load(self, a: int | Within, reg: str, dst: str, st: dict, out: list) -> bool:
         """An ``ldr`` of a 64-bit word whose relocated value is known (see _got_load); a pointer global's
-        load-time value is still a read of the global."""
-        if not reg.startswith("x") or not self._got_load(a, dst, st):
+        load-time value is still a read of the global. Within an object: the slot and the object looked up at
+        its start."""
+        at = address_of(a)
+        if at is None or not reg.startswith("x") or not self._got_load(at, dst, st):
             return False
-        if self.object_of(a) is not None:
+        if self.object_of(at) is not None:
             out.extend(_a64_accesses(a, "ldr", False))
         return True
 

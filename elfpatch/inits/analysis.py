@@ -17,6 +17,7 @@ from elfpatch.inits.constptr import ConstantPointers, InitialPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.image import Image
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
+from elfpatch.inits.values import address_of
 from elfpatch.inits.walk import Registration, Summary, Walker
 
 DEFAULT_DEPTH = 3
@@ -420,7 +421,8 @@ def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tup
 
 def _start(image: Image, value: Value | None) -> int | None:
     """The start of the object of this file an address lies in (None: not an address of one)."""
-    return image.object_start(value) if isinstance(value, int) else None
+    a = address_of(value)  # Within an object: its start
+    return image.object_start(a) if a is not None else None
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,

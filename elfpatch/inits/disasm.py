@@ -32,14 +32,14 @@ from elfpatch.inits.events import Access, Call
 from elfpatch.inits.isa import Isa
 from elfpatch.inits.jumptable import marked_tables, x86_case_targets
 from elfpatch.inits.state import FRAME_ONLY as _FRAME_ONLY
-from elfpatch.inits.state import bound as _bound
+from elfpatch.inits.state import State
 from elfpatch.inits.state import case_base as _case_base
 from elfpatch.inits.state import case_state as _case_state
 from elfpatch.inits.state import equal as _states_equal
 from elfpatch.inits.state import head_state as _head_state
-from elfpatch.inits.state import meet as _meet
+from elfpatch.inits.state import join as _meet
 from elfpatch.inits.state import with_more as _with
-from elfpatch.inits.values import Ptr, Value
+from elfpatch.inits.values import Ptr, Value, address_of
 from elfpatch.inits.x86 import _NO_FLOW, _X86
 
 SUPPORTED_MACHINES = frozenset({EM_X86_64, EM_AARCH64})
@@ -161,8 +161,8 @@ def _with_first_iteration(out: list, first: list) -> list:
     pointers touches that global once, which the settled loop head no longer knows)."""
     if first is out:
         return out
-    seen = {ev for ev in out if isinstance(ev, Access)}
-    return out + [ev for ev in first if isinstance(ev, Access) and ev not in seen]
+    seen = {(address_of(ev.address), ev.write) for ev in out if isinstance(ev, Access)}  # Within: its start
+    return out + [ev for ev in first if isinstance(ev, Access) and (address_of(ev.address), ev.write) not in seen]
 
 
 class Disassembler:
@@ -291,15 +291,16 @@ class Disassembler:
             self.budget.cut_short(start, "no size, no FDE and code that runs past the guessed end")
         return [b for b in order if b in reach]
 
-    def sweep(self, start: int, end: int, entry: dict) -> list:
+    def sweep(self, start: int, end: int, entry_values: dict) -> list:
         """Events of the function at [start, end) in run order, given its known argument registers."""
+        entry = State(entry_values)  # never changed: the entry block starts from a copy
         dec = self.decode(start, end)
         if dec.insns and self.budget.walked >= self.budget.steps:
             self.budget.cut_short(start, "the file's budget of instructions walked was spent")
             return []
         if not dec.back:
             return self._pass(dec, start, end, entry, {})[0]
-        heads: dict[int, dict | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
+        heads: dict[int, State | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
         first: list | None = None
         for _ in range(MAX_PASSES):
             out, back_in, used = self._pass(dec, start, end, entry, heads)
@@ -314,11 +315,11 @@ class Disassembler:
                 return first
             heads = settled
         self.unsettled.append(start)  # the analysis says it is incomplete
-        out = self._pass(dec, start, end, entry, {p: {} for p in dec.back})[0]  # assume nothing at loop heads
+        out = self._pass(dec, start, end, entry, {p: State() for p in dec.back})[0]  # assume nothing at loop heads
         return _with_first_iteration(out, first or [])
 
-    def _pass(self, dec: Decoded, start: int, end: int, entry: dict,
-              heads: dict[int, dict | None]) -> tuple[list, dict[int, dict], dict[int, dict]]:
+    def _pass(self, dec: Decoded, start: int, end: int, entry: State,
+              heads: dict[int, State | None]) -> tuple[list, dict[int, State], dict[int, State]]:
         """One walk of the blocks in reverse post-order. A loop head starts from what its forward edges agree
         on met with ``heads`` (its back edges' state from the pass before; None: not known yet). Returns the
         events and, per loop head, what its back edges brought in this pass and the state it started from.
@@ -329,8 +330,8 @@ class Disassembler:
         again, each possible case met with what the jumps agreed on, until that agrees with itself (TABLE_PASSES;
         else such a case starts from the frame alone, as it would in the first walk: sound, but a callee-saved
         register holding a registration's destructor is forgotten)."""
-        preset: dict | None = None
-        late: dict[int, dict] = {}
+        preset: State | None = None
+        late: dict[int, State] = {}
         for _ in range(TABLE_PASSES):
             out, back_in, used, jumps = self._walk_blocks(dec, start, end, entry, heads, preset, late)
             if jumps is None:
@@ -346,9 +347,9 @@ class Disassembler:
                 break  # the file's walk budget is spent: once more with the frame-alone rule (sound)
         return self._walk_blocks(dec, start, end, entry, heads, _FRAME_ONLY, {})[:3]
 
-    def _walk_blocks(self, dec: Decoded, start: int, end: int, entry: dict, heads: dict[int, dict | None],
-                     preset: dict | None, late: dict[int, dict]) -> tuple[list, dict[int, dict], dict[int, dict],
-                                                                           dict | None]:
+    def _walk_blocks(self, dec: Decoded, start: int, end: int, entry: State, heads: dict[int, State | None],
+                     preset: State | None, late: dict[int, State]) -> tuple[list, dict[int, State],
+                                                                             dict[int, State], State | None]:
         """_pass's walk. A possible case starts from its edges met with ``preset`` (what every jump agreed on in
         the walk before); without one, from what the jumps walked so far agree on, and before any jump from its
         edges alone (None: _FRAME_ONLY, from the frame alone). Returns, besides _pass's results, what the jumps
@@ -358,13 +359,13 @@ class Disassembler:
         insns, plans = dec.insns, dec.plans
         object_of = self.object_of
         out: list = []
-        incoming: dict[int, dict] = {}  # block position -> state agreed by the forward edges so far
-        back_in: dict[int, dict] = {}
-        used: dict[int, dict] = {}
+        incoming: dict[int, State] = {}  # block position -> state agreed by the forward edges so far
+        back_in: dict[int, State] = {}
+        used: dict[int, State] = {}
         live: set[int] = {0}
         walked = 0
-        jumps: dict | None = None  # what the table jumps walked so far agree on
-        frame: dict = {}  # the frame registers the entry block set up
+        jumps: State | None = None  # what the table jumps walked so far agree on
+        frame = State()  # the frame registers the entry block set up
         early = preset is not None  # whether what the jumps agree on is asked for
         for p, (first, last) in enumerate(dec.blocks):
             st = self._block_state(dec, p, entry, incoming, heads, used, live)
@@ -374,13 +375,14 @@ class Disassembler:
                 st = _case_state(st, p in dec.has_pred, _case_base(preset, jumps, frame), object_of)
             if st is None:
                 continue  # every edge into it was decided against (dead for these arguments), or not known yet
-            _bound(st)
+            st.bound()
             walked += last - first + 1
-            run(insns, plans, first, last, st, out, start, end)
-            cmp = st.get("cmp")
-            step(insns[last], plans[last], st, out, start, end)
+            values = st.values  # the ISA updates it in place
+            run(insns, plans, first, last, values, out, start, end)
+            cmp = values.get("cmp")
+            step(insns[last], plans[last], values, out, start, end)
             if p == 0:
-                frame = {k: v for k, v in st.items() if isinstance(v, Ptr) and v.kind == "frame"}
+                frame = State({k: v for k, v in values.items() if isinstance(v, Ptr) and v.kind == "frame"})
             if insns[last][2].startswith("notrack j"):
                 jumps = _meet(jumps, st, object_of)
             taken_known = _decided(cmp, insns[last][2])
@@ -395,21 +397,22 @@ class Disassembler:
         self.budget.walked += walked
         return out, back_in, used, (jumps if early and preset is not _FRAME_ONLY and jumps is not None else None)
 
-    def _block_state(self, dec: Decoded, p: int, entry: dict, incoming: dict, heads: dict, used: dict,
-                     live: set) -> dict | None:
+    def _block_state(self, dec: Decoded, p: int, entry: State, incoming: dict, heads: dict, used: dict,
+                     live: set) -> State | None:
         """The state block ``p`` starts from along its edges (None: dead); a loop head from its forward edges
         met with what its back edges brought (``used`` records it)."""
         if p in dec.back:  # a loop head (the entry block too, when the function starts with a loop)
             st = _head_state(entry if p == 0 else incoming.get(p), heads.get(p), self.object_of)
-            used[p] = dict(st)
+            used[p] = st.copy()
             return st
         if p == 0:
-            return dict(entry)
+            return entry.copy()
         if p not in live and p in dec.has_pred:
             return None
         # Popped: a state is held only until its block is walked, and each is a fresh dict (_meet's) the block
         # may change in place.
-        return incoming.pop(p, None) or {}
+        st = incoming.pop(p, None)
+        return st if st is not None and st.values else State()
 
     def stub_slot(self, start: int, end: int) -> int | None:
         """The GOT slot a PLT stub jumps through (``jmp *slot`` / ``adrp; ldr x17; br x17``)."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Union
 
-from elfpatch.inits.values import Ptr, Value
+from elfpatch.inits.values import Ptr, Value, Within
 
 
 class Access(NamedTuple):
-    address: int  # link-time address of the global memory touched
+    address: int | Within  # link-time address of the global memory touched, or Within the object touched
     write: bool
 
 

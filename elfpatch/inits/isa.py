@@ -23,7 +23,7 @@ def put(st: dict, key: str, value: Value | None) -> None:
 
 
 @overload
-def moved(base: int, delta: int | None, object_of: Callable[[int], int | None]) -> int | None: ...
+def moved(base: int | Within, delta: int | None, object_of: Callable[[int], int | None]) -> int | Within | None: ...
 @overload
 def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None: ...
 def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None:
@@ -31,10 +31,10 @@ def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int 
     arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown."""
     if isinstance(base, (Ptr, str)):
         return base  # a pointer moved stays inside what it points into: its provenance holds
+    if isinstance(base, Within):
+        return base  # still somewhere in its object
     if not isinstance(base, int):
         return None
-    if isinstance(base, Within):
-        return base
     if delta is not None:
         return base + delta
     o = object_of(base)

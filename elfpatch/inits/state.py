@@ -1,67 +1,108 @@
-"""The walk's abstract state (see disasm.py): a dict from a register name ("rax", "x0"), a stack slot ("m:...")
-or the last compare's operands ("cmp") to the Value it is known to hold; a key absent is unknown. The fixpoint
-in disasm.py joins states at block heads with meet() (what both agree on, addresses in one object widened to
-Within it), compares them with equal() (the lattice's equality: Within(x) is not x) and keeps each state's size
-constant with bound(); a loop head's state only loses keys or widens, so the passes settle."""
+"""The walk's abstract state (see disasm.py): a State holds a dict from a register name ("rax", "x0"), a stack
+slot ("m:...") or the last compare's operands ("cmp") to the Value it is known to hold; a key absent is unknown.
+The ISAs' transfer functions update that dict in place, at C speed. The fixpoint in disasm.py joins states at
+block heads (what both agree on, addresses in one object widened to Within it), compares them with the
+lattice's equality (Within(x) is not x) and keeps each state's size constant with bound(); a loop head's state
+only loses keys or widens, so the passes settle."""
 from __future__ import annotations
 
 from typing import Callable
 
 from elfpatch.inits.budget import STATE_SLOTS
-from elfpatch.inits.values import Within, same
-
-State = dict  # register / slot / "cmp" -> Value
-FRAME_ONLY: dict = {}  # marker: _walk_blocks's cases before any jump start from the frame alone
+from elfpatch.inits.values import Within, address_of, same
 
 
-def meet(a: dict | None, b: dict, object_of: Callable[[int], int | None]) -> dict:
-    """What two states agree on (``a`` None: no state yet, ``b`` alone): equal values, and addresses inside one
-    global object as ``Within`` it."""
-    if a is None:
-        out = dict(b)  # a copy at C speed, less the compare's outcome
+class State:
+    """One program point's abstract state: ``values`` maps a register, a stack slot or "cmp" to its Value."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict | None = None) -> None:
+        self.values: dict = {} if values is None else values
+
+    def __repr__(self) -> str:
+        return f"State({self.values!r})"
+
+    def copy(self) -> State:
+        return State(dict(self.values))
+
+    def fresh(self) -> State:
+        """A copy without the compare's outcome (which held on one edge only): a join with nothing yet."""
+        out = dict(self.values)  # a copy at C speed, less the compare's outcome
         out.pop("cmp", None)
-        return out
-    out = {}
-    for k, v in a.items():
-        w = b.get(k)
-        if w is None or k == "cmp":
-            continue
-        if same(v, w):
-            out[k] = v
-        elif isinstance(v, int) and isinstance(w, int):
-            o = object_of(v)
-            if o is not None and o == object_of(w):
-                out[k] = Within(o)
-    return out
+        return State(out)
+
+    def join(self, other: State, object_of: Callable[[int], int | None]) -> State:
+        """What the two states agree on: equal values, and addresses inside one global object as ``Within``
+        it. Commutative and idempotent (less the compare's outcome, which no join keeps)."""
+        b = other.values
+        out = {}
+        for k, v in self.values.items():
+            w = b.get(k)
+            if w is None or k == "cmp":
+                continue
+            if same(v, w):
+                out[k] = v
+            else:  # two addresses (exact, or Within an object: its start) in one object: Within it
+                x, y = address_of(v), address_of(w)
+                if x is not None and y is not None:
+                    o = object_of(x)
+                    if o is not None and o == object_of(y):
+                        out[k] = Within(o)
+        return State(out)
+
+    def __eq__(self, other: object) -> bool:
+        """The lattice's equality: the same keys, each the same value (Within(x) is not x)."""
+        if not isinstance(other, State):
+            return NotImplemented
+        a, b = self.values, other.values
+        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def bound(self) -> None:
+        """Forgets the oldest stack slots past STATE_SLOTS (see budget.py): a state's size stays constant."""
+        st = self.values
+        if len(st) > STATE_SLOTS + 64:  # checked by size alone (cheap per block); registers are never dropped
+            slots = [k for k in st if k.startswith("m:")]
+            for k in slots[: len(slots) - STATE_SLOTS]:
+                del st[k]
 
 
-def head_state(fwd: dict | None, assumed: dict | None, object_of: Callable[[int], int | None]) -> dict:
-    """A loop head's starting state: what its forward edges agree on, met with what its back edges brought in
-    the pass before (None: not known yet, or no forward edge)."""
+FRAME_ONLY = State()  # marker: _walk_blocks's cases before any jump start from the frame alone
+
+
+def join(a: State | None, b: State, object_of: Callable[[int], int | None]) -> State:
+    """``a`` joined with ``b`` (``a`` None: no state yet, ``b`` alone, less the compare's outcome)."""
+    return b.fresh() if a is None else a.join(b, object_of)
+
+
+def equal(a: State | None, b: State | None) -> bool:
+    """The lattice's equality, None (no state) equal to None alone."""
+    if a is None or b is None:
+        return a is b
+    return a == b
+
+
+def head_state(fwd: State | None, assumed: State | None, object_of: Callable[[int], int | None]) -> State:
+    """A loop head's starting state: what its forward edges agree on, joined with what its back edges brought
+    in the pass before (None: not known yet, or no forward edge)."""
     if assumed is None:
-        return dict(fwd or {})
+        return fwd.copy() if fwd is not None else State()
     if fwd is None:
-        return dict(assumed)
-    return meet(fwd, assumed, object_of)
+        return assumed.copy()
+    return fwd.join(assumed, object_of)
 
 
-def bound(st: dict) -> None:
-    """Forgets the oldest stack slots past STATE_SLOTS (see budget.py): a state's size stays constant."""
-    if len(st) > STATE_SLOTS + 64:  # checked by size alone (cheap per block); registers are never dropped
-        slots = [k for k in st if k.startswith("m:")]
-        for k in slots[: len(slots) - STATE_SLOTS]:
-            del st[k]
+def with_more(st: State | None, more: State | None, object_of: Callable[[int], int | None]) -> State | None:
+    """``st`` joined with ``more`` (None: nothing more); ``more`` alone when ``st`` is None."""
+    return st if more is None else join(st, more, object_of)
 
 
-def with_more(st: dict | None, more: dict | None, object_of: Callable[[int], int | None]) -> dict | None:
-    """``st`` met with ``more`` (None: nothing more); ``more`` alone when ``st`` is None."""
-    return st if more is None else meet(st, more, object_of)
-
-
-def case_base(preset: dict | None, jumps: dict | None, frame: dict) -> dict | None:
-    """What a possible case of a jump table is met with (see Disassembler._walk_blocks): the jumps' state from
-    the walk before, else what the jumps walked so far agree on; before any jump nothing (its edges alone, a
-    walk that is done again) or, under FRAME_ONLY, the frame."""
+def case_base(preset: State | None, jumps: State | None, frame: State) -> State | None:
+    """What a possible case of a jump table is joined with (see Disassembler._walk_blocks): the jumps' state
+    from the walk before, else what the jumps walked so far agree on; before any jump nothing (its edges alone,
+    a walk that is done again) or, under FRAME_ONLY, the frame."""
     if preset is not None and preset is not FRAME_ONLY:
         return preset
     if jumps is None and preset is FRAME_ONLY:
@@ -69,16 +110,10 @@ def case_base(preset: dict | None, jumps: dict | None, frame: dict) -> dict | No
     return jumps
 
 
-def case_state(st: dict | None, has_pred: bool, base: dict | None,
-                object_of: Callable[[int], int | None]) -> dict | None:
-    """A possible case's starting state: its edges' (``st``) met with ``base``; ``base`` alone for a block no
-    edge reaches (only the table does)."""
+def case_state(st: State | None, has_pred: bool, base: State | None,
+               object_of: Callable[[int], int | None]) -> State | None:
+    """A possible case's starting state: its edges' (``st``) joined with ``base``; ``base`` alone for a block
+    no edge reaches (only the table does)."""
     if base is None:
         return st
-    return meet(None, base, object_of) if st is None or not has_pred else meet(st, base, object_of)
-
-
-def equal(a: dict | None, b: dict | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+    return base.fresh() if st is None or not has_pred else st.join(base, object_of)

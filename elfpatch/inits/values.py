@@ -5,18 +5,33 @@ from __future__ import annotations
 
 from typing import NamedTuple, Union
 
-# A register's known value: a link-time address in this file (int) or an external symbol's name (str).
-Value = Union[int, str, "Ptr"]
+# A register's known value: a link-time address in this file (int), an external symbol's name (str), a pointer
+# known by its provenance (Ptr), or an address somewhere inside one object (Within).
+Value = Union[int, str, "Ptr", "Within"]
 
 
-class Within(int):
-    """An address somewhere inside the global object that starts here: where a loop's moving pointer, or an
-    address plus an unknown index, points. Its accesses are the object's; it decides no compare."""
+class Within:
+    """An address somewhere inside the global object that starts at ``start``: where a loop's moving pointer, or
+    an address plus an unknown index, points. Its accesses are the object's; it decides no compare. Not an int:
+    it never compares equal to an address (Within(x) != x), so no dict, set or cache takes one for the other."""
 
-    __slots__ = ()
+    __slots__ = ("start",)
+    start: int
+
+    def __init__(self, start: int) -> None:
+        object.__setattr__(self, "start", start)
+
+    def __setattr__(self, _name: str, _value: object) -> None:
+        raise AttributeError("Within is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Within and other.start == self.start
+
+    def __hash__(self) -> int:
+        return hash((Within, self.start))
 
     def __repr__(self) -> str:
-        return f"Within({int(self):#x})"
+        return f"Within({self.start:#x})"
 
 
 class Ptr(NamedTuple):
@@ -29,6 +44,19 @@ class Ptr(NamedTuple):
 
 
 FRAME, ALLOC = Ptr("frame"), Ptr("alloc")
+
+
+def address_of(v: object) -> int | None:
+    """The address a value names: an int is one; a Within names its object's start (what its accesses, calls
+    and registrations are judged by); anything else (a symbol, a Ptr, None) none."""
+    if isinstance(v, Within):
+        return v.start
+    return v if isinstance(v, int) else None
+
+
+def plain(v: Value | None) -> Value | None:
+    """``v`` with a Within replaced by its object's start: the value as what the walk reports sees it."""
+    return v.start if isinstance(v, Within) else v
 
 
 def same(a: Value, b: Value) -> bool:

@@ -16,7 +16,7 @@ from elfpatch.inits.budget import ARG_TUPLES
 from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Ret
 from elfpatch.inits.image import Image
-from elfpatch.inits.values import ALLOC, Ptr, Value
+from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, plain
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
          "__cxa_thread_atexit_impl": "thread_atexit"}
@@ -298,7 +298,7 @@ class Walker:
     def result(self, target: Value | None, args: tuple) -> Value | None:
         """What a call returns, when the walk knows: memory an allocation function returned, placement new's
         storage, or a getter's result (a global, or one of its own arguments) -- else None (unknown)."""
-        if target is None or isinstance(target, Ptr):
+        if target is None or isinstance(target, (Ptr, Within)):  # never Within: the ISAs call its start
             return None
         where, name = self.callee(target)
         if name in ALLOCATORS:
@@ -326,7 +326,7 @@ class Walker:
             events = self._events(where, end, ())
         finally:
             self._returning.pop()
-        values = {ev.value for ev in events if isinstance(ev, Ret)}
+        values = {ev.value for ev in events if isinstance(ev, Ret)}  # Within(x) and x: two values, not one
         tail = any(isinstance(ev, Call) and ev.tail and not self._cold(ev.target) for ev in events)
         value = values.pop() if len(values) == 1 and not tail else None
         self._returns[where] = value
@@ -341,7 +341,7 @@ class Walker:
         reads, decoded whole. A summary that could
         not follow a recursive call (its function still on the stack) is never final: the skipped call counts
         as unproven (``cut`` names it), so every entry that reuses it is incomplete."""
-        key = (addr, args, depth)
+        key = (addr, args, depth)  # an argument Within an object and its exact start are two walks
         hit = self._memo.get(key)
         if hit is not None:
             return hit
@@ -390,9 +390,10 @@ class Walker:
             acc.unresolved += self._register(SINKS[name], ev.args, acc)
             return
         if name == GUARD_ACQUIRE:
-            if isinstance(ev.args[0], int):
-                acc.guard = ev.args[0]
-                acc.guards.add(ev.args[0])
+            guard = address_of(ev.args[0])
+            if guard is not None:
+                acc.guard = guard
+                acc.guards.add(guard)
             return
         if name == GUARD_RELEASE:
             return
@@ -400,7 +401,8 @@ class Walker:
         if where is None:  # another object's function: it cannot see this file's globals but through us
             if name:
                 acc.foreign_calls.add(name)
-            acc.escaped.update(o for v in ev.args if isinstance(v, int) and (o := self.image.object_start(v)))
+            acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
+                               and (o := self.image.object_start(a)))
             return
         if where in stack:
             acc.cut.add(where)
@@ -516,26 +518,28 @@ class Walker:
         if isinstance(v, Ptr):
             if v.kind == "arg":
                 acc.deref(v.n, via, insn, write)
-        elif isinstance(v, int):
-            o = self.image.object_at(v) if write else None
+        elif (a := address_of(v)) is not None:
+            o = self.image.object_at(a) if write else None
             if o is not None:
                 acc.call_stores.add(o[0])
         else:
-            acc.unprove(via, insn, v)
+            acc.unprove(via, insn, v if isinstance(v, str) else None)  # a symbol, or None
 
     def _access(self, ev: Access, acc: _Acc) -> None:
         """Notes a load or store of a global, and the guard what follows runs under."""
-        obj = self.image.object_at(ev.address)
+        addr = address_of(ev.address)  # Within an object: the object's start
+        assert addr is not None
+        obj = self.image.object_at(addr)
         if obj is None:
-            if ev.write and self.image.is_guard(ev.address):
-                acc.guard = ev.address  # an inline variable's guard set: what follows runs once
-                acc.guards.add(ev.address)
+            if ev.write and self.image.is_guard(addr):
+                acc.guard = addr  # an inline variable's guard set: what follows runs once
+                acc.guards.add(addr)
             return
         if ev.write:
             acc.construct(obj[0], False)
         else:
             acc.read(obj[0], (), True)
-            self._relied(ev.address, acc)
+            self._relied(addr, acc)
 
     def _relied(self, addr: int, acc: _Acc) -> None:
         """Notes the writable global whose load-time word at ``addr`` the sweep may have followed."""
@@ -550,13 +554,14 @@ class Walker:
         if target is None and ev.slot is not None:
             target = self.pointer(ev.slot)
             self._relied(ev.slot, acc)
-        if isinstance(target, Ptr) or target is None or (isinstance(target, int) and not self.image.in_code(target)):
+        if isinstance(target, (Ptr, Within)) or target is None or (isinstance(target, int)
+                                                                   and not self.image.in_code(target)):
             return None
         return None if returned_by(target) else target  # a pointer another module's function returned
 
     def _register(self, kind: str, args: tuple, acc: _Acc) -> int:
         """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
-        dtor, obj = args[0], (args[1] if kind != "atexit_c" else None)
+        dtor, obj = plain(args[0]), plain(args[1] if kind != "atexit_c" else None)  # as reported: Within's start
         dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) else None
         obj = None if returned_by(obj) else obj
         obj = obj if not isinstance(obj, Ptr) else None
@@ -582,9 +587,10 @@ class Walker:
         for i, v in enumerate(args):
             if isinstance(v, str) and self.foreign_object(v):
                 acc.unprove((), acc.addr, v)
-            if not isinstance(v, int):
+            a = address_of(v)
+            if a is None:
                 continue
-            o = self.image.object_at(v)
+            o = self.image.object_at(a)
             if o is None:
                 continue
             if i == built:

@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.values import FRAME, Ptr, Value, Within
+from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
 
@@ -88,7 +88,7 @@ def x86_memory_access(mnem: str, first: bool) -> tuple[bool, bool] | None:
     return True, True  # read-modify-write
 
 
-def _x86_accesses(a: int, rw: tuple[bool, bool]) -> list[Access]:
+def _x86_accesses(a: int | Within, rw: tuple[bool, bool]) -> list[Access]:
     """The global accesses of a memory operand at ``a`` that reads and/or writes (``rw``)."""
     return [Access(a, w) for w, on in ((False, rw[0]), (True, rw[1])) if on]
 
@@ -137,7 +137,7 @@ def _x86_terms(terms: tuple, st: dict, ip_next: int) -> tuple[Within | None, int
         value = st.get(value)
         if isinstance(value, Within) and scale == 1:
             return value, total, known, index, scaled
-        if isinstance(value, int) and not isinstance(value, Within) and scale is not None:
+        if isinstance(value, int) and scale is not None:
             total += value * scale  # `rcx + rdx*1` puts the base in the index: its value counts as well
             known = known or scale == 1
         elif times:  # a scaled index register: the element is unknown, the object is not
@@ -159,7 +159,7 @@ def _x86_provenance(bases: tuple, st: dict) -> Ptr | str | None:
         v = st.get(r)
         if isinstance(v, (Ptr, str)) and not (isinstance(found, Ptr) and found.kind != "arg"):
             found = v
-        elif not isinstance(v, int):
+        elif not isinstance(v, (int, Within)):  # an address, exact or Within an object, is a known register
             unknown = True
     if isinstance(found, Ptr) and found.kind != "arg":
         return found  # frame or allocated memory plus an index: still there
@@ -364,7 +364,7 @@ class _X86:
         plan = self._plans[(mnem, op)] = _x86_plan(mnem, op)
         return plan
 
-    def _mem(self, terms: tuple, st: dict, ip_next: int) -> int | None:
+    def _mem(self, terms: tuple, st: dict, ip_next: int) -> int | Within | None:
         """The address a memory operand names: exact, Within an object (a moving pointer, or a known address
         plus an unknown index register), or None."""
         moving, total, known, index, scaled = _x86_terms(terms, st, ip_next)
@@ -444,11 +444,11 @@ class _X86:
                 return False
             out.append(Call(target, None, args, tail))
         elif memory:
-            slot = self._mem(terms, st, insn[0] + insn[1]) if terms is not None else None
+            slot = address_of(self._mem(terms, st, insn[0] + insn[1])) if terms is not None else None
             out.append(Call(None, slot, args, tail))
             target = self.got(slot) if isinstance(slot, int) else None
         elif not (tail and notrack):  # through a register: known when from the GOT
-            target = st.get(reg)
+            target = plain(st.get(reg))  # Within an object: a call to its start
             out.append(Call(target, None, args, tail))
         kept = self.kept(target) if isinstance(target, int) and not tail else frozenset()
         pop = st.pop
@@ -500,8 +500,9 @@ class _X86:
             return True
         a, base = self._address(operand, st, insn[0] + insn[1])
         if a is not None:
-            if got_load and dreg and self._got_load(a, dreg, st):
-                if self.object_of(a) is not None:  # a pointer global's initial value: still a read of it
+            at = a.start if isinstance(a, Within) else a  # Within an object: slot and object looked up at its start
+            if got_load and dreg and self._got_load(at, dreg, st):
+                if self.object_of(at) is not None:  # a pointer global's initial value: still a read of it
                     out.extend(_x86_accesses(a, rw))
                 return True
             out.extend(_x86_accesses(a, rw))
@@ -510,7 +511,7 @@ class _X86:
             out.append(Deref(insn[0], base, rw[1]))
         return False
 
-    def _address(self, operand: tuple, st: dict, nxt: int) -> tuple[int | None, Ptr | str | None]:
+    def _address(self, operand: tuple, st: dict, nxt: int) -> tuple[int | Within | None, Ptr | str | None]:
         """(the address a memory operand names, None: not known; and then where its pointer comes from). The
         two commonest forms are done without the general terms: ``[rip + d]`` and ``[reg + d]`` (the same
         results as _mem and _x86_provenance give them)."""

@@ -53,22 +53,22 @@ def _function(name: str, body: str) -> str:
 def test_a_state_never_holds_more_than_its_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound itself, measured: every abstract state the walk bounds holds at most STATE_SLOTS stack slots
     after it, however many the code writes (a state that kept them all is what made blocks x slots grow)."""
-    from elfpatch.inits import disasm
     from elfpatch.inits.analysis import analyze_path
     from elfpatch.inits.budget import STATE_SLOTS
     from elfpatch.inits.order import list_initializers
+    from elfpatch.inits.state import State
 
     slots = "\n".join(f"mov qword ptr [rbp - {8 * (i + 1)}], {i + 1}" for i in range(4 * STATE_SLOTS))
     blocks = "\n".join(f"test eax, eax\nje .Lc{i}\nnop\n.Lc{i}:" for i in range(50))
     lib = _build(tmp_path, _function("init", f"push rbp\nmov rbp, rsp\n{slots}\n{blocks}\npop rbp\nret"))
     seen: list[int] = []
-    bound = disasm._bound
+    bound = State.bound
 
-    def measured(st: dict) -> None:
+    def measured(st: State) -> None:
         bound(st)
-        seen.append(sum(k.startswith("m:") for k in st))
+        seen.append(sum(k.startswith("m:") for k in st.values))
 
-    monkeypatch.setattr(disasm, "_bound", measured)
+    monkeypatch.setattr(State, "bound", measured)
     listing = list_initializers(str(lib))
     analyze_path(str(lib), listing)
     assert seen and max(seen) <= STATE_SLOTS

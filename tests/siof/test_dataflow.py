@@ -70,7 +70,7 @@ def test_a_constructor_loop_builds_the_array(tmp_path: Path) -> None:
         pop rbx
         ret""")
     (this,) = _this(events)
-    assert isinstance(this, Within) and int(this) == DATA
+    assert this == Within(DATA)
 
 
 def test_a_fill_loop_stores_into_the_array(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_a_fill_loop_stores_into_the_array(tmp_path: Path) -> None:
         cmp rax, rdx
         jne 1b
         ret""")
-    assert _stores(events) == [DATA] and isinstance(_stores(events)[0], Within)
+    assert _stores(events) == [Within(DATA)]
 
 
 def test_a_loop_invariant_base_with_an_index_register(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_two_ways_into_one_array_meet_within_it(tmp_path: Path) -> None:
     1:  lea rax, [rip + g + 32]
     2:  mov dword ptr [rax], 0
         ret""")
-    assert _stores(events) == [DATA]
+    assert _stores(events) == [Within(DATA)]
 
 
 A64_FILLS = {
@@ -180,7 +180,7 @@ A64_FILLS = {
 @pytest.mark.cross  # needs aarch64 binutils
 @pytest.mark.parametrize("form", sorted(A64_FILLS))
 def test_aarch64_fill_loops_store_into_the_array(tmp_path: Path, form: str) -> None:
-    assert _stores(_sweep(tmp_path, EM_AARCH64, A64_FILLS[form])) == [DATA]
+    assert _stores(_sweep(tmp_path, EM_AARCH64, A64_FILLS[form])) == [Within(DATA)]
 
 
 @pytest.mark.cross  # needs aarch64 binutils
@@ -196,7 +196,7 @@ def test_aarch64_constructor_loop(tmp_path: Path) -> None:
         b.ne 1b
         ret""")
     (this,) = _this(events)
-    assert isinstance(this, Within) and int(this) == DATA
+    assert this == Within(DATA)
 
 
 @pytest.mark.parametrize("op", ["cmp rbx, rbp", "test rbx, rbx"])
@@ -219,7 +219,7 @@ def test_a_pointer_difference_is_not_an_address(tmp_path: Path) -> None:
         add rdx, rcx
         mov dword ptr [rdx], 2
         ret""")
-    assert _stores(events) == [DATA] and isinstance(_stores(events)[0], Within)
+    assert _stores(events) == [Within(DATA)]
 
 
 def test_loops_that_never_settle_make_the_analysis_incomplete(siof_build: Path, monkeypatch) -> None:
