@@ -88,3 +88,178 @@ def marked_tables(insns: list, read: Callable[[int, int], bytes]) -> list:
                 out = list(insns)
             out[n] = (i[0], i[1], "notrack jmp", i[3])
     return out
+
+
+# -- AArch64 ---------------------------------------------------------------------------------------------
+# GCC 12 and clang 14 (-O1..-O3, PIC or not) dispatch a dense switch through a table of byte or halfword
+# entries, each a case's distance in instructions from a base label:
+#
+#     cmp   wI, #N           ; the bound, unsigned: then b.hi default, or b.ls to the table code after a
+#     b.hi  default          ;   ret / b (GCC -O2); instructions that leave wI alone may come between
+#     adrp  xT, T            ; the table  (clang: mov wJ, wI among these; the index is then xJ)
+#     add   xT, xT, #:lo12:T
+#     ldrb  wE, [xT, wI, uxtw]         (ldrh: uxtw #1; clang: [xT, xJ] / [xT, xJ, lsl #1])
+#     adr   xB, base
+#     add   xD, xB, wE, sxtb #2        (GCC: signed, sxtb / sxth; clang: unsigned, lsl #2)
+#     br    xD
+#
+# The decoder calls a `br` so read A64_TABLE_JUMP: its cases are its only successors.
+
+A64_TABLE_JUMP = "br.table"
+_A64_FLOW = ("b", "bl", "br", "blr", "ret", "cbz", "cbnz", "tbz", "tbnz", "braa", "braaz", "blraa", "blraaz",
+             "retaa", A64_TABLE_JUMP)
+_A64_ADD = re.compile(r"^x(\d+), x(\d+), [wx](\d+), (sxtb|sxth|lsl) #2$")
+_A64_LOAD = re.compile(r"^w(\d+), \[x(\d+), ([wx])(\d+)(?:, (uxtw|lsl)(?: #(\d))?)?\]$")
+_A64_ADRP = re.compile(r"^x(\d+), #(0x[0-9a-f]+|\d+)$")
+_A64_LO = re.compile(r"^x(\d+), x(\d+), #(0x[0-9a-f]+|\d+)$")
+_A64_REG = re.compile(r"\b[wx](\d+)\b")
+_A64_SIZES = {"ldrb": (1, "sxtb"), "ldrh": (2, "sxth")}
+
+
+def _a64_flow(mnem: str) -> bool:
+    return mnem in _A64_FLOW or mnem.startswith("b.")
+
+
+def _a64_regs(op: str) -> set[int]:
+    return {int(r) for r in _A64_REG.findall(op)}
+
+
+def _a64_parts(insns: list, n: int) -> dict | None:
+    """The table code's pieces in the block ending at the jump ``insns[n]``: the table (``table``, its
+    register ``table_reg``), the base (``base``), the entry ``size`` and ``signed``ness, the index register
+    (``index``; ``wide``: used as xI, not as wI zero-extended by the load) and ``first``, the index of the
+    block's first instruction (the scan stops at control flow, 16 instructions at most)."""
+    add = _A64_ADD.match(insns[n - 1][3]) if n and insns[n - 1][2] == "add" else None
+    if add is None or insns[n][3] != f"x{add.group(1)}":
+        return None
+    found: dict = {"ext": add.group(4)}
+    want = {"elem": int(add.group(3)), "base": int(add.group(2))}  # registers still to be set, by role
+    k = n - 2
+    while k >= 0 and not _a64_flow(insns[k][2]) and n - k <= 16:
+        if not _a64_take(insns[k][2], insns[k][3], found, want):
+            return None
+        k -= 1
+    if not {"elem", "base", "lo", "page"} <= found.keys():
+        return None
+    found.update(table=found["page"] + found["lo"], first=k + 1)
+    return found
+
+
+def _a64_take(mnem: str, op: str, found: dict, want: dict) -> bool:
+    """One instruction before the jump, scanning back: a piece of the shape (recorded in ``found``), one that
+    leaves the shape's registers alone, or (False) one that writes or uses them."""
+    m = _A64_LOAD.match(op) if mnem in _A64_SIZES else _A64_ADRP.match(op) if mnem in ("adr", "adrp") \
+        else _A64_LO.match(op) if mnem == "add" else None
+    reg = int(m.group(1)) if m else None
+    if mnem in _A64_SIZES and m and reg == want.get("elem"):
+        return _a64_load(mnem, m, found, want)
+    if mnem == "adr" and m and reg == want.get("base"):
+        found["base"] = int(m.group(2), 0)
+        del want["base"]
+    elif mnem == "add" and m and "elem" in found and "lo" not in found and reg == want["table"] == int(m.group(2)):
+        found["lo"] = int(m.group(3), 0)
+    elif mnem == "adrp" and m and "lo" in found and reg == want.get("table"):
+        found["page"] = int(m.group(2), 0)
+        del want["table"]
+    else:
+        regs = _a64_regs(op)
+        if regs & set(want.values()):
+            return False
+        return "index" not in found or found["index"] not in regs or _a64_alias(mnem, op, found)
+    return True
+
+
+def _a64_load(mnem: str, m: re.Match, found: dict, want: dict) -> bool:
+    """``ldrb/ldrh wE, [xT, wI, uxtw #k]`` (or ``[xT, xI, lsl #k]``): entry size, index; the add's extend
+    must match the entry (sxtb/sxth: signed) or be lsl (unsigned)."""
+    size, signed = _A64_SIZES[mnem]
+    shift = int(m.group(6) or 0)
+    if found["ext"] not in ("lsl", signed) or shift != size.bit_length() - 1 \
+            or (m.group(3) == "w") != (m.group(5) == "uxtw"):
+        return False
+    found.update(elem=True, size=size, signed=found["ext"] != "lsl", index=int(m.group(4)), wide=m.group(3) == "x")
+    want["table"] = found["table_reg"] = int(m.group(2))
+    del want["elem"]
+    return True
+
+
+def _a64_alias(mnem: str, op: str, found: dict) -> bool:
+    """``mov wJ, wI`` onto the index: the index is wI before it (zero-extended, so the x form is bounded too)."""
+    m = re.fullmatch(r"w(\d+), w(\d+)", op) if mnem == "mov" else None
+    if m is None or int(m.group(1)) != found["index"]:
+        return False
+    found.update(index=int(m.group(2)), wide=False)
+    return True
+
+
+_A64_CMP = re.compile(r"^w(\d+), #(0x[0-9a-f]+|\d+)$")
+_A64_JUMPS = ("b", "cbz", "cbnz", "tbz", "tbnz")
+
+
+def _a64_bound(insns: list, parts: dict) -> int | None:
+    """The entry count the unsigned bounds check before the table code allows: ``cmp wI, #N; b.hi`` right
+    before it, or ``cmp wI, #N; b.ls <it>; ret|b`` (None: not the shape)."""
+    k = parts["first"] - 1
+    if k >= 1 and insns[k][2] == "b.hi":
+        c = k - 1
+    elif k >= 2 and insns[k][2] in ("ret", "b") and insns[k - 1][2] == "b.ls" \
+            and insns[k - 1][3] == f"#{insns[k + 1][0]:#x}":
+        c = k - 2
+    else:
+        return None
+    cmp = _A64_CMP.match(insns[c][3]) if insns[c][2] == "cmp" else None
+    if cmp is None or int(cmp.group(1)) != parts["index"]:
+        return None
+    if parts["wide"]:  # xI indexes: its upper half is zero only when a 32-bit write to wI set it
+        prev = insns[c - 1] if c else None
+        if prev is None or not prev[3].startswith(f"w{parts['index']}, ") or _a64_flow(prev[2]) \
+                or prev[2].startswith(("st", "cmp", "cmn", "tst")):
+            return None
+    return int(cmp.group(2), 0) + 1
+
+
+def _a64_entered(insns: list, first: int, n: int) -> bool:
+    """Whether a branch other than the bounds check's ``b.ls`` lands inside the table code [first, n]: the
+    index there would then be unchecked."""
+    lo, hi = insns[first][0], insns[n][0]
+    for k, i in enumerate(insns):
+        if i[2] in _A64_JUMPS or i[2].startswith("b."):
+            target = i[3].rpartition("#")[2]
+            if re.fullmatch(r"0x[0-9a-f]+|\d+", target) and lo <= int(target, 0) <= hi \
+                    and not (i[2] == "b.ls" and k == first - 2):
+                return True
+    return False
+
+
+def a64_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> list[int] | None:
+    """The case addresses of the table jump ``insns[n]`` (a ``br``), or None when the code around it is not
+    the AArch64 shape above."""
+    if insns[n][2] not in ("br", A64_TABLE_JUMP):
+        return None
+    parts = _a64_parts(insns, n)
+    if parts is None or parts["index"] in (parts["table_reg"],):
+        return None
+    count = _a64_bound(insns, parts)
+    if count is None or not 0 < count <= MAX_CASES or _a64_entered(insns, parts["first"], n):
+        return None
+    size = parts["size"]
+    try:
+        raw = read(parts["table"], size * count)
+    except ElfPatchError:
+        return None
+    if len(raw) != size * count:
+        return None
+    return sorted({parts["base"] + 4 * int.from_bytes(raw[i:i + size], "little", signed=parts["signed"])
+                   for i in range(0, len(raw), size)})
+
+
+def a64_marked_tables(insns: list, read: Callable[[int, int], bytes]) -> list:
+    """``insns`` with each ``br`` that is the AArch64 switch above spelled A64_TABLE_JUMP: the decoder then
+    gives it edges to its cases rather than taking it for an indirect tail call."""
+    out = insns
+    for n, i in enumerate(insns):
+        if i[2] == "br" and a64_case_targets(insns, n, read) is not None:
+            if out is insns:
+                out = list(insns)
+            out[n] = (i[0], i[1], A64_TABLE_JUMP, i[3])
+    return out
