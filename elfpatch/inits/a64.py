@@ -11,7 +11,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.jumptable import A64_TABLE_JUMP
+from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
 from elfpatch.inits.values import FRAME, Ptr, Value
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
@@ -81,6 +81,9 @@ class _A64:
         addr, _size, mnem, op = insn
         cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
         if self._branch(mnem, op, st, out, start, end, cmp):
+            return
+        if mnem.endswith(TABLE_LOAD):  # a switch's entry, read inside its bound (jumptable.py): no object
+            self._set(st, _a64(op.split(", ")[0]), None)
             return
         ops = op.split(", ")
         dst = _a64(ops[0]) if ops else ""

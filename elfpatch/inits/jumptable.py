@@ -98,22 +98,24 @@ def marked_tables(insns: list, read: Callable[[int, int], bytes]) -> list:
 #     b.hi  default          ;   ret / b (GCC -O2); instructions that leave wI alone may come between
 #     adrp  xT, T            ; the table  (clang: mov wJ, wI among these; the index is then xJ)
 #     add   xT, xT, #:lo12:T
-#     ldrb  wE, [xT, wI, uxtw]         (ldrh: uxtw #1; clang: [xT, xJ] / [xT, xJ, lsl #1])
+#     ldrb  wE, [xT, wI, uxtw]         (ldrh: uxtw #1, GCC -O0 ldr: uxtw #2; clang: [xT, xJ] / [xT, xJ, lsl #1])
 #     adr   xB, base
-#     add   xD, xB, wE, sxtb #2        (GCC: signed, sxtb / sxth; clang: unsigned, lsl #2)
+#     add   xD, xB, wE, sxtb #2        (GCC: signed, sxtb / sxth / sxtw; clang: unsigned, lsl #2)
 #     br    xD
 #
-# The decoder calls a `br` so read A64_TABLE_JUMP: its cases are its only successors.
+# The decoder calls a `br` so read A64_TABLE_JUMP: its cases are its only successors; and the load of the
+# entry `ldrb.table` (TABLE_LOAD): it reads the table inside its bound (read-only data), no object.
 
 A64_TABLE_JUMP = "br.table"
+TABLE_LOAD = ".table"  # the suffix that marks the table's load (ldrb.table): a read of the table, no more
 _A64_FLOW = ("b", "bl", "br", "blr", "ret", "cbz", "cbnz", "tbz", "tbnz", "braa", "braaz", "blraa", "blraaz",
              "retaa", A64_TABLE_JUMP)
-_A64_ADD = re.compile(r"^x(\d+), x(\d+), [wx](\d+), (sxtb|sxth|lsl) #2$")
+_A64_ADD = re.compile(r"^x(\d+), x(\d+), [wx](\d+), (sxtb|sxth|sxtw|lsl) #2$")
 _A64_LOAD = re.compile(r"^w(\d+), \[x(\d+), ([wx])(\d+)(?:, (uxtw|lsl)(?: #(\d))?)?\]$")
 _A64_ADRP = re.compile(r"^x(\d+), #(0x[0-9a-f]+|\d+)$")
 _A64_LO = re.compile(r"^x(\d+), x(\d+), #(0x[0-9a-f]+|\d+)$")
 _A64_REG = re.compile(r"\b[wx](\d+)\b")
-_A64_SIZES = {"ldrb": (1, "sxtb"), "ldrh": (2, "sxth")}
+_A64_SIZES = {"ldrb": (1, "sxtb"), "ldrh": (2, "sxth"), "ldr": (4, "sxtw")}
 
 
 def _a64_flow(mnem: str) -> bool:
@@ -136,8 +138,10 @@ def _a64_parts(insns: list, n: int) -> dict | None:
     want = {"elem": int(add.group(3)), "base": int(add.group(2))}  # registers still to be set, by role
     k = n - 2
     while k >= 0 and not _a64_flow(insns[k][2]) and n - k <= 16:
-        if not _a64_take(insns[k][2], insns[k][3], found, want):
+        if not _a64_take(insns[k][2].removesuffix(TABLE_LOAD), insns[k][3], found, want):
             return None
+        if "elem" in found:
+            found.setdefault("load", k)
         k -= 1
     if not {"elem", "base", "lo", "page"} <= found.keys():
         return None
@@ -196,18 +200,28 @@ _A64_CMP = re.compile(r"^w(\d+), #(0x[0-9a-f]+|\d+)$")
 _A64_JUMPS = ("b", "cbz", "cbnz", "tbz", "tbnz")
 
 
-def _a64_bound(insns: list, parts: dict) -> int | None:
-    """The entry count the unsigned bounds check before the table code allows: ``cmp wI, #N; b.hi`` right
-    before it, or ``cmp wI, #N; b.ls <it>; ret|b`` (None: not the shape)."""
-    k = parts["first"] - 1
+def _a64_check(insns: list, first: int) -> int | None:
+    """The index of the bounds check's branch: ``b.hi`` right before the table code, or ``b.ls <it>`` a few
+    instructions before a ``ret``/``b`` the table code follows (GCC -O2 puts the default case between)."""
+    k = first - 1
     if k >= 1 and insns[k][2] == "b.hi":
-        c = k - 1
-    elif k >= 2 and insns[k][2] in ("ret", "b") and insns[k - 1][2] == "b.ls" \
-            and insns[k - 1][3] == f"#{insns[k + 1][0]:#x}":
-        c = k - 2
-    else:
+        return k
+    if k < 1 or insns[k][2] not in ("ret", "b"):
         return None
-    cmp = _A64_CMP.match(insns[c][3]) if insns[c][2] == "cmp" else None
+    for j in range(k - 1, max(k - 9, 0), -1):
+        if insns[j][2] == "b.ls" and insns[j][3] == f"#{insns[first][0]:#x}":
+            return j
+        if _a64_flow(insns[j][2]):
+            return None
+    return None
+
+
+def _a64_bound(insns: list, parts: dict) -> tuple[int, int] | None:
+    """The entry count the unsigned bounds check (``cmp wI, #N`` and its branch) allows, and its branch's
+    index (None: not the shape)."""
+    j = _a64_check(insns, parts["first"])
+    c = j - 1 if j is not None else -1
+    cmp = _A64_CMP.match(insns[c][3]) if c >= 0 and insns[c][2] == "cmp" else None
     if cmp is None or int(cmp.group(1)) != parts["index"]:
         return None
     if parts["wide"]:  # xI indexes: its upper half is zero only when a 32-bit write to wI set it
@@ -215,18 +229,17 @@ def _a64_bound(insns: list, parts: dict) -> int | None:
         if prev is None or not prev[3].startswith(f"w{parts['index']}, ") or _a64_flow(prev[2]) \
                 or prev[2].startswith(("st", "cmp", "cmn", "tst")):
             return None
-    return int(cmp.group(2), 0) + 1
+    return int(cmp.group(2), 0) + 1, c + 1
 
 
-def _a64_entered(insns: list, first: int, n: int) -> bool:
-    """Whether a branch other than the bounds check's ``b.ls`` lands inside the table code [first, n]: the
-    index there would then be unchecked."""
+def _a64_entered(insns: list, first: int, n: int, check: int) -> bool:
+    """Whether a branch other than the bounds check's (``insns[check]``) lands inside the table code
+    [first, n]: the index there would then be unchecked."""
     lo, hi = insns[first][0], insns[n][0]
     for k, i in enumerate(insns):
-        if i[2] in _A64_JUMPS or i[2].startswith("b."):
+        if (i[2] in _A64_JUMPS or i[2].startswith("b.")) and k != check:
             target = i[3].rpartition("#")[2]
-            if re.fullmatch(r"0x[0-9a-f]+|\d+", target) and lo <= int(target, 0) <= hi \
-                    and not (i[2] == "b.ls" and k == first - 2):
+            if re.fullmatch(r"0x[0-9a-f]+|\d+", target) and lo <= int(target, 0) <= hi:
                 return True
     return False
 
@@ -239,9 +252,10 @@ def a64_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> 
     parts = _a64_parts(insns, n)
     if parts is None or parts["index"] in (parts["table_reg"],):
         return None
-    count = _a64_bound(insns, parts)
-    if count is None or not 0 < count <= MAX_CASES or _a64_entered(insns, parts["first"], n):
+    bound = _a64_bound(insns, parts)
+    if bound is None or not 0 < bound[0] <= MAX_CASES or _a64_entered(insns, parts["first"], n, bound[1]):
         return None
+    count = bound[0]
     size = parts["size"]
     try:
         raw = read(parts["table"], size * count)
@@ -258,8 +272,11 @@ def a64_marked_tables(insns: list, read: Callable[[int, int], bytes]) -> list:
     gives it edges to its cases rather than taking it for an indirect tail call."""
     out = insns
     for n, i in enumerate(insns):
-        if i[2] == "br" and a64_case_targets(insns, n, read) is not None:
+        parts = _a64_parts(insns, n) if i[2] == "br" else None
+        if parts is not None and a64_case_targets(insns, n, read) is not None:
             if out is insns:
                 out = list(insns)
             out[n] = (i[0], i[1], A64_TABLE_JUMP, i[3])
+            k = parts["load"]
+            out[k] = (out[k][0], out[k][1], out[k][2] + TABLE_LOAD, out[k][3])
     return out

@@ -2,9 +2,17 @@
 clang 14 emit, and on near misses it must refuse (None: the decoder keeps its sound fallback)."""
 from __future__ import annotations
 
-import pytest
+import re
+import subprocess
+from pathlib import Path
 
+import pytest
+from conftest import ROOT, require_tool
+
+from elfpatch.elf.const import EM_AARCH64
+from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
+from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, a64_case_targets, a64_marked_tables
 
 TABLE = 0x2000
@@ -128,3 +136,50 @@ def test_a_table_that_cannot_be_read_is_not_read() -> None:
 def test_a_bound_over_max_cases_is_not_read() -> None:
     insns = _insns(GCC_O1.replace("cmp w0, #2", "cmp w0, #0x1000"))
     assert a64_case_targets(insns, 7, _reader(bytes(0x2000))) is None
+
+
+# The compilers' own labels, renamed so the linker keeps them: GCC's .L15 / .Lrtx4, clang's .LBB0_2 / .LJTI0_0.
+_LABEL = re.compile(r"\.L(rtx\d+|BB\d+_\d+|JTI\d+_\d+|\d+)\b")
+_ENTRY = re.compile(r"^\s*\.(?:byte|hword|2byte|short|word|4byte)\s+\(?(Lk_\w+)\s*-\s*Lk_\w+", re.M)
+_DRIVERS = {"gcc": ["aarch64-linux-gnu-g++"], "clang": ["clang++", "--target=aarch64-linux-gnu", "-fuse-ld=lld"]}
+
+
+def _build(tmp: Path, compiler: str) -> tuple[bytes, list[int]]:
+    """The switch fixture (native_tests/siof/sw_user.cpp) built as a library, and its table's case labels'
+    addresses as the compiler wrote them (its assembly's table directives, the labels looked up after linking)."""
+    name, opt = compiler.split("-")
+    driver = _DRIVERS[name]
+    require_tool(driver[0], "aarch64-linux-gnu-nm", *(["ld.lld"] if name == "clang" else []),
+                 packages="g++-aarch64-linux-gnu, clang, lld")
+    asm = subprocess.run([*driver, "-std=c++20", f"-{opt}", "-fPIC", "-S", "-o", "-",
+                          str(ROOT / "native_tests" / "siof" / "sw_user.cpp")],
+                         check=True, capture_output=True, text=True).stdout
+    asm = _LABEL.sub(lambda m: "Lk_" + m.group(1), asm)
+    (tmp / "sw.s").write_text(asm)
+    lib = tmp / "sw.so"
+    subprocess.run([*driver, "-shared", "-nostdlib", "-o", str(lib), str(tmp / "sw.s")], check=True,
+                   capture_output=True)
+    nm = subprocess.run(["aarch64-linux-gnu-nm", str(lib)], check=True, capture_output=True, text=True).stdout
+    where = {parts[2]: int(parts[0], 16) for parts in (line.split() for line in nm.splitlines()) if len(parts) == 3}
+    return lib.read_bytes(), sorted({where[label] for label in _ENTRY.findall(asm)})
+
+
+@pytest.mark.cross  # needs the AArch64 cross compilers
+@pytest.mark.parametrize("compiler", ["gcc-O0", "gcc-O1", "gcc-O2", "gcc-O3", "clang-O1", "clang-O2", "clang-O3"])
+def test_the_cases_read_are_the_compilers_table(tmp_path: Path, compiler: str) -> None:
+    """Built by GCC 12 and clang 14: the cases read from the table are exactly the labels the compiler put in
+    it, and the decoder gives the function's `br` those cases (it was an indirect tail call)."""
+    data, expected = _build(tmp_path, compiler)
+    assert expected  # the compiler did build a jump table
+    elf = ElfFile(data, "sw.so")
+    text = elf.section_by_name(".text")
+    assert text is not None
+
+    def read(addr: int, size: int) -> bytes:
+        return elf.read(elf.vaddr_to_offset(addr, size), size)
+
+    dis = Disassembler(EM_AARCH64, read, lambda _a: None)
+    dec = dis.decode(text.sh_addr, text.sh_addr + text.sh_size)
+    jumps = [n for n, i in enumerate(dec.insns) if i[2] == A64_TABLE_JUMP]
+    assert len(jumps) == 1
+    assert a64_case_targets(dec.insns, jumps[0], read) == expected
