@@ -16,6 +16,7 @@ decoder keeps its sound fallback (every block after the table may be a case).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Callable
 
 from elfpatch.errors import ElfPatchError
@@ -198,6 +199,8 @@ def _a64_alias(mnem: str, op: str, found: dict) -> bool:
 
 _A64_CMP = re.compile(r"^w(\d+), #(0x[0-9a-f]+|\d+)$")
 _A64_JUMPS = ("b", "cbz", "cbnz", "tbz", "tbnz")
+_NUMBER = re.compile(r"0x[0-9a-f]+|\d+")
+_LANDINGS: tuple[list | None, Counter] = (None, Counter())
 
 
 def _a64_check(insns: list, first: int) -> int | None:
@@ -232,16 +235,31 @@ def _a64_bound(insns: list, parts: dict) -> tuple[int, int] | None:
     return int(cmp.group(2), 0) + 1, c + 1
 
 
+def _a64_landings(insns: list) -> Counter:
+    """How many direct branches land on each address of ``insns``: worked out once per decoded function (the
+    last one is kept), not once per `br`, so a function of many switches costs no more than its length."""
+    global _LANDINGS
+    last = _LANDINGS
+    if last[0] is insns:
+        return last[1]
+    found: Counter = Counter()
+    for i in insns:
+        if i[2] in _A64_JUMPS or i[2].startswith("b."):
+            target = i[3].rpartition("#")[2]
+            if _NUMBER.fullmatch(target):
+                found[int(target, 0)] += 1
+    _LANDINGS = (insns, found)
+    return found
+
+
 def _a64_entered(insns: list, first: int, n: int, check: int) -> bool:
     """Whether a branch other than the bounds check's (``insns[check]``) lands inside the table code
     [first, n]: the index there would then be unchecked."""
-    lo, hi = insns[first][0], insns[n][0]
-    for k, i in enumerate(insns):
-        if (i[2] in _A64_JUMPS or i[2].startswith("b.")) and k != check:
-            target = i[3].rpartition("#")[2]
-            if re.fullmatch(r"0x[0-9a-f]+|\d+", target) and lo <= int(target, 0) <= hi:
-                return True
-    return False
+    landings = _a64_landings(insns)
+    inside = sum(landings.get(insns[k][0], 0) for k in range(first, n + 1))
+    target = insns[check][3].rpartition("#")[2]
+    own = 1 if _NUMBER.fullmatch(target) and insns[first][0] <= int(target, 0) <= insns[n][0] else 0
+    return inside > own
 
 
 def a64_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> list[int] | None:
@@ -250,7 +268,7 @@ def a64_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> 
     if insns[n][2] not in ("br", A64_TABLE_JUMP):
         return None
     parts = _a64_parts(insns, n)
-    if parts is None or parts["index"] in (parts["table_reg"],):
+    if parts is None or parts["index"] == parts["table_reg"]:
         return None
     bound = _a64_bound(insns, parts)
     if bound is None or not 0 < bound[0] <= MAX_CASES or _a64_entered(insns, parts["first"], n, bound[1]):
