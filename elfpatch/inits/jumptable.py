@@ -199,6 +199,9 @@ def _a64_alias(mnem: str, op: str, found: dict) -> bool:
 
 _A64_CMP = re.compile(r"^w(\d+), #(0x[0-9a-f]+|\d+)$")
 _A64_JUMPS = ("b", "cbz", "cbnz", "tbz", "tbnz")
+# Instructions whose first operand is the register they write (a W register write zeroes its upper half).
+_A64_W_WRITES = frozenset(("add", "sub", "adds", "subs", "mov", "movz", "and", "orr", "eor", "lsl", "lsr", "ubfx",
+                           "uxtb", "uxth", "ldr", "ldur", "ldrb", "ldrh", "ldurb", "ldurh"))
 _NUMBER = re.compile(r"0x[0-9a-f]+|\d+")
 _LANDINGS: tuple[list | None, Counter] = (None, Counter())
 
@@ -229,8 +232,7 @@ def _a64_bound(insns: list, parts: dict) -> tuple[int, int] | None:
         return None
     if parts["wide"]:  # xI indexes: its upper half is zero only when a 32-bit write to wI set it
         prev = insns[c - 1] if c else None
-        if prev is None or not prev[3].startswith(f"w{parts['index']}, ") or _a64_flow(prev[2]) \
-                or prev[2].startswith(("st", "cmp", "cmn", "tst")):
+        if prev is None or prev[2] not in _A64_W_WRITES or not prev[3].startswith(f"w{parts['index']}, "):
             return None
     return int(cmp.group(2), 0) + 1, c + 1
 

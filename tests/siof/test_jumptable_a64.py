@@ -118,6 +118,8 @@ def _br(text: str) -> list[int] | None:
     ("a branch into the table code", GCC_O1.replace("b #0x1040\nb #0x1040\nret", "b #0x1040\nb #0x100c\nret")),
     ("b.ls to elsewhere", GCC_O2.replace("b.ls #0x100c", "b.ls #0x1010")),
     ("an x index not zero-extended by a 32-bit write", CLANG_OFFSET.replace("add w8, w0, #3", "add x8, x0, #3")),
+    ("an x index whose instruction before the bound only compares", CLANG_OFFSET.replace("add w8, w0, #3",
+                                                                                        "ccmp w8, #3, #0, ne")),
     ("halfword entries read with a byte index", GCC_O2.replace("uxtw #1", "uxtw")),
     ("a byte load added as halfwords", GCC_O1.replace("sxtb #2", "sxth #2")),
     ("the jump through another register", GCC_O1.replace("br x1", "br x2")),
