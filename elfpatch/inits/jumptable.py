@@ -255,12 +255,11 @@ def _a64_landings(insns: list) -> Counter:
 
 
 def _a64_entered(insns: list, first: int, n: int, check: int) -> bool:
-    """Whether a branch other than the bounds check's (``insns[check]``) lands inside the table code
-    [first, n]: the index there would then be unchecked."""
+    """Whether a branch other than the bounds check's ``b.ls`` (``insns[check]``, taken when the index is in
+    bounds) lands inside the table code [first, n]: the index there would then be unchecked."""
     landings = _a64_landings(insns)
     inside = sum(landings.get(insns[k][0], 0) for k in range(first, n + 1))
-    target = insns[check][3].rpartition("#")[2]
-    own = 1 if _NUMBER.fullmatch(target) and insns[first][0] <= int(target, 0) <= insns[n][0] else 0
+    own = 1 if insns[check][2] == "b.ls" else 0  # _a64_check: it lands on the table code's first instruction
     return inside > own
 
 

@@ -117,6 +117,7 @@ def _br(text: str) -> list[int] | None:
     ("the table register changed between adrp and load", CLANG.replace("adr x10", "mov x9, x3\nadr x10")),
     ("a branch into the table code", GCC_O1.replace("b #0x1040\nb #0x1040\nret", "b #0x1040\nb #0x100c\nret")),
     ("b.ls to elsewhere", GCC_O2.replace("b.ls #0x100c", "b.ls #0x1010")),
+    ("b.hi (index out of bounds) into the table code", GCC_O1.replace("b.hi #0x1040", "b.hi #0x1010")),
     ("an x index not zero-extended by a 32-bit write", CLANG_OFFSET.replace("add w8, w0, #3", "add x8, x0, #3")),
     ("an x index whose instruction before the bound only compares", CLANG_OFFSET.replace("add w8, w0, #3",
                                                                                         "ccmp w8, #3, #0, ne")),
