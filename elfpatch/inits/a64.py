@@ -11,6 +11,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
+from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
 from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
@@ -62,6 +63,8 @@ class _A64:
             return "jmp", _imm(op)
         if mnem.startswith(_A64_COND):
             return "cond", _imm(op.rsplit(", ", 1)[-1])
+        if mnem == A64_TABLE_JUMP:
+            return "table", None  # a switch's `br` whose table was read (jumptable.py): stays inside
         if mnem in ("br", "braa", "braaz"):
             return "out", None
         if mnem in ("ret", "retaa", "brk", "udf"):
@@ -78,6 +81,9 @@ class _A64:
         addr, _size, mnem, op = insn
         cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
         if self._branch(mnem, op, st, out, start, end, cmp):
+            return
+        if mnem.endswith(TABLE_LOAD):  # a switch's entry, read inside its bound (jumptable.py): no object
+            self._set(st, _a64(op.split(", ")[0]), None)
             return
         ops = op.split(", ")
         dst = _a64(ops[0]) if ops else ""
@@ -100,6 +106,8 @@ class _A64:
         elif mnem in ("bl", "b"):
             if not self._call(mnem, op, st, out, start, end):
                 st["cmp"] = cmp
+        elif mnem == A64_TABLE_JUMP:
+            pass  # control flow to the cases, no call
         elif mnem in _A64_INDIRECT:
             self._indirect(mnem, op, st, out)
         else:

@@ -30,7 +30,13 @@ from elfpatch.inits.a64 import _A64
 from elfpatch.inits.budget import CHUNK, FUNCTION_BYTES, Budget
 from elfpatch.inits.events import Access, Call
 from elfpatch.inits.isa import Isa
-from elfpatch.inits.jumptable import marked_tables, x86_case_targets
+from elfpatch.inits.jumptable import (
+    A64_TABLE_JUMP,
+    a64_case_targets,
+    a64_marked_tables,
+    marked_tables,
+    x86_case_targets,
+)
 from elfpatch.inits.state import FRAME_ONLY as _FRAME_ONLY
 from elfpatch.inits.state import State
 from elfpatch.inits.state import case_base as _case_base
@@ -79,6 +85,11 @@ def _disassembler(machine: int):
     md.skipdata = True  # literal pools and padding inside a function must not end the sweep
     return md
 
+
+
+def _table_jump(mnem: str) -> bool:
+    """Whether an instruction is a jump table's jump (x86-64: `notrack jmp`; AArch64: a `br` read as one)."""
+    return mnem.startswith("notrack j") or mnem == A64_TABLE_JUMP
 
 
 # -- the per-file decoder --------------------------------------------------------------------------------
@@ -225,8 +236,7 @@ class Disassembler:
             budget.cut_short(start, f"the disassembler failed: {exc}")
             return _NOTHING
         budget.decoded += len(insns)
-        if self.machine == EM_X86_64:
-            insns = marked_tables(insns, self.read_code)
+        insns = (marked_tables if self.machine == EM_X86_64 else a64_marked_tables)(insns, self.read_code)
         plans = self.arch.plans(insns)
         kinds = [p[0] for p in plans]
         # The instructions that end a block (jumps, returns): the only ones the block structure looks at,
@@ -243,7 +253,7 @@ class Disassembler:
         succs = {pos[b]: [(pos[s], t) for s, t in succ[b] if s in pos] for b in order}
         has_pred = frozenset(s for edges in succs.values() for s, _ in edges)
         table = len(insns) if cases is not None else \
-            next((n for n in flows if insns[n][2].startswith("notrack j")), len(insns))
+            next((n for n in flows if _table_jump(insns[n][2])), len(insns))
         return Decoded(insns, plans, blocks, succs, frozenset(pos[b] for b in back if b in pos), has_pred, table)
 
     def _cases(self, insns: list, index: dict[int, int], flows: list[int]) -> dict[int, list[int]] | None:
@@ -252,9 +262,10 @@ class Disassembler:
         instructions with control flow (a table jump is one)."""
         cases: dict[int, list[int]] = {}
         for n in flows:
-            if not insns[n][2].startswith("notrack j"):
+            if not _table_jump(insns[n][2]):
                 continue
-            targets = x86_case_targets(insns, n, self.read_code) if self.machine == EM_X86_64 else None
+            read = x86_case_targets if self.machine == EM_X86_64 else a64_case_targets
+            targets = read(insns, n, self.read_code)
             if targets is None or any(t not in index for t in targets):
                 return None
             cases[n] = [index[t] for t in targets]
@@ -383,7 +394,7 @@ class Disassembler:
             step(insns[last], plans[last], values, out, start, end)
             if p == 0:
                 frame = State({k: v for k, v in values.items() if isinstance(v, Ptr) and v.kind == "frame"})
-            if insns[last][2].startswith("notrack j"):
+            if _table_jump(insns[last][2]):
                 jumps = _meet(jumps, st, object_of)
             taken_known = _decided(cmp, insns[last][2])
             for s, taken in dec.succs.get(p, ()):

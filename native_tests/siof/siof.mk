@@ -1,7 +1,7 @@
 # The order fixtures (x86-64, g++): each program plain (-O2 and -O0, for elfpatch) and with ASan's
 # init-order checker (the run-time truth), same sources, same link order. NAME := units in link order.
 SIOF_PROGS := cross_ab cross_ba third overwrite safe nodestructor thread_local inline prio ctorn registrar indirect vector \
-              loop_ctor loop_store loop_callee placement shared_init
+              loop_ctor loop_store loop_callee placement shared_init switch
 cross_ab := cfg user
 cross_ba := user cfg
 third := third_user cfg third_helper
@@ -20,6 +20,7 @@ loop_store := loop_sq_user loop_squares
 loop_callee := loop_lut_user loop_lut
 placement := place_user place_box place_ctor
 shared_init := shared_a shared_b shared_defaults
+switch := sw_user cfg
 SB := $(B)/siof
 ASAN := -fsanitize=address -fsanitize-recover=address
 SIOF_HDRS := cfg.hpp inl.hpp vec.hpp loop.hpp place.hpp

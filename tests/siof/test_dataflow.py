@@ -472,3 +472,40 @@ def test_a_jump_table_read_leaves_other_blocks_after_it_alone(tmp_path: Path) ->
     9:  .long 1b - 9b
         .long 2b - 9b""")
     assert _stores(events) == [DATA] and _derefs(events) == []
+
+
+_A64_SWITCH = """
+        cmp w0, #1
+        b.hi 3f
+        adrp x1, 9f
+        add x1, x1, :lo12:9f
+        ldrb w1, [x1, w0, uxtw]
+        adr x2, 1f
+        add x1, x2, w1, sxtb #2
+        br x1
+    1:  mov x0, x19
+        bl callee
+        b 3f
+    2:  mov x0, #2
+        bl callee
+    3:  ret
+    9:  .byte 0, (2b - 1b) / 4
+"""
+
+
+@pytest.mark.cross  # needs aarch64 binutils
+def test_aarch64_a_jump_table_read_gives_the_cases_their_edges(tmp_path: Path) -> None:
+    """GCC's AArch64 switch (cmp/b.hi, adrp/add of the table, ldrb, adr, add sxtb #2, br): its table is read,
+    so the `br` is no indirect tail call and case 0 gets the jump's state (x19, set by the caller, passed on).
+    The `br` was a tail call to an unknown target and the cases started from nothing."""
+    events = _sweep(tmp_path, EM_AARCH64, _A64_SWITCH, {"x19": DATA})
+    calls = [ev for ev in events if isinstance(ev, Call)]
+    assert sorted(ev.args[0] for ev in calls) == [2, DATA]
+    assert all(ev.target == CALLEE and not ev.tail for ev in calls)
+
+
+@pytest.mark.cross  # needs aarch64 binutils
+def test_aarch64_a_br_without_the_bound_stays_a_tail_call(tmp_path: Path) -> None:
+    """The same code without its bounds check is not read: the `br` stays an indirect tail call (unknown)."""
+    events = _sweep(tmp_path, EM_AARCH64, _A64_SWITCH.replace("cmp w0, #1", "nop").replace("b.hi 3f", "nop"))
+    assert [ev.target for ev in events if isinstance(ev, Call) and ev.tail] == [None]

@@ -12,6 +12,8 @@ from conftest import require_tool
 from helpers import case, run_main
 from jsonschema_check import cli_json
 
+from siof.truth import runner
+
 # program -> (before-construction objects, order-dependent objects), by symbol, from the sources.
 EXPECTED = {
     "cross_ab": (set(), {"g_config"}),
@@ -35,11 +37,14 @@ EXPECTED = {
     # helper both readers call first (each reader builds it itself: safe in any order).
     "placement": ({"g_box_storage"}, set()),
     "shared_init": (set(), set()),
+    # The read is in one case of a switch dispatched through a jump table, through a pointer argument.
+    "switch": ({"g_config"}, set()),
 }
 # clang -O2 evaluates Config's constructor at compile time (LLVM's static-constructor evaluation), so g_config,
 # g_limit and g_early_cfg are constant-initialized: no initializer builds them, and reading them early is safe.
 CLANG_EXPECTED = dict(EXPECTED, cross_ab=(set(), set()), cross_ba=(set(), set()), third=(set(), set()),
-                      overwrite=(set(), set()), ctorn=(set(), set()), **{"libgot.so": (set(), set())})
+                      overwrite=(set(), set()), ctorn=(set(), set()), switch=(set(), set()),
+                      **{"libgot.so": (set(), set())})
 COMPILERS = {"O2": EXPECTED, "O0": EXPECTED, "clang-O2": CLANG_EXPECTED, "a64-O2": EXPECTED, "a64-O0": EXPECTED}
 TOOLS = {"clang-O2": ("clang++",), "a64-O2": ("aarch64-linux-gnu-g++",), "a64-O0": ("aarch64-linux-gnu-g++",)}
 # Where the analysis sees more than ASan (which watches only globals with a dynamic initializer of their own,
@@ -104,6 +109,28 @@ def test_clang_builds_no_initializer_for_a_constant_config(order_build: Path) ->
     assert [e["source"] for e in f["init"] if not e["toolchain"] and e["kind"] == "init_array"] == ["user.cpp"]
     reads = [r for e in f["init"] for r in (e.get("analysis") or {}).get("reads", ())]
     assert [(r["object"]["symbol"], r["status"]) for r in reads] == [("g_config", "constant")]
+
+
+@pytest.mark.cross  # needs aarch64-linux-gnu-g++ and qemu-aarch64
+@pytest.mark.parametrize("variant", [case(v, needs=["aarch64-linux-gnu-g++"]) for v in ("a64-O2", "a64-O0")])
+def test_a_read_in_a_switch_case_is_proved_on_aarch64(order_build: Path, variant: str) -> None:
+    """GCC's AArch64 switch (a `br` through a table of entries): the table is read, so the case that reads
+    g_config through the pointer argument gets the jump's state and the entry is complete. The `br` was an
+    indirect tail call: the entry was incomplete (the call, the table load and the case's read unproven).
+    The run is the truth: the initializer saw 0, g_config not yet constructed."""
+    require_tool("aarch64-linux-gnu-g++", packages="g++-aarch64-linux-gnu, qemu-user")
+    prefix = runner(variant)
+    if prefix is None:
+        require_tool("qemu-aarch64", "/usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1", packages="qemu-user")
+    path = order_build / variant / "switch"
+    run = subprocess.run([*(prefix or []), str(path)], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.splitlines() == ["sw_user.cpp g_config 0"]
+    f = _analysis(path)
+    (entry,) = [e for e in f["init"] if e["source"] == "sw_user.cpp"]
+    analysis = entry["analysis"]
+    assert analysis["complete"] and analysis["unanalyzed"]["indirect_calls"] == 0
+    assert [r["status"] for r in analysis["reads"] if r["object"]["symbol"] == "g_config"] == ["before-construction"]
+    assert f["analysis_complete"]
 
 
 def test_reads_through_a_third_unit_name_the_path(order_build: Path) -> None:
