@@ -1,6 +1,6 @@
 """The harness child: the only process in which elfpatch calls dlopen, dlsym and dlclose.
 
-Started by ``elfpatch.harness.session.Session`` as ``python child.py REQUEST_FD RESPONSE_FD``. Reads one
+Started by ``elfpatch.harness.session.Session`` as ``python child.py REQUEST_FD RESPONSE_FD LIFELINE_FD``. Reads one
 JSON request per line on REQUEST_FD and writes one JSON answer per line on RESPONSE_FD; both are private
 (not inherited by programs the libraries exec). The process's own stdin is /dev/null, its stdout and stderr
 belong to the libraries it loads. Uses cffi in ABI mode on the running process's libc, so no compiler is
@@ -11,12 +11,19 @@ or ``{"ok": false, "error": TEXT, "kind": "dlerror" | "import" | "usage", "pid":
 this process made by a library's fork() that returns here exits at once, without a word. Before running a
 request the child appends a marker line to the ``LD_DEBUG_OUTPUT`` file, so the parent can tell which
 request made the loader print what.
+
+LIFELINE_FD is the read end of a pipe nobody writes to and only the parent holds the write end of: when the
+parent dies, however (SIGKILL included), that end closes and the kernel kills this process group (see
+``guard_parent``), even while a library spins in C in a request.
 """
 from __future__ import annotations
 
+import fcntl
 import importlib
 import json
 import os
+import select
+import signal
 import sys
 
 from cffi import FFI
@@ -238,9 +245,35 @@ def _flush_output() -> None:
     C.fflush(ffi.NULL)  # what the library printed
 
 
+def guard_parent(lifeline: int) -> None:
+    """Have the kernel SIGKILL this process group when the lifeline's write end closes (the parent died):
+    O_ASYNC with F_SETSIG sends the signal at the last writer's close, with no thread or GIL of ours needed,
+    so a constructor spinning in C goes too. Where the kernel refuses, a thread waits for the pipe's end."""
+    who = -os.getpgrp() if os.getpgrp() == os.getpid() else os.getpid()  # a group only when it is ours
+    try:
+        fcntl.fcntl(lifeline, fcntl.F_SETOWN, who)
+        fcntl.fcntl(lifeline, fcntl.F_SETSIG, signal.SIGKILL)
+        fcntl.fcntl(lifeline, fcntl.F_SETFL, fcntl.fcntl(lifeline, fcntl.F_GETFL) | os.O_ASYNC)
+    except (OSError, AttributeError):
+        import threading
+
+        threading.Thread(target=_die_at_end, args=(lifeline, who), daemon=True).start()
+    poll = select.poll()
+    poll.register(lifeline, select.POLLIN)
+    if poll.poll(0):  # nothing is ever written: any event is the end, the parent died before the arming
+        os.kill(who, signal.SIGKILL)
+
+
+def _die_at_end(lifeline: int, who: int) -> None:
+    while os.read(lifeline, 1):
+        pass
+    os.kill(who, signal.SIGKILL)
+
+
 def main(argv: list[str]) -> int:
-    requests_fd, answers_fd = int(argv[1]), int(argv[2])
-    for fd in (requests_fd, answers_fd):
+    requests_fd, answers_fd, lifeline = int(argv[1]), int(argv[2]), int(argv[3])
+    guard_parent(lifeline)
+    for fd in (requests_fd, answers_fd, lifeline):
         os.set_inheritable(fd, False)  # pass_fds made them inheritable: no helper a library execs keeps them
     requests = os.fdopen(requests_fd, "r")
     out = os.fdopen(answers_fd, "w", buffering=1)

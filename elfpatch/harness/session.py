@@ -125,9 +125,12 @@ class Session:
     ``LD_DEBUG`` output (see ``elfpatch.harness.lddebug``).
 
     The child runs in a process group of its own, and the group is killed when the session ends, so a
-    helper process that a library started goes with it. Requests and answers travel on two private pipes
-    (never stdin/stdout, never inherited by what the libraries exec); every answer carries the child's PID
-    and the request's number, so a copy of the child made by a library's fork() cannot answer for it.
+    helper process that a library started goes with it; the group also goes when this process ends however
+    it ends (SIGKILL too, whichever thread started the session: the child holds the read end of a pipe
+    whose write end only this process has, see ``child.guard_parent``). Requests and answers travel on two
+    private pipes (never stdin/stdout, never inherited by what the libraries exec); every answer carries the
+    child's PID and the request's number, so a copy of the child made by a library's fork() cannot answer
+    for it.
     """
 
     def __init__(self, *, env: Mapping[str, str] | None = None, ld_debug: str | None = DEFAULT_LD_DEBUG,
@@ -142,6 +145,7 @@ class Session:
         self._buf = b""
         self._returncode: int | None = None
         self._proc: subprocess.Popen | None = None
+        self._lifeline = -1
         with stopping.held():  # a signal meanwhile ends us only once the child is tracked
             self._tmp = tempfile.mkdtemp(prefix="elfpatch-harness-")
             stopping.track(self, self._abandon)
@@ -174,21 +178,23 @@ class Session:
             child_env["LD_DEBUG_OUTPUT"] = os.path.join(self._tmp, "ld")
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
+        life_r, life_w = os.pipe()  # never written: its end, when this process dies, kills the child's group
         try:
-            self._proc = subprocess.Popen([sys.executable, CHILD, str(req_r), str(resp_w)],
+            self._proc = subprocess.Popen([sys.executable, CHILD, str(req_r), str(resp_w), str(life_r)],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, pass_fds=(req_r, resp_w), env=child_env,
-                                          cwd=cwd, start_new_session=True)
+                                          stderr=subprocess.PIPE, pass_fds=(req_r, resp_w, life_r),
+                                          env=child_env, cwd=cwd, start_new_session=True)
         except OSError as exc:
-            for fd in (req_w, resp_r):
+            for fd in (req_w, resp_r, life_w):
                 os.close(fd)
             shutil.rmtree(self._tmp, ignore_errors=True)
             stopping.untrack(self)
             raise HarnessError(f"cannot start the harness child: {exc}") from None
         finally:
-            os.close(req_r)
-            os.close(resp_w)
+            for fd in (req_r, resp_w, life_r):
+                os.close(fd)
         self._pipes = (req_w, resp_r)
+        self._lifeline = life_w
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -327,13 +333,13 @@ class Session:
     def _cleanup(self) -> None:
         self._kill()
         self._drain_output()
-        for fd in (self._req, self._resp, self._pidfd):
+        for fd in (self._req, self._resp, self._pidfd, self._lifeline):  # the lifeline after the kill
             if fd is not None and fd >= 0:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        self._req = self._resp = -1
+        self._req = self._resp = self._lifeline = -1
         self._pidfd = None
         for pipe in (self._child.stdout, self._child.stderr):
             if pipe is not None:

@@ -4,6 +4,7 @@ dlcheck must die of the signal, as the conventional status says. Deterministic: 
 writes the child's PID to a FIFO before it spins, and the signal is sent only once the test has read it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -81,3 +82,26 @@ def test_an_ignored_hangup_stays_ignored(dl_build: Path, tmp_path: Path) -> None
         proc.wait()
     assert proc.returncode == -signal.SIGTERM
     assert wait_gone(child) and list(tmp.iterdir()) == []
+
+
+def test_sigkill_takes_the_child_along(dl_build: Path, tmp_path: Path) -> None:
+    """Guarantee: dlcheck killed with SIGKILL (no handler can run) leaves no child behind, even one spinning
+    in a library's constructor: the kernel kills the child's group when dlcheck's end of the lifeline pipe
+    closes. Killed only once the constructor has said it runs; the child's end is waited for, bounded."""
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    env = {**os.environ, "ELFPATCH_TEST_STARTED": str(fifo)}
+    proc = subprocess.Popen([sys.executable, "-m", "elfpatch", "dlcheck", str(dl_build / "libspin.so")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = None
+    try:
+        child = started_child(fifo)
+        proc.kill()
+        proc.wait()
+        assert wait_gone(child), "the child outlived dlcheck's SIGKILL"
+    finally:
+        proc.kill()
+        proc.wait()
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child, signal.SIGKILL)  # on a failure: the spinning orphan must not outlive the test

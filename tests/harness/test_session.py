@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from elfpatch.harness import ChildCrashed, DlError, HarnessError, HarnessTimeout, Session, run
-from elfpatch.harness.session import RTLD_GLOBAL, RTLD_NOW, parse_flags
+from elfpatch.harness.session import CHILD, RTLD_GLOBAL, RTLD_NOW, parse_flags
 
 
 def test_open_call_close_probe(unique_build: Path, patched: Path) -> None:
@@ -80,6 +84,52 @@ def test_a_hang_is_killed_at_the_timeout() -> None:
             s.call(libc, "sleep", "unsigned int(unsigned int)", 60, timeout=0.5)
         child = s._proc
     assert child.returncode == -signal.SIGKILL, "the hung child was killed, not waited for"
+
+
+def test_a_child_whose_parent_is_already_gone_ends_at_start() -> None:
+    """Guarantee: a child whose lifeline has no writer left when it starts (its parent died before the child
+    could arm the pipe) kills itself before answering anything, instead of living on as an orphan."""
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
+    life_r, life_w = os.pipe()
+    os.close(life_w)
+    proc = subprocess.Popen([sys.executable, CHILD, str(req_r), str(resp_w), str(life_r)],
+                            pass_fds=(req_r, resp_w, life_r), start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for fd in (req_r, resp_w, life_r):
+        os.close(fd)
+    try:
+        returncode = proc.wait(timeout=120)  # a bound so that a failure cannot hang the suite
+    except subprocess.TimeoutExpired:
+        returncode = None
+    finally:
+        proc.kill()
+        proc.wait()
+        answers = os.read(resp_r, 4096)
+        for fd in (req_w, resp_r):
+            os.close(fd)
+    assert (returncode, answers) == (-signal.SIGKILL, b"")
+
+
+def test_a_session_outlives_the_thread_that_started_it() -> None:
+    """Guarantee: the child is tied to this process, not to the thread that started it (as PR_SET_PDEATHSIG
+    would tie it): a session started in a thread that has ended, as the kernel sees it, still answers."""
+    sessions: list[Session] = []
+    tids: list[int] = []
+
+    def start() -> None:
+        tids.append(threading.get_native_id())
+        sessions.append(Session(ld_debug=None))
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    deadline = time.monotonic() + 120  # a bound so that a failure cannot hang the suite
+    while os.path.exists(f"/proc/self/task/{tids[0]}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(f"/proc/self/task/{tids[0]}")
+    with sessions[0] as s:
+        assert s.call(s.open("libc.so.6"), "abs", "int(int)", -3) == 3
 
 
 def test_exit_runs_exit_handlers_and__exit_does_not(nd_build: Path) -> None:
