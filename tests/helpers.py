@@ -3,15 +3,16 @@ child proves nothing more), the native fixtures' builds, a matrix case that need
 header surgery."""
 from __future__ import annotations
 
+import fcntl
 import io
 import logging
 import os
 import struct
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pytest
 
@@ -30,13 +31,31 @@ def case(*values: Any, needs: Iterable[str] = (), id: str | None = None) -> Any:
     return pytest.param(*values, id=id, marks=[pytest.mark.cross] if foreign else [])
 
 
-def native_build(topic: str, target: str | None = None) -> Path:
-    """native_tests/<topic>/build after `make` there (``target``: e.g. "cross"). `make fixtures` builds every
-    native topic before pytest starts, so here it is a no-op, also when several workers start at once; a
-    compiler that is absent is passed over by the topic's Makefile and the tests that need it say so."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE / topic), *([target] if target else [])], check=True,
-                   stdout=subprocess.DEVNULL)
-    return NATIVE / topic / "build"
+def native_build(topic: str, target: str | None = None, *, root: Path = NATIVE) -> Path:
+    """native_tests/<topic>/build after `make` there (``target``: e.g. "cross"; ``root``: another tree of
+    topics). `make fixtures` builds every native topic before pytest starts, so here it is mostly a no-op; when
+    it was not run, pytest-xdist workers that need the same topic take turns (``build_lock``): the first
+    builds, the others find it up to date. A compiler that is absent is passed over by the topic's Makefile
+    and the tests that need it say so."""
+    where = root / topic
+    with build_lock(where):
+        subprocess.run(["make", "-s", "-C", str(where), *([target] if target else [])], check=True,
+                       stdout=subprocess.DEVNULL)
+    return where / "build"
+
+
+@contextmanager
+def build_lock(topic: Path) -> Iterator[None]:
+    """An exclusive flock on the topic's directory (every target of its Makefile writes under it): two makes
+    of one topic at once would each write the same objects, and one could link the other's half-written
+    file. The directory itself is locked, so no lock file is left in the tree; the lock goes with the
+    descriptor, also when the process dies."""
+    fd = os.open(topic, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _no_crash(stderr: str) -> None:

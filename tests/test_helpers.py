@@ -3,12 +3,15 @@ ELF class in either byte order, and the in-process CLI run reporting what a chil
 from __future__ import annotations
 
 import io
+import os
 import struct
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
-from helpers import drop_section_headers, run_cli, run_main
+from helpers import build_lock, drop_section_headers, native_build, run_cli, run_main
 
 # (EI_CLASS, EI_DATA, e_machine): x86-64, 64-bit PowerPC (big-endian), i386, 32-bit PowerPC (big-endian).
 SHAPES = {"64-lsb": (2, 1, 62), "64-msb": (2, 2, 21), "32-lsb": (1, 1, 3), "32-msb": (1, 2, 20)}
@@ -64,3 +67,34 @@ def test_run_main_leaves_no_warning_handler_behind(tmp_path: Path) -> None:
     (tmp_path / "empty.so").write_bytes(b"")
     run_main("unique", "--check", str(tmp_path / "empty.so"))
     assert (log.handlers, log.level, log.propagate) == before
+
+
+# A topic whose recipe would fail if run twice at once (`mkdir` without -p) and logs each of its runs.
+RACY_MAKEFILE = "build/out.txt:\n\tmkdir build\n\techo ran >> runs.log\n\tprintf 'one\\ntwo\\n' > build/out.txt\n"
+BOUND = 120  # seconds: a bound so that a failure cannot hang the suite, never a measure of speed
+
+
+def flock_waiters(pid: int) -> int:
+    """How many flock requests of process ``pid`` are waiting (``->`` lines of /proc/locks)."""
+    with open("/proc/locks") as f:  # "N: -> FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END"
+        return sum(1 for fields in map(str.split, f) if fields[1:3] == ["->", "FLOCK"] and fields[5] == str(pid))
+
+
+def test_concurrent_builds_of_one_topic_take_turns(tmp_path: Path) -> None:
+    """Guarantee: two native_build calls of the same topic at once (two pytest-xdist workers without `make
+    fixtures` first) both succeed with one result: the second waits for the first and finds it up to date.
+    Deterministic: the test holds the topic's lock until /proc/locks shows both builds waiting for it."""
+    topic = tmp_path / "racy"
+    topic.mkdir()
+    (topic / "Makefile").write_text(RACY_MAKEFILE)
+    with ThreadPoolExecutor(2) as pool:
+        with build_lock(topic):
+            builds = [pool.submit(native_build, "racy", root=tmp_path) for _ in range(2)]
+            deadline = time.monotonic() + BOUND
+            while flock_waiters(os.getpid()) < 2 and time.monotonic() < deadline and not any(
+                    b.done() for b in builds):
+                time.sleep(0.01)
+            assert flock_waiters(os.getpid()) == 2, "the builds did not wait for the topic's lock"
+        assert [b.result(timeout=BOUND) for b in builds] == [topic / "build"] * 2
+    assert (topic / "runs.log").read_text() == "ran\n"
+    assert (topic / "build" / "out.txt").read_text() == "one\ntwo\n"

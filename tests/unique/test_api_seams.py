@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_main
+from helpers import native_build, run_main
 
 import elfpatch
 
@@ -242,7 +242,7 @@ def init_tree(tmp_path: Path) -> Path:
     """A tree of one executable, one shared object and an object file, from the inits fixtures."""
     from inits.conftest import BUILD, INIT_ORDER
 
-    subprocess.run(["make", "-s", "-C", str(INIT_ORDER)], check=True, stdout=subprocess.DEVNULL)
+    native_build(INIT_ORDER.name)
     tree = tmp_path / "inits_tree"
     tree.mkdir()
     for name in ("prio", "libchain_base.so", "prio.o"):

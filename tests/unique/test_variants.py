@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CROSS_ARCHES, NATIVE, require_tool
-from helpers import run_main
+from helpers import native_build, run_main
 from jsonschema_check import cli_json
 
 from unique.helpers import drop_section_headers, run_driver
@@ -102,7 +102,7 @@ QEMU_SYSROOT = {arch: f"/usr/{triple}" for arch, (triple, _) in CROSS_ARCHES.ite
 def test_cross_architecture(arch: str, no_shdr: bool, tmp_path: Path) -> None:
     triple, qemu = CROSS_ARCHES[arch]
     require_tool(f"{triple}-g++", qemu)
-    subprocess.run(["make", "-s", "-C", str(NATIVE / "unique"), "cross"], check=True, stdout=subprocess.DEVNULL)
+    native_build("unique", "cross")
     build = NATIVE / "unique" / "build" / arch
     a, b = copy_pair(build, tmp_path)
     if no_shdr:
