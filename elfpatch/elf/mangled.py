@@ -32,6 +32,14 @@ _REFERENCE = re.compile(r"S[0-9A-Z]*_|T\d*_|f[pL]|C[1-5I]|D[0-5]")
 _PACK = re.compile(r"Dp|sZ|sP|fl|fr|fL|fR")
 
 
+# <operator-name> (the Itanium C++ ABI's "Operator Encodings"): the codes a name may use; cv <type>, li
+# <source-name> and v <digit> <source-name> are read apart.
+OPERATOR_NAMES = frozenset((
+    "nw", "na", "dl", "da", "aw", "ps", "ng", "ad", "de", "co", "pl", "mi", "ml", "dv", "rm", "an", "or", "eo",
+    "aS", "pL", "mI", "mL", "dV", "rM", "aN", "oR", "eO", "ls", "rs", "lS", "rS", "eq", "ne", "lt", "gt", "le",
+    "ge", "ss", "nt", "aa", "oo", "pp", "mm", "cm", "pm", "pt", "cl", "ix", "qu",
+))
+
 _WALKS = 8  # walks of one name before its references are taken to form a cycle
 _NESTED = 32  # arguments containing a reference looked past before charging it the largest of all
 
@@ -416,6 +424,9 @@ class _Walk(ExpressionWalk):
         return n + (21 if anonymous else 0)
 
     def _operator(self) -> tuple[int, bool]:
+        """<operator-name>, after the "on" that libiberty's d_unqualified_name lets any operator name have
+        (an unresolved name's base: sr ... on <operator-name>)."""
+        self._take("on")
         if self._take("cv"):
             self.in_cv += 1
             try:
@@ -427,8 +438,8 @@ class _Walk(ExpressionWalk):
         if self._peek() == "v" and self._peek(1).isdigit():
             self.i += 2
             return self._source_name() + PIECE, False
-        if not (self._peek().islower() and self._peek(1).isalpha()):
-            raise _GiveUp
+        if self.s[self.i : self.i + 2] not in OPERATOR_NAMES:
+            raise _GiveUp  # not an operator the ABI names: no bound is claimed for what follows
         self.i += 2
         return PIECE, False
 

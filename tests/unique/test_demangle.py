@@ -314,3 +314,54 @@ def test_the_bound_holds_on_mutated_names() -> None:
             checked += 1
             assert bound >= len(real), (name, bound, len(real))
     assert checked > 500, f"only {checked} mutated names demangled"
+
+
+def _hostile(code: str, levels: int) -> str:
+    """A::<code> followed by types that each hold the one before twice (the candidates doubling_name
+    refers to, two further on): the demangled length doubles every 10 mangled bytes."""
+    from unique.test_hostile_inputs import _seq
+
+    name = f"_ZN1A{code}E1XIS_S_E"
+    for k in range(2, 2 + levels):
+        name += "S_I" + _seq(k) + _seq(k) + "E"
+    return name
+
+
+def test_an_operator_code_outside_the_abi_gets_no_walk_bound() -> None:
+    """Guarantee: the length bound walks only the operator names the Itanium ABI defines. A name with a
+    bogus two-letter code (zz, qq, dn, which is no operator; onzz) used to be walked as if it held an
+    operator, and bounded by that walk (onzz under BOUND_LIMIT, so handed to the demangler); now the walk
+    gives up, the crude bound decides, and the name is refused before any demangler sees it, saying why."""
+    for code in ("zz", "qq", "dn", "onzz"):
+        name = _hostile(code, 24)
+        assert mangled.demangled_bound(name) == mangled.crude_bound(name) > symbols.BOUND_LIMIT, code
+        assert symbols.demangle(name) is None
+        assert "could be longer" in symbols.why_not_demangled(name), code
+
+
+def test_every_abi_operator_name_is_walked_and_agrees_with_cxxfilt() -> None:
+    """Guarantee: each operator code the walk accepts is one the demangler knows (libiberty's table) and,
+    in a name, is walked (a bound below the crude one) and demangled as c++filt spells it."""
+    needs_tools()
+    from elfpatch.elf.mangled_expr import ARITY
+
+    assert mangled.OPERATOR_NAMES <= ARITY.keys()
+    names = [f"_ZN1A{code}Ev" for code in sorted(mangled.OPERATOR_NAMES)]
+    assert [n for n in names if mangled.demangled_bound(n) >= mangled.crude_bound(n)] == []
+    result = compare(names)
+    assert sorted(result["agree"]) == sorted(names), result
+
+
+def test_on_before_an_operator_name_is_read_as_the_demangler_reads_it() -> None:
+    """Guarantee: "on" before an operator name is a prefix (libiberty skips it in any unqualified name), not
+    an operator of its own. Read as one, it added a substitution candidate the demangler does not have, so
+    later references were charged too little: A::operator+ followed by doubling types was bounded at
+    15,466 for 106,443 demangled bytes, and at 24 levels (258 mangled bytes, hundreds of MB demangled)
+    under BOUND_LIMIT. Now the bound holds and the long one is refused before demangling."""
+    needs_tools()
+    assert mangled.demangled_bound(_hostile("onpl", 24)) > symbols.BOUND_LIMIT  # checked before demangling it
+    assert symbols.demangle(_hostile("onpl", 24)) is None
+    names = [_hostile("onpl", 12), "_ZN1AonplEv", "_Z1fIiEDTclsr1AEonplfp_EEv"]
+    result = compare(names)
+    assert result["unsound"] == [] and result["differ"] == [] and result["silent"] == [], result
+    assert set(names[1:]) <= set(result["agree"]), result
