@@ -166,7 +166,7 @@ class _Symbolizer:
         return found
 
     def _scan(self, table: Any, wanted: set[int]) -> dict[int, str]:
-        return TableSymbols(table).function_names(wanted)  # the one symbolizer
+        return TableSymbols(table, wanted).function_names(wanted)  # the one symbolizer
 
 
 def _demangle(name: str | None) -> str | None:

@@ -83,3 +83,33 @@ def test_names_of_a_name_past_the_string_table_is_the_parse_error(tmp_path: Path
     with pytest.raises(ParseError) as got:
         bad.names_of(True)
     assert str(got.value) == str(want.value)
+
+
+def test_symbolizer_asked_about_some_addresses_names_them_as_the_whole_table() -> None:
+    """Guarantee: TableSymbols(table, only) names each address of ``only`` as TableSymbols(table) does (the
+    listing asks about its few initializers only), also where several symbols share an address."""
+    from elfpatch.elf.symbolize import TableSymbols
+
+    named = 0
+    for path in _builds():
+        for table in _tables(path):
+            whole = TableSymbols(table)
+            only = set(list(whole.functions)[::3]) | {0, 1}
+            got = TableSymbols(table, only).function_names(only)
+            assert got == whole.function_names(only), (path, table.name)
+            named += len(got)
+    assert named
+
+
+def test_symbolizer_asked_about_some_addresses_still_warns_of_names_past_the_table(tmp_path: Path) -> None:
+    """Guarantee: a name offset past the string table is warned about whatever addresses are asked about."""
+    from elfpatch.elf.symbolize import TableSymbols
+
+    path = next(p for p in _builds() if any(t.name == ".symtab" for t in _tables(p)))
+    data = bytearray(path.read_bytes())
+    table = next(t for t in ElfFile(bytes(data), str(path)).symbol_tables() if t.name == ".symtab")
+    i = next(i for i in range(table.count) if table.symbol(i).type == STT_FUNC and table.symbol(i).st_shndx)
+    struct.pack_into("<I", data, table.offset + i * table.entsize, table.str_size + 5)
+    elf = ElfFile(bytes(data), str(path))
+    TableSymbols(next(t for t in elf.symbol_tables() if t.name == ".symtab"), {1})
+    assert any("past its string table" in w for w in elf.warnings)
