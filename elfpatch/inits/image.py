@@ -111,6 +111,7 @@ class Image:
         self._in_code: dict[int, bool] = {}
         self._object_at: dict[int, tuple[int, str] | None] = {}
         self._name_cache: dict[int, str] = {}
+        self._ends: dict[int, int] = {}
         self._load_symbols()
         self.extents = eh_frame_extents(elf)
         if not elf.sections and elf.e_machine == EM_X86_64:
@@ -174,6 +175,12 @@ class Image:
     def function_end(self, addr: int) -> int:
         """Where the function at ``addr`` ends: its symbol's size, else the FDE covering it (.eh_frame), else a
         guess (see extent_known): the next function or FDE start, the code section's end, MAX_FUNCTION."""
+        end = self._ends.get(addr)
+        if end is None:
+            end = self._ends[addr] = self._function_end(addr)  # asked again at each call the walk meets
+        return end
+
+    def _function_end(self, addr: int) -> int:
         i = self._funcs.get(addr)
         size = self._sizes[i] if i is not None else 0
         fde = self.extents.end_of(addr)
