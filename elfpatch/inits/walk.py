@@ -584,6 +584,8 @@ class Walker:
         one is read; another module's object passed on is a read this file cannot order (unproven)."""
         built = constructed_argument(name)
         for i, v in enumerate(args):
+            if v is None:
+                continue  # not known (most argument registers)
             if isinstance(v, str) and self.foreign_object(v):
                 acc.unprove((), acc.addr, v)
             a = address_of(v)
