@@ -1,6 +1,6 @@
 """The column-wise symbol readers the `inits` analysis uses on large tables (SymbolTable.names_of, and the
 STT_FILE source lookup of the listing) give what a walk over every entry gives: checked against that walk, the
-reference, on every native fixture build (x86-64 and AArch64, PIE, shared, stripped), and on a table whose
+reference, on native fixture builds (x86-64 and AArch64, PIE and shared, GCC and clang), and on a table whose
 name offset lies past its string table (the same ParseError)."""
 from __future__ import annotations
 
@@ -17,7 +17,11 @@ from elfpatch.inits.order import _file_of
 
 
 def _builds() -> list[Path]:
-    found = sorted(p for p in NATIVE.glob("*/build/**/*") if p.is_file() and p.read_bytes()[:4] == b"\x7fELF")
+    """The SIOF fixtures' x86-64 and AArch64 builds (PIE, shared, GCC and clang, -O0 and -O2), and the listing's."""
+    dirs = ("siof/build/gcc-O0", "siof/build/clang-O2", "siof/build/a64-gcc-O2", "siof/build/siof/O2",
+            "init_order/build")
+    found = sorted(p for d in dirs for p in (NATIVE / d).glob("**/*")
+                   if p.is_file() and p.read_bytes()[:4] == b"\x7fELF")
     assert found, "make fixtures builds the native fixtures"
     return found
 
@@ -72,10 +76,9 @@ def test_file_of_is_the_walk_over_the_local_symbols() -> None:
 
 def test_names_of_a_name_past_the_string_table_is_the_parse_error(tmp_path: Path) -> None:
     """Guarantee: a selected entry whose name offset is past the string table fails as symbol() fails."""
-    path = next(p for p in _builds() if any(t.name == ".dynsym" for t in _tables(p)))
+    path, table, i = next((p, t, i) for p in _builds() for t in _tables(p) if t.name == ".dynsym"
+                          for i in range(t.count) if t.symbol(i).st_shndx != SHN_UNDEF and t.symbol(i).name)
     data = bytearray(path.read_bytes())
-    table = next(t for t in ElfFile(bytes(data), str(path)).symbol_tables() if t.name == ".dynsym")
-    i = next(i for i in range(table.count) if table.symbol(i).st_shndx != SHN_UNDEF and table.symbol(i).name)
     struct.pack_into("<I", data, table.offset + i * table.entsize, table.str_size + 5)
     bad = next(t for t in ElfFile(bytes(data), str(path)).symbol_tables() if t.name == ".dynsym")
     with pytest.raises(ParseError) as want:

@@ -134,7 +134,7 @@ def test_a_loop_pass_resumed_at_its_first_changed_head_is_the_whole_walk(monkeyp
     """A later fixpoint pass over a function without jump tables goes on from where the pass before stood at
     the first loop head whose state changed (disasm._Mark): its events, the states its loop heads started
     from and what their back edges brought, and the instructions it counts as walked are those of the whole
-    walk of the blocks, on the SIOF fixture builds' initializers."""
+    walk of the blocks, on the SIOF fixture builds' initializers (x86-64 and AArch64, -O0 and -O2)."""
     from elfpatch.inits.analysis import analyze_path
     from elfpatch.inits.order import list_initializers
 
@@ -166,8 +166,9 @@ def test_a_loop_pass_resumed_at_its_first_changed_head_is_the_whole_walk(monkeyp
         return got
 
     monkeypatch.setattr(disasm.Disassembler, "_walk_blocks", both)
-    builds = Path(__file__).resolve().parents[2] / "native_tests"
-    for path in sorted(builds.glob("siof/build/**/*")):
+    builds = Path(__file__).resolve().parents[2] / "native_tests" / "siof" / "build"
+    paths = [p for d in ("siof/O0", "siof/O2", "siof/a64-O0", "siof/a64-O2", "gcc-O2") for p in (builds / d).glob("*")]
+    for path in sorted(paths):
         if path.is_file() and path.read_bytes()[:4] == b"\x7fELF":
             try:
                 listing = list_initializers(str(path))
