@@ -236,6 +236,12 @@ class SymbolTable:
         start = self.str_offset + st_name
         return bytes(self.elf.data[start : min(start + n, self.str_offset + self.str_size)])
 
+    def strings_view(self) -> memoryview:
+        """The whole string table without a copy (a large ``.strtab`` costs tens of milliseconds to copy), for
+        reading many names' bytes by index; release it (``with``) before the file is closed."""
+        self.elf.check_range(self.str_offset, self.str_size)
+        return memoryview(self.elf.data)[self.str_offset : self.str_offset + self.str_size]
+
     def strings(self) -> bytes:
         """The whole string table (bounds-checked when the table was found): for testing many names' first
         bytes at once, at C speed."""

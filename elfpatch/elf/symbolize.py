@@ -122,10 +122,10 @@ class TableSymbols:
         offsets = list(st_names)
         if not offsets:
             return b""
-        strings = self.table.strings()
-        heads = bytes(map(strings.__getitem__, offsets))
-        last = len(strings) - 1  # a name's second byte, or its first again at the table's end (then no ".L")
-        seconds = bytes(map(strings.__getitem__, map(min, map((1).__add__, offsets), repeat(last))))
+        with self.table.strings_view() as strings:
+            heads = bytes(map(strings.__getitem__, offsets))
+            last = len(strings) - 1  # a name's second byte, or its first again at the table's end (then no ".L")
+            seconds = bytes(map(strings.__getitem__, map(min, map((1).__add__, offsets), repeat(last))))
         label = int.from_bytes(heads.translate(_DOLLAR), "little") | (
             int.from_bytes(heads.translate(_DOT), "little") & int.from_bytes(seconds.translate(_ELL), "little"))
         return label.to_bytes(len(offsets), "little").translate(_FLIP)

@@ -116,3 +116,19 @@ def test_symbolizer_asked_about_some_addresses_still_warns_of_names_past_the_tab
     elf = ElfFile(bytes(data), str(path))
     TableSymbols(next(t for t in elf.symbol_tables() if t.name == ".symtab"), {1})
     assert any("past its string table" in w for w in elf.warnings)
+
+
+def test_the_symbolizer_leaves_no_view_of_a_mapped_file_open() -> None:
+    """Guarantee: ranking a table's labels reads its string table through a view that is released (a mapped
+    file can be closed after; an open view would make mmap.close() fail)."""
+    import mmap
+
+    from elfpatch.elf.symbolize import TableSymbols
+
+    path = next(p for p in _builds() if any(t.name == ".symtab" for t in _tables(p)))
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    table = next(t for t in ElfFile(mapped, str(path)).symbol_tables() if t.name == ".symtab")
+    ranked = TableSymbols(table)
+    assert ranked.functions
+    mapped.close()  # BufferError if a view were still exported
