@@ -49,6 +49,7 @@ def record(path: str, depth: int, out: Path) -> None:
             analysis.analyze(ElfFile(src.data, path), listing, depth)
     finally:
         Disassembler.decode = decode  # type: ignore[method-assign]
+    out.parent.mkdir(parents=True, exist_ok=True)  # bench/out is made by bench.py, which may not have run
     out.write_text("".join(f"{a} {e}\n" for a, e in seen.items()))
 
 

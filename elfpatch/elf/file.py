@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from itertools import compress
 from operator import itemgetter
 
 from elfpatch.elf.const import (
@@ -53,6 +54,7 @@ from elfpatch.elf.const import (
     SHT_STRTAB,
     SHT_SYMTAB,
     ST_INFO_OFFSET,
+    ST_SHNDX_OFFSET,
     SYM_ENTSIZE,
     st_bind,
     st_type,
@@ -63,7 +65,7 @@ from elfpatch.errors import ParseError
 TYPE_CHECKING = False  # typing is not imported on the read path
 if TYPE_CHECKING:
     import mmap
-    from typing import Iterator, Union
+    from typing import Iterable, Iterator, Union
 
     Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 
@@ -180,6 +182,9 @@ class SymEntry(Record):
 # Elf64_Sym stores st_name, st_info, st_other, st_shndx, st_value, st_size; Elf32_Sym stores st_name,
 # st_value, st_size, st_info, st_other, st_shndx.
 _SYM_FORMAT = {64: "IBBHQQ", 32: "IIIBBH"}
+# Byte translations for column-wise selection: 1 where a byte is (not) zero, 1 where st_info has a type.
+_NONZERO, _ZERO = bytes([0] + [1] * 255), bytes([1] + [0] * 255)
+_TYPE_IS = {t: bytes(1 if b & 0xF == t else 0 for b in range(256)) for t in range(16)}
 
 
 def _entry(elfclass: int, fields: tuple[int, ...]) -> SymEntry:
@@ -231,10 +236,44 @@ class SymbolTable:
         start = self.str_offset + st_name
         return bytes(self.elf.data[start : min(start + n, self.str_offset + self.str_size)])
 
+    def strings_view(self) -> memoryview:
+        """The whole string table without a copy (a large ``.strtab`` costs tens of milliseconds to copy), for
+        reading many names' bytes by index; release it (``with``) before the file is closed."""
+        self.elf.check_range(self.str_offset, self.str_size)
+        return memoryview(self.elf.data)[self.str_offset : self.str_offset + self.str_size]
+
     def strings(self) -> bytes:
         """The whole string table (bounds-checked when the table was found): for testing many names' first
         bytes at once, at C speed."""
         return self.elf.read(self.str_offset, self.str_size)
+
+    def names_of(self, defined: bool, st_type: int | None = None) -> list[str]:
+        """The non-empty names of the entries that are defined (st_shndx not SHN_UNDEF) or undefined, and of
+        type ``st_type`` if given, in table order: read column by column (st_shndx's and st_info's strided
+        bytes pick the entries at C speed), only the names picked decoded. A bad name offset is the ParseError
+        symbol() gives."""
+        blob = self.elf.read(self.offset, self.count * self.entsize)
+        ent, at = self.entsize, ST_SHNDX_OFFSET[self.elf.elfclass]
+        shndx = int.from_bytes(blob[at::ent], "little") | int.from_bytes(blob[at + 1 :: ent], "little")
+        keep = shndx.to_bytes(self.count, "little").translate(_NONZERO if defined else _ZERO)
+        if st_type is not None:
+            info = blob[ST_INFO_OFFSET[self.elf.elfclass] :: ent].translate(_TYPE_IS[st_type])
+            keep = (int.from_bytes(keep, "little") & int.from_bytes(info, "little")).to_bytes(self.count, "little")
+        strings = self.strings()
+        names = []
+        for n in compress(self._st_names(blob), keep):
+            end = strings.find(b"\0", n) if n < self.str_size else -1
+            name = strings[n:end].decode("utf-8", "surrogateescape") if end >= 0 else self.string(n)  # raises
+            if name:
+                names.append(name)
+        return names
+
+    def _st_names(self, blob: bytes) -> Iterable[int]:
+        """Every entry's st_name (the first word of both classes' entries) from the table's bytes."""
+        if self.elf.little == (sys.byteorder == "little"):
+            return memoryview(blob).cast("I")[:: self.entsize // 4]
+        s = self.elf.struct("I")
+        return (s.unpack_from(blob, i)[0] for i in range(0, len(blob), self.entsize))
 
     def entry(self, index: int) -> SymEntry:
         if not 0 <= index < self.count:

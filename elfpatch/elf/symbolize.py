@@ -71,7 +71,9 @@ class TableSymbols:
     """One table's symbols by address: ``functions`` (address -> index of the best function symbol there),
     ``objects`` (address -> index of a data object there), and each entry's ``st_name`` and ``st_size``."""
 
-    def __init__(self, table: SymbolTable) -> None:
+    def __init__(self, table: SymbolTable, only: set[int] | None = None) -> None:
+        """``only``: the addresses asked about (the others' entries are not ranked; the table is still checked
+        whole for names past its string table)."""
         self.table = table
         elf = table.elf
         ent, n = table.entsize, table.count
@@ -84,6 +86,8 @@ class TableSymbols:
         kept = (_nonzero(blob, ent, n, ST_SHNDX_OFFSET[elf.elfclass], 2) & _nonzero(blob, ent, n, 0, 4)
                 & int.from_bytes(info.translate(_NONZERO), "little"))
         kept &= ~self._past_strings(kept)
+        if only is not None:  # 0xFF for each entry at an address asked about (a 0/1 byte times 0xFF)
+            kept &= int.from_bytes(bytes(map(only.__contains__, values)), "little") * 0xFF
         classes = (int.from_bytes(info, "little") & kept).to_bytes(n, "little")
         index = range(n)
         self.functions: dict[int, int] = {}
@@ -118,10 +122,10 @@ class TableSymbols:
         offsets = list(st_names)
         if not offsets:
             return b""
-        strings = self.table.strings()
-        heads = bytes(map(strings.__getitem__, offsets))
-        last = len(strings) - 1  # a name's second byte, or its first again at the table's end (then no ".L")
-        seconds = bytes(map(strings.__getitem__, map(min, map((1).__add__, offsets), repeat(last))))
+        with self.table.strings_view() as strings:
+            heads = bytes(map(strings.__getitem__, offsets))
+            last = len(strings) - 1  # a name's second byte, or its first again at the table's end (then no ".L")
+            seconds = bytes(map(strings.__getitem__, map(min, map((1).__add__, offsets), repeat(last))))
         label = int.from_bytes(heads.translate(_DOLLAR), "little") | (
             int.from_bytes(heads.translate(_DOT), "little") & int.from_bytes(seconds.translate(_ELL), "little"))
         return label.to_bytes(len(offsets), "little").translate(_FLIP)

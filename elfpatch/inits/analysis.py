@@ -366,10 +366,7 @@ def _changed_note(e: dict[str, Any], names: list[str]) -> list[str]:
 
 def _exported(image: Image) -> frozenset[str]:
     """The names this file's dynamic symbol table defines (another module may name those)."""
-    from elfpatch.elf.const import SHN_UNDEF
-
-    return frozenset(sym.name for t in image.elf.symbol_tables() if t.name == ".dynsym" for sym in t
-                     if sym.st_shndx != SHN_UNDEF and sym.name)
+    return frozenset(n for t in image.elf.symbol_tables() if t.name == ".dynsym" for n in t.names_of(True))
 
 
 def _guards_run(image: Image | None, summaries: list) -> dict[str, int]:

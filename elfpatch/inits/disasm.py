@@ -176,6 +176,29 @@ def _with_first_iteration(out: list, first: list) -> list:
     return out + [ev for ev in first if isinstance(ev, Access) and (address_of(ev.address), ev.write) not in seen]
 
 
+class _Mark:
+    """Where a walk of a function's blocks stood as it reached a loop head (see Disassembler._walk_blocks):
+    the block's position, how many events came before it, and copies of the walk's tables (the states in them
+    are never changed in place: a block changes a copy of its pending state, a join makes a new one)."""
+
+    __slots__ = ("p", "events", "count", "incoming", "back_in", "used", "live", "walked")
+
+    def __init__(self, p: int, events: list, incoming: dict, back_in: dict, used: dict, live: set,
+                 walked: int) -> None:
+        self.p, self.events, self.count, self.walked = p, events, len(events), walked
+        self.incoming, self.back_in, self.used, self.live = dict(incoming), dict(back_in), dict(used), set(live)
+
+    @staticmethod
+    def restart(mark: _Mark | None) -> tuple[int, list, dict[int, State], dict[int, State], dict[int, State],
+                                             set[int], int]:
+        """(position, events, incoming, back_in, used, live, walked) to go on from ``mark``, each a fresh copy;
+        without one, the start of a walk."""
+        if mark is None:
+            return 0, [], {}, {}, {}, {0}, 0
+        return (mark.p, mark.events[: mark.count], dict(mark.incoming), dict(mark.back_in), dict(mark.used),
+                set(mark.live), mark.walked)
+
+
 class Disassembler:
     """Decodes functions of one file (each once, while its cache holds) and walks them with given argument
     registers, within the file's Budget (see budget.py)."""
@@ -313,18 +336,29 @@ class Disassembler:
             return self._pass(dec, start, end, entry, {})[0]
         heads: dict[int, State | None] = dict.fromkeys(dec.back)  # loop head -> what its back edges bring
         first: list | None = None
+        # Without a jump table a pass is one walk of the blocks, which marks where each loop head starts: the
+        # next pass resumes at the first head whose state changed (the blocks before it start as they did).
+        marks: dict[int, _Mark] | None = {} if dec.table == len(dec.insns) else None
+        resume: _Mark | None = None
         for _ in range(MAX_PASSES):
-            out, back_in, used = self._pass(dec, start, end, entry, heads)
+            if marks is None:
+                out, back_in, used = self._pass(dec, start, end, entry, heads)
+            else:
+                out, back_in, used = self._walk_blocks(dec, start, end, entry, heads, None, {}, resume, marks)[:3]
             first = out if first is None else first
             # Settled when what each loop head started from already agrees with what its back edges bring.
             settled = {p: _meet(used.get(p), back_in[p], self.object_of) if p in back_in else heads[p]
                        for p in heads}
-            if all(p not in back_in or _states_equal(settled[p], used.get(p)) for p in heads):
+            changed = [p for p in heads if p in back_in and not _states_equal(settled[p], used.get(p))]
+            if not changed:
                 return _with_first_iteration(out, first)
             if self.budget.walked >= self.budget.steps:  # the first pass's events stand, the function is cut
                 self.budget.cut_short(start, "the file's budget of instructions walked was spent")
                 return first
             heads = settled
+            resume = marks.get(min(changed)) if marks is not None else None
+            if marks:
+                marks = {}
         self.unsettled.append(start)  # the analysis says it is incomplete
         out = self._pass(dec, start, end, entry, {p: State() for p in dec.back})[0]  # assume nothing at loop heads
         return _with_first_iteration(out, first or [])
@@ -359,27 +393,31 @@ class Disassembler:
         return self._walk_blocks(dec, start, end, entry, heads, _FRAME_ONLY, {})[:3]
 
     def _walk_blocks(self, dec: Decoded, start: int, end: int, entry: State, heads: dict[int, State | None],
-                     preset: State | None, late: dict[int, State]) -> tuple[list, dict[int, State],
-                                                                             dict[int, State], State | None]:
+                     preset: State | None, late: dict[int, State], resume: _Mark | None = None,
+                     marks: dict[int, _Mark] | None = None) -> tuple[list, dict[int, State], dict[int, State],
+                                                                     State | None]:
         """_pass's walk. A possible case starts from its edges met with ``preset`` (what every jump agreed on in
         the walk before); without one, from what the jumps walked so far agree on, and before any jump from its
         edges alone (None: _FRAME_ONLY, from the frame alone). Returns, besides _pass's results, what the jumps
         agreed on when a case needed it (preset given, or a case came before any jump), else None. ``late``: per
-        block that is no loop head, what blocks walked after it brought it in the walk before."""
+        block that is no loop head, what blocks walked after it brought it in the walk before.
+
+        ``marks`` (a function without jump tables): filled with where the walk stood at each loop head;
+        ``resume``: one such mark of the walk before, whose blocks up to it start as they did then (the heads
+        before it unchanged), so the walk goes on from it, counted in the budget as walked again."""
         step, run = self.arch.step, self.arch.run
         insns, plans = dec.insns, dec.plans
         object_of = self.object_of
-        out: list = []
-        incoming: dict[int, State] = {}  # block position -> state agreed by the forward edges so far
-        back_in: dict[int, State] = {}
-        used: dict[int, State] = {}
-        live: set[int] = {0}
-        walked = 0
+        # incoming: block position -> state agreed by the forward edges so far
         jumps: State | None = None  # what the table jumps walked so far agree on
         frame = State()  # the frame registers the entry block set up
         early = preset is not None  # whether what the jumps agree on is asked for
-        for p, (first, last) in enumerate(dec.blocks):
-            st = self._block_state(dec, p, entry, incoming, heads, used, live)
+        tables = dec.table < len(insns)  # else no case starts from what the jumps agree on: not asked for
+        begin, out, incoming, back_in, used, live, walked = _Mark.restart(resume)
+        for p, (first, last) in enumerate(dec.blocks[begin:], begin):
+            if marks is not None and p in dec.back:
+                marks[p] = _Mark(p, out, incoming, back_in, used, live, walked)
+            st = self._block_state(dec, p, entry, incoming, heads, used, live, marks is not None)
             st = _with(st, late.get(p), object_of)  # what blocks walked after it bring (the walk before said)
             if p and first > dec.table:  # may be a case of a jump table: what the table jumps bring too
                 early = early or jumps is None
@@ -394,9 +432,9 @@ class Disassembler:
             step(insns[last], plans[last], values, out, start, end)
             if p == 0:
                 frame = State({k: v for k, v in values.items() if isinstance(v, Ptr) and v.kind == "frame"})
-            if _table_jump(insns[last][2]):
+            if tables and _table_jump(insns[last][2]):
                 jumps = _meet(jumps, st, object_of)
-            taken_known = _decided(cmp, insns[last][2])
+            taken_known = _decided(cmp, insns[last][2]) if cmp is not None else None
             for s, taken in dec.succs.get(p, ()):
                 if taken is not None and taken_known is not None and taken != taken_known:
                     continue
@@ -409,9 +447,10 @@ class Disassembler:
         return out, back_in, used, (jumps if early and preset is not _FRAME_ONLY and jumps is not None else None)
 
     def _block_state(self, dec: Decoded, p: int, entry: State, incoming: dict, heads: dict, used: dict,
-                     live: set) -> State | None:
+                     live: set, marked: bool = False) -> State | None:
         """The state block ``p`` starts from along its edges (None: dead); a loop head from its forward edges
-        met with what its back edges brought (``used`` records it)."""
+        met with what its back edges brought (``used`` records it). ``marked``: the walk keeps marks (see
+        _Mark), which hold the pending states: the block gets a copy to change."""
         if p in dec.back:  # a loop head (the entry block too, when the function starts with a loop)
             st = _head_state(entry if p == 0 else incoming.get(p), heads.get(p), self.object_of)
             used[p] = st.copy()
@@ -423,6 +462,8 @@ class Disassembler:
         # Popped: a state is held only until its block is walked, and each is a fresh dict (_meet's) the block
         # may change in place.
         st = incoming.pop(p, None)
+        if st is not None and marked:
+            st = st.copy()
         return st if st is not None and st.values else State()
 
     def stub_slot(self, start: int, end: int) -> int | None:

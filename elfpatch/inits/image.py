@@ -59,6 +59,18 @@ class _GotRelocator(Relocator):
 MAX_GOT = 1 << 24
 
 
+def _joined(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` with those that touch or overlap made one (``.got`` then ``.got.plt``, as GNU ld lays them
+    out): a relocation table is then filtered at C speed, not entry by entry (see Relocator)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def _loader_got(elf: ElfFile) -> list[tuple[int, int]]:
     """Where the GOT is in a file without section headers, as GNU ld lays it out: ``.got`` from the end of the
     dynamic section (PT_DYNAMIC) to ``.got.plt`` (DT_PLTGOT: three reserved words, then one slot per PLT
@@ -101,7 +113,7 @@ class Image:
         if not elf.sections:
             got = _loader_got(elf)
         self.got_ranges = got
-        self._reloc = _GotRelocator(elf, got) if got else None
+        self._reloc = _GotRelocator(elf, _joined(got)) if got else None
         self._plt_lo = min((lo for lo, _ in self.plt), default=0)
         self._plt_hi = max((hi for _, hi in self.plt), default=0)
         spans = self.writable + got
@@ -111,6 +123,7 @@ class Image:
         self._in_code: dict[int, bool] = {}
         self._object_at: dict[int, tuple[int, str] | None] = {}
         self._name_cache: dict[int, str] = {}
+        self._ends: dict[int, int] = {}
         self._load_symbols()
         self.extents = eh_frame_extents(elf)
         if not elf.sections and elf.e_machine == EM_X86_64:
@@ -174,6 +187,12 @@ class Image:
     def function_end(self, addr: int) -> int:
         """Where the function at ``addr`` ends: its symbol's size, else the FDE covering it (.eh_frame), else a
         guess (see extent_known): the next function or FDE start, the code section's end, MAX_FUNCTION."""
+        end = self._ends.get(addr)
+        if end is None:
+            end = self._ends[addr] = self._function_end(addr)  # asked again at each call the walk meets
+        return end
+
+    def _function_end(self, addr: int) -> int:
         i = self._funcs.get(addr)
         size = self._sizes[i] if i is not None else 0
         fde = self.extents.end_of(addr)

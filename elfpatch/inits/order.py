@@ -9,6 +9,8 @@ first entry first). Each entry's address is the relocated slot (relocs.py), name
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from itertools import compress
 from typing import Any
 
 from elfpatch.elf.const import (
@@ -32,9 +34,10 @@ from elfpatch.elf.const import (
     st_bind,
     st_type,
 )
-from elfpatch.elf.file import ElfFile
+from elfpatch.elf.file import ElfFile, SymbolTable
 from elfpatch.elf.relocs import Relocator, Target
 from elfpatch.elf.symbolize import TableSymbols
+from elfpatch.elf.symbolize import _columns as table_columns
 from elfpatch.errors import UnsupportedError, warn
 
 INIT_KINDS = ("preinit_array", "init", "ctors", "init_array")
@@ -163,7 +166,7 @@ class _Symbolizer:
         return found
 
     def _scan(self, table: Any, wanted: set[int]) -> dict[int, str]:
-        return TableSymbols(table).function_names(wanted)  # the one symbolizer
+        return TableSymbols(table, wanted).function_names(wanted)  # the one symbolizer
 
 
 def _demangle(name: str | None) -> str | None:
@@ -213,19 +216,36 @@ def _add_file_sources(elf: ElfFile, entries: list[dict[str, Any]]) -> None:
     table = next((t for t in elf.symbol_tables() if t.name == ".symtab"), None)
     if not wanted or table is None:
         return
-    current: int | None = None  # st_name of the last STT_FILE symbol
-    found: dict[int, int] = {}
-    for st_name, value, _size, info, _other, _shndx in table.entries():
-        if st_bind(info) != STB_LOCAL:
-            break  # every local symbol comes first: past them, no file owns a symbol
-        typ = st_type(info)
-        if typ == STT_FILE:
-            current = st_name or None
-        elif typ == STT_FUNC and value in wanted and current is not None and value not in found:
-            found[value] = current
+    found = _file_of(table, wanted)
     for e in entries:
         if e["source"] is None and e["address"] in found:
             e["source"] = table.string(found[e["address"]])
+
+
+# st_info -> 1 for a symbol that is not local, of type STT_FILE, of type STT_FUNC
+_NOT_LOCAL, _IS_FILE, _IS_FUNC = (bytes(1 if test(b) else 0 for b in range(256)) for test in (
+    lambda b: st_bind(b) != STB_LOCAL, lambda b: st_type(b) == STT_FILE, lambda b: st_type(b) == STT_FUNC))
+
+
+def _file_of(table: SymbolTable, wanted: set[int]) -> dict[int, int]:
+    """Per address of ``wanted``, the st_name of the STT_FILE symbol last before the first local STT_FUNC
+    symbol at it that has one (0 or none: no file). Every local symbol comes first in .symtab: past them, no
+    file owns a symbol. Read column by column: only the functions at a wanted address are looked at in Python
+    (libtorch_cpu.so's .symtab has 530k entries)."""
+    st_names, values, _sizes = table_columns(table, table.elf.read(table.offset, table.count * table.entsize))
+    info = table.info_bytes()
+    local = info.translate(_NOT_LOCAL).find(1)
+    info = info[: local if local >= 0 else len(info)]
+    files = list(compress(range(len(info)), info.translate(_IS_FILE)))
+    funcs = list(compress(range(len(info)), info.translate(_IS_FUNC)))
+    hits = compress(funcs, map(wanted.__contains__, compress(values, info.translate(_IS_FUNC))))
+    found: dict[int, int] = {}
+    for i in hits:
+        value = values[i]
+        at = bisect_left(files, i) - 1
+        if value not in found and at >= 0 and st_names[files[at]]:
+            found[value] = st_names[files[at]]
+    return found
 
 
 def _legacy_list(words: list[Target], ws: int) -> list[tuple[int | None, Target]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Callable, NamedTuple
 
-from elfpatch.elf.const import SHN_UNDEF, STT_OBJECT
+from elfpatch.elf.const import STT_OBJECT
 from elfpatch.inits.budget import ARG_TUPLES
 from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Ret
@@ -576,8 +576,7 @@ class Walker:
         """Whether ``name`` is a data object another module defines (an undefined STT_OBJECT symbol here)."""
         if self._foreign is None:
             tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
-            self._foreign = frozenset(sym.name for t in tables for sym in t
-                                      if sym.st_shndx == SHN_UNDEF and sym.type == STT_OBJECT)
+            self._foreign = frozenset(n for t in tables for n in t.names_of(False, STT_OBJECT))
         return _SYMBOL_VERSION.sub("", name) in self._foreign
 
     def _arguments(self, name: str | None, args: tuple, acc: _Acc) -> None:
@@ -585,6 +584,8 @@ class Walker:
         one is read; another module's object passed on is a read this file cannot order (unproven)."""
         built = constructed_argument(name)
         for i, v in enumerate(args):
+            if v is None:
+                continue  # not known (most argument registers)
             if isinstance(v, str) and self.foreign_object(v):
                 acc.unprove((), acc.addr, v)
             a = address_of(v)

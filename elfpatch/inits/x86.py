@@ -450,10 +450,10 @@ class _X86:
         elif not (tail and notrack):  # through a register: known when from the GOT
             target = plain(st.get(reg))  # Within an object: a call to its start
             out.append(Call(target, None, args, tail))
-        kept = self.kept(target) if isinstance(target, int) and not tail else frozenset()
+        kept = self.kept(target) if isinstance(target, int) and not tail else None
         pop = st.pop
         for r in X86_CLOBBER:  # rax among them
-            if r not in kept:
+            if not kept or r not in kept:
                 pop(r, None)
         value = self.result(target, args)  # what the callee returns, when the walker knows it
         if value is not None:
