@@ -306,7 +306,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard and not changed[pos],
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
             "other_module_reads": sorted(s.foreign),  # judged by the whole load (inits.crossload, --deps)
-            "other_module_calls": sorted(s.foreign_calls),
+            "other_module_calls": sorted(s.foreign_calls | s.held_calls),
         }
     listing["findings"] = findings
     return notes

@@ -16,7 +16,7 @@ from elfpatch.inits.budget import ARG_TUPLES
 from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Ret
 from elfpatch.inits.image import Image
-from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, plain
+from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
          "__cxa_thread_atexit_impl": "thread_atexit"}
@@ -96,6 +96,9 @@ class Summary(NamedTuple):
     once: frozenset = frozenset()
     via_once: dict = {}
     foreign_calls: frozenset = frozenset()  # other modules' functions called (names): the load may judge them
+    # calls through a function pointer another module's object holds (values.held: "*<symbol>+<offset>"): each
+    # an indirect call here, whose target the whole load can read in the other module (inits.crossload)
+    held_calls: frozenset = frozenset()
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -172,6 +175,7 @@ class _Acc:
         self.foreign: set[str] = set()
         self.foreign_unproven = 0
         self.foreign_calls: set[str] = set()
+        self.held_calls: set[str] = set()
         self.initial: set[int] = set()
         self.escaped: set[int] = set()
         self.once: set[int] = set()
@@ -212,7 +216,7 @@ class _Acc:
                        frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
                        frozenset(self.escaped), frozenset(self.once),
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
-                       frozenset(self.foreign_calls))
+                       frozenset(self.foreign_calls), frozenset(self.held_calls))
 
 
 class Walker:
@@ -497,6 +501,7 @@ class Walker:
         acc.initial |= sub.initial
         acc.escaped |= sub.escaped
         acc.foreign_calls |= sub.foreign_calls
+        acc.held_calls |= sub.held_calls
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
@@ -554,6 +559,9 @@ class Walker:
         if target is None and ev.slot is not None:
             target = self.pointer(ev.slot)
             self._relied(ev.slot, acc)
+        if held_by(target) is not None:
+            acc.held_calls.add(target)  # another module's function pointer: indirect here, the load may read it
+            return None
         if isinstance(target, (Ptr, Within)) or target is None or (isinstance(target, int)
                                                                    and not self.image.in_code(target)):
             return None
@@ -562,8 +570,8 @@ class Walker:
     def _register(self, kind: str, args: tuple, acc: _Acc) -> int:
         """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
         dtor, obj = plain(args[0]), plain(args[1] if kind != "atexit_c" else None)  # as reported: Within's start
-        dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) else None
-        obj = None if returned_by(obj) else obj
+        dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) and held_by(dtor) is None else None
+        obj = None if returned_by(obj) or held_by(obj) is not None else obj
         obj = obj if not isinstance(obj, Ptr) else None
         acc.regs.append(Registration(kind, dtor, obj, acc.guard, acc.addr))
         if isinstance(obj, int):

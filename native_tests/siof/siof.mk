@@ -124,7 +124,7 @@ PROBE_VARIANTS := $(if $(call HAVE,g++),gcc-O0 gcc-O2 gcc-O2-cet) $(if $(call HA
 probe_cxx = $(if $(findstring clang,$(1)),clang++,g++)
 probe_opt = $(if $(findstring O0,$(1)),-O0,-O2) $(if $(findstring cet,$(1)),-fcf-protection=full)
 # probe_xab_*: libB reads libA's global; libA is libB's dependency (dep), or not and loaded first or later.
-PROBE_XAB := probe_xab_dep probe_xab_first probe_xab_later probe_xget
+PROBE_XAB := probe_xab_dep probe_xab_first probe_xab_later probe_xget probe_xword
 probe: $(foreach v,$(PROBE_VARIANTS),$(foreach p,$(PROBE_PROGS) probe_ext libprobe_ext.so probe_dep $(PROBE_XAB),$(PB)/$(v)/$(p)))
 define probe_variant
 $(PB)/$(1)/.dir:
@@ -157,6 +157,10 @@ $(PB)/$(1)/libprobe_xget.so: $(PB)/$(1)/pic_probe_xget_lib.o $(PB)/$(1)/pic_prob
 	$(call probe_cxx,$(1)) -shared -o $$@ $$^
 $(PB)/$(1)/probe_xget: $(PB)/$(1)/probe_xget_main.o $(PB)/$(1)/libprobe_xget.so
 	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_xget -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/libprobe_xword.so: $(PB)/$(1)/pic_probe_xword_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/probe_xword: $(PB)/$(1)/probe_xword_main.o $(PB)/$(1)/libprobe_xword.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_xword -Wl,-rpath,'$$$$ORIGIN'
 $(foreach p,$(PROBE_PROGS),$(eval $(call probe_prog,$(1),$(p))))
 endef
 define probe_prog

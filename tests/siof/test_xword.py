@@ -1,0 +1,53 @@
+"""Reads of the program's objects that a library makes through pointer words the program defines (probe_xword):
+a reference global (RELRO), an entry of a constant pointer table, a writable pointer global and a function
+pointer. The library loads the word through its GOT, then loads through it (or calls it); the program's
+initializers run last, so the run sees each box before it is built -- the fixture reports what it observed."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+from helpers import case, run_main
+
+from elfpatch.inits.values import held, held_by
+from siof.test_probe import VARIANTS, observed_early
+
+BOXES = ["g_wfn_box", "g_wptr_box", "g_wref_box", "g_wtab_box"]
+VIA = {"g_wfn_box": "g_wfn", "g_wptr_box": "g_wptr", "g_wref_box": "g_wref", "g_wtab_box": "g_wtab"}
+
+
+@pytest.fixture(scope="module")
+def probe_build(siof_build: Path) -> Path:
+    return siof_build.parent / "build" / "probe"
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+def test_reads_through_the_other_modules_words_are_findings(probe_build: Path, variant: str) -> None:
+    """Guarantee: with --deps on the program, each read the run saw before construction through a pointer word
+    of the program (reference, constant table entry, pointer global, function pointer) is a
+    `before-construction` finding of the load, reader in the library, object and constructor in the program,
+    `via` naming the word's object; the library's own analysis stays incomplete for those reads."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / "probe_xword"
+    early = observed_early(exe)
+    assert sorted(obj for _unit, obj in early) == BOXES  # the run agrees: every box read early
+    doc = json.loads(run_main("inits", "--siof", "--deps", "--json", str(exe), check=True).stdout)
+    load = doc["loads"][0]
+    got = sorted((Path(f["reader"]["file"]).name, f["object"]["symbol"], Path(f["object"]["file"]).name,
+                  Path(f["constructor"]["file"]).name, f["verdict"], tuple(f["via"])) for f in load["findings"])
+    assert got == [("libprobe_xword.so", box, "probe_xword", "probe_xword", "before-construction", (VIA[box],))
+                   for box in BOXES]
+    lib = json.loads(run_main("inits", "--siof", "--json", str(exe.parent / "libprobe_xword.so"),
+                              check=True).stdout)["files"][0]
+    assert not lib["analysis_complete"] and lib["findings"] == []
+
+
+def test_a_held_word_is_never_a_symbol() -> None:
+    """Guarantee: the value of a word loaded from another module's object round-trips, and no symbol name (nor
+    another module's function result, "<name>()") is taken for one."""
+    assert held_by(held("g_wtab", 8)) == ("g_wtab", 8)
+    assert held_by(held("_ZN1A1bE", 0)) == ("_ZN1A1bE", 0)
+    for name in ("g_wtab", "_ZN1A1bE", "stdout@GLIBC_2.2.5", "_Z7get_boxv()", "*", "*x+", None, 8):
+        assert held_by(name) is None
