@@ -105,7 +105,7 @@ $(SB)/asan/got: $(SB)/asan/siof_main.o $(SB)/asan/libgot.so
 # The probe fixtures (probe.hpp): each program's initializers report what they observed (0: read before
 # construction), so running it is the truth; built with GCC and clang at -O0 and -O2 (GCC -O2 also with
 # -fcf-protection: notrack jump tables). NAME := units in link order.
-PROBE_PROGS := probe_mul probe_ref probe_unit probe_tmpl probe_rec probe_init probe_share probe_ptr probe_move probe_clone probe_inl probe_tls
+PROBE_PROGS := probe_mul probe_ref probe_unit probe_tmpl probe_rec probe_init probe_share probe_ptr probe_move probe_clone probe_inl probe_tls probe_tlsin
 probe_mul := probe_mul_user probe_mul_obj probe_box
 probe_ref := probe_ref_user probe_ref_def probe_box
 probe_unit := probe_unit probe_box
@@ -118,7 +118,8 @@ probe_move := probe_move_set probe_move_user probe_move_def probe_box
 probe_clone := probe_clone_user probe_clone_def probe_box
 probe_inl := probe_inl probe_box
 probe_tls := probe_tls_a probe_tls_b probe_tls_var probe_tls_def probe_box
-PROBE_HDRS := probe.hpp probe_tmpl.hpp probe_ptr.hpp probe_clone.hpp probe_tls.hpp
+probe_tlsin := probe_tlsin_var probe_tlsin_b probe_tlsin_def probe_box
+PROBE_HDRS := probe.hpp probe_tmpl.hpp probe_ptr.hpp probe_clone.hpp probe_tls.hpp probe_tlsin.hpp
 PB := $(B)/probe
 PROBE_VARIANTS := $(if $(call HAVE,g++),gcc-O0 gcc-O2 gcc-O2-cet) $(if $(call HAVE,clang++),clang-O0 clang-O2)
 probe_cxx = $(if $(findstring clang,$(1)),clang++,g++)
