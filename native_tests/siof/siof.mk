@@ -32,6 +32,7 @@ ifneq ($(call HAVE,g++),)
 siof: $(foreach p,$(SIOF_PROGS),$(SB)/O2/$(p) $(SB)/O0/$(p) $(SB)/asan/$(p)) $(SB)/O2/libgot.so $(SB)/O0/libgot.so $(SB)/O2/got \
       $(SB)/asan/libgot.so $(SB)/asan/got $(SB)/lto/cross_ba \
       $(foreach v,$(SIOF_MORE),$(foreach p,$(SIOF_PROGS),$(SB)/$(v)/$(p)) $(SB)/$(v)/libgot.so) \
+      $(foreach v,$(filter a64-%,$(SIOF_MORE)),$(SB)/$(v)/probe_xword) \
       $(if $(call HAVE,clang++),$(foreach p,$(SIOF_PROGS) got,$(SB)/clang-asan/$(p)) $(SB)/clang-asan/libgot.so)
 else
 siof:
@@ -83,6 +84,15 @@ $(SB)/clang-asan/got: $(SB)/clang-asan/siof_main.o $(SB)/clang-asan/libgot.so
 
 $(eval $(call siof_more,a64-O2,aarch64-linux-gnu-g++,-O2))
 $(eval $(call siof_more,a64-O0,aarch64-linux-gnu-g++,-O0))
+# probe_xword on AArch64 (the library loads the program's pointer words with ldr): its test runs it under qemu.
+define a64_xword
+$(SB)/$(1)/libprobe_xword.so: $(SB)/$(1)/pic_probe_xword_lib.o $(SB)/$(1)/pic_probe_box.o
+	aarch64-linux-gnu-g++ -shared -o $$@ $$^
+$(SB)/$(1)/probe_xword: $(SB)/$(1)/probe_xword_main.o $(SB)/$(1)/libprobe_xword.so
+	aarch64-linux-gnu-g++ -pie -o $$@ $$< -L$(SB)/$(1) -lprobe_xword -Wl,-rpath,'$$$$ORIGIN'
+endef
+$(eval $(call a64_xword,a64-O2))
+$(eval $(call a64_xword,a64-O0))
 
 # Link-time optimization merges every unit's initializer into one function: order between them is not seen.
 $(SB)/lto/%.o: %.cpp $(SIOF_HDRS) $(SB)/lto/.dir

@@ -5,6 +5,7 @@ initializers run last, so the run sees each box before it is built -- the fixtur
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,24 @@ def test_reads_through_the_other_modules_words_are_findings(probe_build: Path, v
     `via` naming the word's object; the library's own analysis stays incomplete for those reads."""
     require_tool(VARIANTS[variant], packages="g++, clang")
     exe = probe_build / variant / "probe_xword"
-    early = observed_early(exe)
-    assert sorted(obj for _unit, obj in early) == BOXES  # the run agrees: every box read early
+    assert sorted(obj for _unit, obj in observed_early(exe)) == BOXES  # the run agrees: every box read early
+    _check(exe)
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=["aarch64-linux-gnu-g++", "qemu-aarch64"])
+                                     for v in ("a64-O0", "a64-O2")])
+def test_on_aarch64_too(siof_build: Path, variant: str) -> None:
+    """Guarantee: the same on AArch64 (`ldr` of the word, `ldr` or `blr` through it), the run under qemu-user
+    being the truth."""
+    require_tool("aarch64-linux-gnu-g++", "qemu-aarch64")
+    exe = siof_build / "siof" / variant / "probe_xword"
+    out = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(exe)], capture_output=True,
+                         text=True, timeout=120, check=True, cwd=exe.parent).stdout
+    assert sorted(obj for _unit, obj, value in (line.split() for line in out.splitlines()) if value == "0") == BOXES
+    _check(exe)
+
+
+def _check(exe: Path) -> None:
     doc = json.loads(run_main("inits", "--siof", "--deps", "--json", str(exe), check=True).stdout)
     load = doc["loads"][0]
     got = sorted((Path(f["reader"]["file"]).name, f["object"]["symbol"], Path(f["object"]["file"]).name,
