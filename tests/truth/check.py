@@ -91,16 +91,19 @@ class Outcome:
 
 def _entries_of(prog: Program, ctx: Context, listing: dict) -> set[int]:
     """The init_array addresses that run ``ctx``: its constructor function, its unit's initializer; when no
-    entry carries the unit's name (LTO merges units), every user entry that names no unit."""
+    entry carries the function's or the unit's name (LTO merges units, GCC's -flto -O0 its constructor
+    functions too, into one initializer that calls them), every user entry that names no unit."""
     def function(e: dict) -> set[str]:  # clang mangles a static function even inside extern "C"
         return {e["symbol"], (e["demangled"] or "").split("(")[0]}
 
     init = [e for e in listing["init"] if not e["toolchain"]]
     if ctx.function:
-        return {e["address"] for e in init if ctx.function in function(e)}
+        own = {e["address"] for e in init if ctx.function in function(e)}
+        if own:
+            return own
     functions = {c.function for c in prog.contexts}
     init = [e for e in init if not functions & function(e)]  # a constructor function names its file too
-    named = {e["address"] for e in init if e["source"] == f"{ctx.unit}.cpp"}
+    named = {e["address"] for e in init if e["source"] == f"{ctx.unit}.cpp"} if not ctx.function else set()
     if named:
         return named
     units = {f"{u}.cpp" for u in prog.modules[ctx.module]}
