@@ -307,6 +307,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
             "other_module_reads": sorted(s.foreign),  # judged by the whole load (inits.crossload, --deps)
             "other_module_calls": sorted(s.foreign_calls | s.held_calls),
+            "other_module_writes": sorted(s.foreign_written),  # the load follows only words nothing wrote
         }
     listing["findings"] = findings
     return notes

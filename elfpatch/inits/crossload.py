@@ -189,7 +189,7 @@ class HeldWords:
                 continue
             d = _definer(word[0], self.symbols)
             assert d is not None  # cross_reads wants only names an object defines
-            target = self._target(m, d, word)
+            target = self._target(m, d, word, e)
             if target is None:
                 notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} loads a pointer from "
                              f"{word[0]} of {self.load.objects[d].info.path}, initialized later, whose value "
@@ -200,8 +200,9 @@ class HeldWords:
             else:
                 self._read(m, d, e, word[0], {target}, findings)
 
-    def _target(self, m: int, d: int, word: tuple[str, int]) -> int | None:
-        """The address of D the word holds while D's initializers have not run (None: not known so)."""
+    def _target(self, m: int, d: int, word: tuple[str, int], e: dict) -> int | None:
+        """The address of D the word holds while D's initializers have not run (None: not known so): a writable
+        word only where no other object imports its name and no initializer of M up to ``e`` stores into it."""
         dsyms = self.symbols[d]
         assert dsyms is not None  # _definer found the name in it
         pointers = self._words(d)
@@ -210,10 +211,17 @@ class HeldWords:
         constant, initial = pointers
         at = dsyms.defined[word[0]] + word[1]
         value = constant.word(at)
-        if value is None and not any(s is not None and word[0] in s.imported
-                                     for i, s in enumerate(self.symbols) if i not in (m, d)):
-            value = initial.word(at)  # writable: only D (not run yet) and M name it
+        if value is None and self._unwritten(m, d, word[0], e):
+            value = initial.word(at)  # writable: only D (not run yet) and M, which has not written it, name it
         return value if isinstance(value, int) and value else None
+
+    def _unwritten(self, m: int, d: int, name: str, e: dict) -> bool:
+        """No object of the load but M and D imports ``name``, and no initializer of M up to ``e`` stores into
+        it (or hands it to another module's function)."""
+        if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
+            return False
+        return not any(name in x["analysis"].get("other_module_writes", []) for x in _entries(self.listing_of(m))
+                       if x["index"] is not None and x["index"] <= e["index"])
 
     def _words(self, d: int) -> tuple[Any, Any] | None:
         if d not in self._pointers:

@@ -100,6 +100,9 @@ class Summary(NamedTuple):
     # calls through a function pointer another module's object holds (values.held: "*<symbol>+<offset>"): each
     # an indirect call here, whose target the whole load can read in the other module (inits.crossload)
     held_calls: frozenset = frozenset()
+    # other modules' objects (symbols) this walk may store into: through their GOT address, or handed to another
+    # module's function (the load follows such an object's load-time word only where nothing wrote it)
+    foreign_written: frozenset = frozenset()
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -177,6 +180,7 @@ class _Acc:
         self.foreign_unproven = 0
         self.foreign_calls: set[str] = set()
         self.held_calls: set[str] = set()
+        self.foreign_written: set[str] = set()
         self.initial: set[int] = set()
         self.escaped: set[int] = set()
         self.once: set[int] = set()
@@ -217,7 +221,7 @@ class _Acc:
                        frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
                        frozenset(self.escaped), frozenset(self.once),
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
-                       frozenset(self.foreign_calls), frozenset(self.held_calls))
+                       frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written))
 
 
 class Walker:
@@ -382,6 +386,7 @@ class Walker:
             acc.deref(ev.base.n, (), ev.insn, ev.write)
         elif not isinstance(ev.base, Ptr):
             acc.unprove((), ev.insn, ev.base)
+            self._written(ev.base, ev.write, acc)
 
     def _call(self, ev: Call, acc: _Acc, depth: int, stack: frozenset) -> None:
         target = self._call_target(ev, acc)
@@ -405,10 +410,7 @@ class Walker:
             return
         self._arguments(name, ev.args, acc)
         if where is None:  # another object's function: it cannot see this file's globals but through us
-            if name:
-                acc.foreign_calls.add(name)
-            acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
-                               and (o := self.image.object_start(a)))
+            self._foreign_call(ev, name, acc)
             return
         if where in stack:
             acc.cut.add(where)
@@ -515,6 +517,7 @@ class Walker:
         acc.escaped |= sub.escaped
         acc.foreign_calls |= sub.foreign_calls
         acc.held_calls |= sub.held_calls
+        acc.foreign_written |= sub.foreign_written
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
@@ -542,6 +545,23 @@ class Walker:
                 acc.call_stores.add(o[0])
         else:
             acc.unprove(via, insn, v if isinstance(v, str) else None)  # a symbol, or None
+            self._written(v, write, acc)
+
+    def _foreign_call(self, ev: Call, name: str | None, acc: _Acc) -> None:
+        """A call into another module's function: its name, and what it may store into (this file's objects
+        whose address it gets escape; another module's object handed on may be written)."""
+        if name:
+            acc.foreign_calls.add(name)
+        for v in ev.args:
+            self._written(v, True, acc)
+        acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
+                           and (o := self.image.object_start(a)))
+
+    @staticmethod
+    def _written(v: object, write: bool, acc: _Acc) -> None:
+        """Notes a store into another module's object (a symbol: not a pointer loaded from it, nor a result)."""
+        if write and isinstance(v, str) and held_by(v) is None and not returned_by(v):
+            acc.foreign_written.add(v)
 
     def _access(self, ev: Access, acc: _Acc) -> None:
         """Notes a load or store of a global, and the guard what follows runs under."""
