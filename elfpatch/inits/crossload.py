@@ -220,8 +220,12 @@ class HeldWords:
         it (or hands it to another module's function)."""
         if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
             return False
-        return not any(name in x["analysis"].get("other_module_writes", []) for x in _entries(self.listing_of(m))
-                       if x["index"] is not None and x["index"] <= e["index"])
+        for x in _entries(self.listing_of(m)):  # in run order, up to e
+            if name in x["analysis"].get("other_module_writes", []):
+                return False
+            if x is e:
+                break
+        return True
 
     def _words(self, d: int) -> tuple[Any, Any] | None:
         if d not in self._pointers:
