@@ -169,8 +169,9 @@ class HeldWords:
     """Reads and calls through a pointer word another module's object holds (values.held: a reference global,
     a pointer global, a pointer table's entry, a function pointer D defines and M loads through its GOT), where
     the load initializes D after M. D's initializers have not run when M's do, so the word holds what D's
-    relocation put there: a word of D's RELRO for good, a word of D's writable data as long as no other module
-    names it (D's code has not run; another importer's might have stored into it). Its target T, when D's
+    relocation put there: a word of D's RELRO for good, a word of D's writable data as long as no third object
+    imports its name and M's initializers up to the reading one do not store into it (D's code has not run).
+    Its target T, when D's
     initializers construct it, is read before construction (a read through the word), or is the function M
     calls, whose walk in D is judged as a getter's (a call through the word)."""
 
