@@ -243,8 +243,7 @@ class HeldWords:
 
     def _read(self, m: int, d: int, e: dict, name: str, read: set[int], findings: list[dict]) -> None:
         path, dpath = self.load.objects[m].info.path, self.load.objects[d].info.path
-        built = {o["address"]: (o, c) for c in _entries(self.listing_of(d)) for o in c["analysis"]["constructs"]
-                 if o and o["address"] is not None}
+        built = _built(self.listing_of(d))
         for address in sorted(read & built.keys()):
             obj, ctor = built[address]
             findings.append(_finding(dict(obj, file=dpath), e, path, ctor, dpath, [name]))
@@ -258,6 +257,21 @@ class HeldWords:
             notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} calls through {name} of "
                          f"{self.load.objects[d].info.path}, initialized later, a function whose walk is not "
                          "proven complete: what it reads is not judged whole")
+
+
+def _built(listing: dict[str, Any] | None) -> dict[int, tuple[dict, dict]]:
+    """address -> (object, the entry that constructs it) of the objects a listing's initializers build: those
+    its entries construct, and those whose destructor an entry registers (a stripped file's objects have no
+    name to construct, but its registrations carry their addresses; with --dtors only)."""
+    entries = _entries(listing)
+    built = {o["address"]: (o, c) for c in entries for o in c["analysis"]["constructs"]
+             if o and o["address"] is not None}
+    by_index = {c["index"]: c for c in entries}
+    for r in (listing or {}).get("exit_time_destructors", []):
+        o = r["object"]
+        if o and o["address"] is not None and not r["function_local_static"] and r["initializer"] in by_index:
+            built.setdefault(o["address"], (o, by_index[r["initializer"]]))
+    return built
 
 
 def _finding(obj: dict, e: dict, path: str, ctor: dict, dpath: str, via: list[str]) -> dict:

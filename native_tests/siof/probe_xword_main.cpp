@@ -8,4 +8,11 @@ Box* g_wptr = &g_wptr_box;
 static int wfn_read() { return g_wfn_box.v; }
 int (*g_wfn)() = wfn_read;
 Box* g_wset = &g_wset_box;  // the library repoints it before it loads through it
+struct DBox {
+  Box b;
+  ~DBox();
+};
+DBox::~DBox() { b.v = 0; }  // not empty: clang registers it
+DBox g_wd_box;
+DBox& g_wdref = g_wd_box;
 int main() { return 0; }

@@ -5,6 +5,7 @@ initializers run last, so the run sees each box before it is built -- the fixtur
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,8 +16,9 @@ from helpers import case, run_main
 from elfpatch.inits.values import held, held_by
 from siof.test_probe import VARIANTS, observed_early
 
-BOXES = ["g_wfn_box", "g_wptr_box", "g_wref_box", "g_wtab_box"]
-VIA = {"g_wfn_box": "g_wfn", "g_wptr_box": "g_wptr", "g_wref_box": "g_wref", "g_wtab_box": "g_wtab"}
+BOXES = ["g_wd_box", "g_wfn_box", "g_wptr_box", "g_wref_box", "g_wtab_box"]
+VIA = {"g_wd_box": "g_wdref", "g_wfn_box": "g_wfn", "g_wptr_box": "g_wptr", "g_wref_box": "g_wref",
+       "g_wtab_box": "g_wtab"}
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +73,23 @@ def test_a_held_word_is_never_a_symbol() -> None:
     assert held_by(held("_ZN1A1bE", 0)) == ("_ZN1A1bE", 0)
     for name in ("g_wtab", "_ZN1A1bE", "stdout@GLIBC_2.2.5", "_Z7get_boxv()", "*", "*x+", None, 8):
         assert held_by(name) is None
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+def test_a_stripped_programs_object_is_known_by_its_registration(probe_build: Path, tmp_path: Path,
+                                                                  variant: str) -> None:
+    """Guarantee: with the program stripped (no .symtab: its boxes have no name to construct), the box with a
+    destructor is still known to be built by the initializer that registers it (`--dtors`): the read through
+    the program's reference global is a finding on that address."""
+    require_tool(VARIANTS[variant], "strip", packages="g++, clang, binutils")
+    built = probe_build / variant
+    shutil.copy(built / "libprobe_xword.so", tmp_path)
+    exe = tmp_path / "probe_xword"
+    subprocess.run(["strip", "--strip-all", "-o", str(exe), str(built / "probe_xword")], check=True)
+    box = json.loads(run_main("inits", "--siof", "--dtors", "--json", str(built / "probe_xword"),
+                              check=True).stdout)["files"][0]
+    address = next(o["address"] for e in box["init"] if e["analysis"] for o in e["analysis"]["constructs"]
+                   if o["symbol"] == "g_wd_box")
+    doc = json.loads(run_main("inits", "--siof", "--dtors", "--deps", "--json", str(exe), check=True).stdout)
+    found = [(f["object"]["address"], f["via"]) for f in doc["loads"][0]["findings"]]
+    assert (address, ["g_wdref"]) in found
