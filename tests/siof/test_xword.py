@@ -13,6 +13,7 @@ import pytest
 from conftest import require_tool
 from helpers import case, run_main
 
+from elfpatch.inits.isa import decides
 from elfpatch.inits.values import held, held_by
 from siof.test_probe import VARIANTS, observed_early
 
@@ -64,6 +65,14 @@ def _check(exe: Path) -> None:
     assert not lib["analysis_complete"] and lib["findings"] == []
     # the pointer global the library repoints before loading through it is not followed: no g_wset_box read
     assert any("g_wset" in e["analysis"]["other_module_writes"] for e in lib["init"] if e["analysis"])
+
+
+def test_a_compare_of_a_loaded_word_decides_nothing() -> None:
+    """Guarantee: a pointer loaded from another module's word may be null or not: `cmp` of it with 0 (or with
+    anything) leaves both branches to walk, where an address the GOT gave decides (it is never null)."""
+    assert not decides(held("g_wptr", 0), 0) and not decides(0, held("g_wptr", 0))
+    assert not decides(held("g_wptr", 0), held("g_wptr", 0))
+    assert decides("g_wptr", 0)
 
 
 def test_a_held_word_is_never_a_symbol() -> None:
