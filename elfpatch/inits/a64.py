@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
-from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, plain
+from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, held, held_by, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
 
@@ -43,6 +43,16 @@ def _a64(reg: str) -> str:
 def _a64_get(st: dict, reg: str) -> Value | None:
     """A register's known value; the stack pointer always points into the frame."""
     return FRAME if reg in ("sp", "wsp") else st.get(reg)
+
+
+def _a64_word(base: object, m: re.Match | None, mnem: str, ops: list) -> str | None:
+    """What ``ldr xN, [xM, #d]`` gives when xM holds another module's object's address (a symbol the GOT
+    gave): the word at that symbol + d (values.held); None for any other load."""
+    if m is None or mnem != "ldr" or not ops[0].startswith("x") or m.group(3) or m.group(4) or m.group(5):
+        return None
+    if not isinstance(base, str) or held_by(base) is not None or base.endswith("()"):
+        return None
+    return held(base, int(m.group(2), 0) if m.group(2) else 0)
 
 
 class _A64:
@@ -179,23 +189,34 @@ class _A64:
             self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)
             return
         a = self._address(m, st)
+        word = None  # a pointer loaded from another module's object: that word's value (values.held)
         if a is not None:
             if not is_store and mnem == "ldr" and len(ops) >= 2 and self._pointer_load(a, ops[0], dst, st, out):
                 return
             out.extend(_a64_accesses(a, mnem, is_store))
         elif not mnem.startswith("prf"):  # an operand the pattern does not parse is not resolved either
-            base = _a64_get(st, _a64(m.group(1))) if m is not None else None
-            if not (isinstance(base, Ptr) and base.kind != "arg"):
-                out.append(Deref(addr, base if isinstance(base, (Ptr, str)) else None, is_store))
+            word = self._through(addr, m, mnem, ops, is_store, st, out)
         if not is_store:
             for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
                 self._set(st, _a64(r), None)
+            if word is not None:
+                self._set(st, dst, word)
         if m and (m.group(4) or m.group(5)):  # pre/post-index by an immediate writes the moved base back
             reg = _a64(m.group(1))
             step = _imm(m.group(2) if m.group(4) else m.group(5))
             self._set(st, reg, _moved(st.get(reg), step, self.object_of))
         elif m and op[m.end():].strip():  # post-index by a register: the base moved by an unknown amount
             self._set(st, _a64(m.group(1)), None)
+
+    @staticmethod
+    def _through(addr: int, m: re.Match | None, mnem: str, ops: list, is_store: bool, st: dict,
+                 out: list) -> str | None:
+        """An access through a pointer whose address is not known (a Deref, unless the pointer is the frame's
+        or memory allocated); returns what a load of another module's word gives (see _a64_word)."""
+        base = _a64_get(st, _a64(m.group(1))) if m is not None else None
+        if not (isinstance(base, Ptr) and base.kind != "arg"):
+            out.append(Deref(addr, base if isinstance(base, (Ptr, str)) else None, is_store))
+        return _a64_word(base, m, mnem, ops) if not is_store else None
 
     def _stack_slot(self, slot: str, is_store: bool, dst: str, st: dict) -> None:
         """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""

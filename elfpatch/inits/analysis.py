@@ -284,7 +284,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         unseen_guard = []
         ran_before, ran = set(ran), ran | s.once
         for o, via in s.reads.items():
-            if o in s.via_once and s.via_once[o] <= ran_before:
+            if o in s.via_once and _ran_once(walker, s.via_once[o], ran_before, entries[:pos]):
                 continue  # read only in a thread_local's initialization an earlier initializer ran
             name = image.symbol_at(o) or ""
             c, status = read_status(o, name, pos, s, constructor, guards, entries, strong)
@@ -306,10 +306,24 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard and not changed[pos],
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
             "other_module_reads": sorted(s.foreign),  # judged by the whole load (inits.crossload, --deps)
-            "other_module_calls": sorted(s.foreign_calls),
+            "other_module_calls": sorted(s.foreign_calls | s.held_calls),
+            "other_module_writes": sorted(s.foreign_written),  # the load follows only words nothing wrote
         }
     listing["findings"] = findings
     return notes
+
+
+def _ran_once(walker: Walker | None, functions: frozenset, ran: set, earlier: list[dict]) -> bool:
+    """Whether the earlier initializers ran each of these thread_local initializations: reached it (``ran``),
+    or set its guard in their own code (GCC inlines a unit's ``__tls_init`` into the unit's initializers)."""
+    missing = [f for f in functions if f not in ran]
+    if not missing or walker is None:
+        return not missing
+    wanted = [walker.tls_guards(f) for f in missing]
+    if not all(wanted):
+        return False  # one sets no guard the walk can name: not known to have run
+    guards = {g for e in earlier if e["address"] is not None for g in walker.tls_guards(e["address"])}
+    return all(w & guards for w in wanted)
 
 
 def _initial_changed(image: Image | None, summaries: list, constructor: dict[int, int]) -> list[list[str]]:

@@ -32,6 +32,7 @@ from elfpatch.elf.const import (
 from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
 from elfpatch.fs.source import Source
+from elfpatch.inits.values import held_by
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]]
     ``walk``: what functions of an object read."""
     findings: list[dict] = []
     notes: list[str] = []
+    words = HeldWords(load, symbols, wanted, listing_of, walk)
     for m in sorted(wanted):
         reader = listing_of(m)
         for e in _entries(reader):
@@ -131,6 +133,7 @@ def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]]
             through = {n[:-2] for n in e["analysis"].get("other_module_reads", []) if n.endswith("()")}
             if calls and walk is not None:
                 _judge_calls(load, symbols, listing_of, walk, m, e, (calls, through), findings, notes)
+            words.judge(m, e, findings, notes)
     return findings, notes
 
 
@@ -160,6 +163,115 @@ def _judge_calls(load: Load, symbols: list[Symbols | None], listing_of: Callable
         if not proven:
             notes.append(f"{path}: initializer {e['index']} calls {name} of {dpath}, initialized later, whose "
                          "walk is not proven complete: what it reads is not judged whole")
+
+
+class HeldWords:
+    """Reads and calls through a pointer word another module's object holds (values.held: a reference global,
+    a pointer global, a pointer table's entry, a function pointer D defines and M loads through its GOT), where
+    the load initializes D after M. D's initializers have not run when M's do, so the word holds what D's
+    relocation put there: a word of D's RELRO for good, a word of D's writable data as long as no third object
+    imports its name and M's initializers up to the reading one do not store into it (D's code has not run).
+    Its target T, when D's
+    initializers construct it, is read before construction (a read through the word), or is the function M
+    calls, whose walk in D is judged as a getter's (a call through the word)."""
+
+    def __init__(self, load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]],
+                 listing_of: Callable[[int], dict[str, Any] | None], walk: Walk | None) -> None:
+        self.load, self.symbols, self.wanted, self.listing_of, self.walk = load, symbols, wanted, listing_of, walk
+        self._pointers: dict[int, tuple[Any, Any] | None] = {}
+
+    def judge(self, m: int, e: dict, findings: list[dict], notes: list[str]) -> None:
+        """The findings (and notes) of entry ``e`` of object ``m`` through such words."""
+        a = e["analysis"]
+        for name, call in [(n, False) for n in a.get("other_module_reads", [])] + \
+                          [(n, True) for n in a.get("other_module_calls", [])]:
+            word = held_by(name)
+            if word is None or word[0] not in self.wanted[m]:
+                continue
+            d = _definer(word[0], self.symbols)
+            assert d is not None  # cross_reads wants only names an object defines
+            target = self._target(m, d, word, e)
+            if target is None:
+                notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} loads a pointer from "
+                             f"{word[0]} of {self.load.objects[d].info.path}, initialized later, whose value "
+                             "is not known (not relocated to an address of it, or another module names it): "
+                             "not judged")
+            elif call:
+                self._called(m, d, e, word[0], target, findings, notes)
+            else:
+                self._read(m, d, e, word[0], {target}, findings)
+
+    def _target(self, m: int, d: int, word: tuple[str, int], e: dict) -> int | None:
+        """The address of D the word holds while D's initializers have not run (None: not known so): a writable
+        word only where no other object imports its name and no initializer of M up to ``e`` stores into it."""
+        dsyms = self.symbols[d]
+        assert dsyms is not None  # _definer found the name in it
+        pointers = self._words(d)
+        if pointers is None:
+            return None
+        constant, initial = pointers
+        at = dsyms.defined[word[0]] + word[1]
+        value = constant.word(at)
+        if value is None and self._unwritten(m, d, word[0], e):
+            value = initial.word(at)  # writable: only D (not run yet) and M, which has not written it, name it
+        return value if isinstance(value, int) and value else None
+
+    def _unwritten(self, m: int, d: int, name: str, e: dict) -> bool:
+        """No object of the load but M and D imports ``name``, and no initializer of M up to ``e`` stores into
+        it (or hands it to another module's function)."""
+        if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
+            return False
+        for x in _entries(self.listing_of(m)):  # in run order, up to e
+            if name in x["analysis"].get("other_module_writes", []):
+                return False
+            if x is e:
+                break
+        return True
+
+    def _words(self, d: int) -> tuple[Any, Any] | None:
+        if d not in self._pointers:
+            from elfpatch.inits.constptr import ConstantPointers, InitialPointers
+
+            path = self.load.objects[d].info.path
+            try:
+                with Source(path) as src:
+                    elf = ElfFile(bytes(src.data), path)
+                self._pointers[d] = (ConstantPointers(elf), InitialPointers(elf))
+            except (ElfPatchError, OSError):
+                self._pointers[d] = None
+        return self._pointers[d]
+
+    def _read(self, m: int, d: int, e: dict, name: str, read: set[int], findings: list[dict]) -> None:
+        path, dpath = self.load.objects[m].info.path, self.load.objects[d].info.path
+        built = _built(self.listing_of(d))
+        for address in sorted(read & built.keys()):
+            obj, ctor = built[address]
+            findings.append(_finding(dict(obj, file=dpath), e, path, ctor, dpath, [name]))
+
+    def _called(self, m: int, d: int, e: dict, name: str, target: int, findings: list[dict],
+                notes: list[str]) -> None:
+        walked = self.walk(d, [target]) if self.walk is not None else None
+        read, _returned, proven = (walked or {}).get(target, (set(), None, False))
+        self._read(m, d, e, name, read, findings)
+        if not proven:
+            notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} calls through {name} of "
+                         f"{self.load.objects[d].info.path}, initialized later, a function whose walk is not "
+                         "proven complete: what it reads is not judged whole")
+
+
+def _built(listing: dict[str, Any] | None) -> dict[int, tuple[dict, dict]]:
+    """address -> (object, the entry that constructs it) of the objects a listing's initializers build: those
+    its entries construct, and those whose destructor an entry registers (a stripped file's objects have no
+    name to construct, but its registrations carry their addresses; with --dtors only)."""
+    entries = _entries(listing)
+    built = {o["address"]: (o, c) for c in entries for o in c["analysis"]["constructs"]
+             if o and o["address"] is not None}
+    by_index = {c["index"]: c for c in entries}
+    for r in (listing or {}).get("exit_time_destructors", []):
+        o = r["object"]
+        if o and o["address"] is not None and not r["function_local_static"] and r["initializer"] in by_index:
+            built.setdefault(o["address"], (o, by_index[r["initializer"]]))
+    return built
 
 
 def _finding(obj: dict, e: dict, path: str, ctor: dict, dpath: str, via: list[str]) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Protocol, overload
 
-from elfpatch.inits.values import Ptr, Value, Within
+from elfpatch.inits.values import Ptr, Value, Within, held_by
 
 HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
 
@@ -53,7 +53,8 @@ def decides(left: Value | None, right: Value | None) -> bool:
     """Whether a compare of these two values has a known outcome: both known, neither Within an object nor a
     pointer known only by its provenance."""
     return left is not None and right is not None and not isinstance(left, (Within, Ptr)) \
-        and not isinstance(right, (Within, Ptr))
+        and not isinstance(right, (Within, Ptr)) \
+        and held_by(left) is None and held_by(right) is None  # a word loaded: null or not, unknown
 
 
 def imm(text: str) -> int | None:

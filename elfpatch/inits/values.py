@@ -62,3 +62,23 @@ def plain(v: Value | None) -> Value | None:
 def same(a: Value, b: Value) -> bool:
     """The same known value (Within(x) is not x: one is exact, the other is not)."""
     return a == b and type(a) is type(b)
+
+
+# What a load of a word of another module's object yields: "*<symbol>+<offset>", the pointer that word holds
+# (a reference global, a pointer global, a pointer table's entry, a function pointer the other module defines).
+# A str, like a symbol name, so that an access through it is another module's (Deref base) and the whole load
+# can follow the word (inits.crossload); never a symbol: no mangled name holds "*" or "+".
+HELD = "*"
+
+
+def held(symbol: str, offset: int) -> str:
+    """The value a load of the word at ``symbol`` + ``offset`` (another module's object) gives."""
+    return f"{HELD}{symbol}+{offset}"
+
+
+def held_by(value: object) -> tuple[str, int] | None:
+    """(symbol, offset) of the word whose pointer ``value`` is (see held), or None."""
+    if not isinstance(value, str) or not value.startswith(HELD):
+        return None
+    name, _, offset = value[len(HELD):].rpartition("+")
+    return (name, int(offset)) if name and offset.lstrip("-").isdigit() else None

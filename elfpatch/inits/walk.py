@@ -16,7 +16,7 @@ from elfpatch.inits.budget import ARG_TUPLES
 from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Ret
 from elfpatch.inits.image import Image
-from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, plain
+from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
          "__cxa_thread_atexit_impl": "thread_atexit"}
@@ -40,6 +40,7 @@ MAX_CHAIN = 16
 # others have implicit users (rdx: mul, div, cqo; rcx: rep, shifts, loop) and are always taken as clobbered.
 _KEPT_FORMS = {"rdi": frozenset({"rdi", "edi", "di", "dil"}), "rsi": frozenset({"rsi", "esi", "si", "sil"})}
 _WORD = re.compile(r"[a-z0-9]+")
+_TLS_GUARD_SET = re.compile(r"byte ptr fs:\[(0x[0-9a-f]+)\], 1")
 
 
 def _inside(op: str, start: int, end: int) -> bool:
@@ -96,6 +97,12 @@ class Summary(NamedTuple):
     once: frozenset = frozenset()
     via_once: dict = {}
     foreign_calls: frozenset = frozenset()  # other modules' functions called (names): the load may judge them
+    # calls through a function pointer another module's object holds (values.held: "*<symbol>+<offset>"): each
+    # an indirect call here, whose target the whole load can read in the other module (inits.crossload)
+    held_calls: frozenset = frozenset()
+    # other modules' objects (symbols) this walk may store into: through their GOT address, or handed to another
+    # module's function (the load follows such an object's load-time word only where nothing wrote it)
+    foreign_written: frozenset = frozenset()
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -172,6 +179,8 @@ class _Acc:
         self.foreign: set[str] = set()
         self.foreign_unproven = 0
         self.foreign_calls: set[str] = set()
+        self.held_calls: set[str] = set()
+        self.foreign_written: set[str] = set()
         self.initial: set[int] = set()
         self.escaped: set[int] = set()
         self.once: set[int] = set()
@@ -212,7 +221,7 @@ class _Acc:
                        frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
                        frozenset(self.escaped), frozenset(self.once),
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
-                       frozenset(self.foreign_calls))
+                       frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written))
 
 
 class Walker:
@@ -234,6 +243,7 @@ class Walker:
         self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         self._kept: dict[int, frozenset] = {}
+        self._tls: dict[int, frozenset] = {}  # function -> the thread_local guards it sets (tls_guards)
         dis.arch.result = self.result
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
@@ -376,6 +386,7 @@ class Walker:
             acc.deref(ev.base.n, (), ev.insn, ev.write)
         elif not isinstance(ev.base, Ptr):
             acc.unprove((), ev.insn, ev.base)
+            self._written(ev.base, ev.write, acc)
 
     def _call(self, ev: Call, acc: _Acc, depth: int, stack: frozenset) -> None:
         target = self._call_target(ev, acc)
@@ -399,10 +410,7 @@ class Walker:
             return
         self._arguments(name, ev.args, acc)
         if where is None:  # another object's function: it cannot see this file's globals but through us
-            if name:
-                acc.foreign_calls.add(name)
-            acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
-                               and (o := self.image.object_start(a)))
+            self._foreign_call(ev, name, acc)
             return
         if where in stack:
             acc.cut.add(where)
@@ -443,6 +451,17 @@ class Walker:
                 return frozenset()  # a call, a system call, or a jump out (a tail call): registers lost
             named.update(_WORD.findall(op))
         return frozenset(r for r, forms in _KEPT_FORMS.items() if not forms & named)
+
+    def tls_guards(self, addr: int) -> frozenset:
+        """The thread-pointer offsets of the guard bytes the function at ``addr`` sets (``mov byte ptr fs:[X],
+        1``: a unit's thread_local initialization in an executable's x86-64 code): two functions that set one
+        guard run one initialization, the first to run it for the thread."""
+        hit = self._tls.get(addr)
+        if hit is None:
+            insns = self.dis.decode(addr, self.image.function_end(addr)).insns
+            hit = self._tls[addr] = frozenset(int(m.group(1), 16) for _a, _size, mnem, op in insns
+                                              if mnem == "mov" and (m := _TLS_GUARD_SET.fullmatch(op)))
+        return hit
 
     @staticmethod
     def _credit(sub: Summary, passed: set, acc: _Acc) -> None:
@@ -497,6 +516,8 @@ class Walker:
         acc.initial |= sub.initial
         acc.escaped |= sub.escaped
         acc.foreign_calls |= sub.foreign_calls
+        acc.held_calls |= sub.held_calls
+        acc.foreign_written |= sub.foreign_written
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
@@ -524,6 +545,23 @@ class Walker:
                 acc.call_stores.add(o[0])
         else:
             acc.unprove(via, insn, v if isinstance(v, str) else None)  # a symbol, or None
+            self._written(v, write, acc)
+
+    def _foreign_call(self, ev: Call, name: str | None, acc: _Acc) -> None:
+        """A call into another module's function: its name, and what it may store into (this file's objects
+        whose address it gets escape; another module's object handed on may be written)."""
+        if name:
+            acc.foreign_calls.add(name)
+        for v in ev.args:
+            self._written(v, True, acc)
+        acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
+                           and (o := self.image.object_start(a)))
+
+    @staticmethod
+    def _written(v: object, write: bool, acc: _Acc) -> None:
+        """Notes a store into another module's object (a symbol: not a pointer loaded from it, nor a result)."""
+        if write and isinstance(v, str) and held_by(v) is None and not returned_by(v):
+            acc.foreign_written.add(v)
 
     def _access(self, ev: Access, acc: _Acc) -> None:
         """Notes a load or store of a global, and the guard what follows runs under."""
@@ -554,6 +592,9 @@ class Walker:
         if target is None and ev.slot is not None:
             target = self.pointer(ev.slot)
             self._relied(ev.slot, acc)
+        if held_by(target) is not None:
+            acc.held_calls.add(target)  # another module's function pointer: indirect here, the load may read it
+            return None
         if isinstance(target, (Ptr, Within)) or target is None or (isinstance(target, int)
                                                                    and not self.image.in_code(target)):
             return None
@@ -562,8 +603,8 @@ class Walker:
     def _register(self, kind: str, args: tuple, acc: _Acc) -> int:
         """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
         dtor, obj = plain(args[0]), plain(args[1] if kind != "atexit_c" else None)  # as reported: Within's start
-        dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) else None
-        obj = None if returned_by(obj) else obj
+        dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) and held_by(dtor) is None else None
+        obj = None if returned_by(obj) or held_by(obj) is not None else obj
         obj = obj if not isinstance(obj, Ptr) else None
         acc.regs.append(Registration(kind, dtor, obj, acc.guard, acc.addr))
         if isinstance(obj, int):

@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, plain
+from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, held, held_by, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
 
@@ -445,7 +445,8 @@ class _X86:
             out.append(Call(target, None, args, tail))
         elif memory:
             slot = address_of(self._mem(terms, st, insn[0] + insn[1])) if terms is not None else None
-            out.append(Call(None, slot, args, tail))
+            word = _word_of(st, _based(terms)) if slot is None and terms is not None else None
+            out.append(Call(word, slot, args, tail))  # word: a function pointer another module's object holds
             target = self.got(slot) if isinstance(slot, int) else None
         elif not (tail and notrack):  # through a register: known when from the GOT
             target = plain(st.get(reg))  # Within an object: a call to its start
@@ -509,6 +510,10 @@ class _X86:
             return False
         if not (isinstance(base, Ptr) and base.kind != "arg"):
             out.append(Deref(insn[0], base, rw[1]))
+            word = _word_of(st, operand[9]) if got_load and dreg else None
+            if word is not None:  # a pointer loaded from another module's object: that word's value
+                st[dreg] = word  # type: ignore[index]  # got_load only with a register written
+                return True
         return False
 
     def _address(self, operand: tuple, st: dict, nxt: int) -> tuple[int | Within | None, Ptr | str | None]:
@@ -553,6 +558,15 @@ class _X86:
             st.pop(dreg, None)
         for r in drops:
             st.pop(r, None)
+
+
+def _word_of(st: dict, based: tuple[str, int] | None) -> str | None:
+    """The value (values.held) of the word at ``[reg + d]`` when reg holds another module's object's address
+    (a symbol the GOT gave), else None."""
+    base = st.get(based[0]) if based is not None else None
+    if based is None or not isinstance(base, str) or held_by(base) is not None or base.endswith("()"):
+        return None
+    return held(base, based[1])
 
 
 def _x86_args(st: dict) -> tuple:

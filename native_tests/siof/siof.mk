@@ -32,6 +32,7 @@ ifneq ($(call HAVE,g++),)
 siof: $(foreach p,$(SIOF_PROGS),$(SB)/O2/$(p) $(SB)/O0/$(p) $(SB)/asan/$(p)) $(SB)/O2/libgot.so $(SB)/O0/libgot.so $(SB)/O2/got \
       $(SB)/asan/libgot.so $(SB)/asan/got $(SB)/lto/cross_ba \
       $(foreach v,$(SIOF_MORE),$(foreach p,$(SIOF_PROGS),$(SB)/$(v)/$(p)) $(SB)/$(v)/libgot.so) \
+      $(foreach v,$(filter a64-%,$(SIOF_MORE)),$(SB)/$(v)/probe_xword) \
       $(if $(call HAVE,clang++),$(foreach p,$(SIOF_PROGS) got,$(SB)/clang-asan/$(p)) $(SB)/clang-asan/libgot.so)
 else
 siof:
@@ -83,6 +84,15 @@ $(SB)/clang-asan/got: $(SB)/clang-asan/siof_main.o $(SB)/clang-asan/libgot.so
 
 $(eval $(call siof_more,a64-O2,aarch64-linux-gnu-g++,-O2))
 $(eval $(call siof_more,a64-O0,aarch64-linux-gnu-g++,-O0))
+# probe_xword on AArch64 (the library loads the program's pointer words with ldr): its test runs it under qemu.
+define a64_xword
+$(SB)/$(1)/libprobe_xword.so: $(SB)/$(1)/pic_probe_xword_lib.o $(SB)/$(1)/pic_probe_box.o
+	aarch64-linux-gnu-g++ -shared -o $$@ $$^
+$(SB)/$(1)/probe_xword: $(SB)/$(1)/probe_xword_main.o $(SB)/$(1)/libprobe_xword.so
+	aarch64-linux-gnu-g++ -pie -o $$@ $$< -L$(SB)/$(1) -lprobe_xword -Wl,-rpath,'$$$$ORIGIN'
+endef
+$(eval $(call a64_xword,a64-O2))
+$(eval $(call a64_xword,a64-O0))
 
 # Link-time optimization merges every unit's initializer into one function: order between them is not seen.
 $(SB)/lto/%.o: %.cpp $(SIOF_HDRS) $(SB)/lto/.dir
@@ -105,7 +115,7 @@ $(SB)/asan/got: $(SB)/asan/siof_main.o $(SB)/asan/libgot.so
 # The probe fixtures (probe.hpp): each program's initializers report what they observed (0: read before
 # construction), so running it is the truth; built with GCC and clang at -O0 and -O2 (GCC -O2 also with
 # -fcf-protection: notrack jump tables). NAME := units in link order.
-PROBE_PROGS := probe_mul probe_ref probe_unit probe_tmpl probe_rec probe_init probe_share probe_ptr probe_move probe_clone probe_inl probe_tls
+PROBE_PROGS := probe_mul probe_ref probe_unit probe_tmpl probe_rec probe_init probe_share probe_ptr probe_move probe_clone probe_inl probe_tls probe_tlsin
 probe_mul := probe_mul_user probe_mul_obj probe_box
 probe_ref := probe_ref_user probe_ref_def probe_box
 probe_unit := probe_unit probe_box
@@ -118,13 +128,14 @@ probe_move := probe_move_set probe_move_user probe_move_def probe_box
 probe_clone := probe_clone_user probe_clone_def probe_box
 probe_inl := probe_inl probe_box
 probe_tls := probe_tls_a probe_tls_b probe_tls_var probe_tls_def probe_box
-PROBE_HDRS := probe.hpp probe_tmpl.hpp probe_ptr.hpp probe_clone.hpp probe_tls.hpp
+probe_tlsin := probe_tlsin_var probe_tlsin_b probe_tlsin_def probe_box
+PROBE_HDRS := probe.hpp probe_tmpl.hpp probe_ptr.hpp probe_clone.hpp probe_tls.hpp probe_tlsin.hpp
 PB := $(B)/probe
 PROBE_VARIANTS := $(if $(call HAVE,g++),gcc-O0 gcc-O2 gcc-O2-cet) $(if $(call HAVE,clang++),clang-O0 clang-O2)
 probe_cxx = $(if $(findstring clang,$(1)),clang++,g++)
 probe_opt = $(if $(findstring O0,$(1)),-O0,-O2) $(if $(findstring cet,$(1)),-fcf-protection=full)
 # probe_xab_*: libB reads libA's global; libA is libB's dependency (dep), or not and loaded first or later.
-PROBE_XAB := probe_xab_dep probe_xab_first probe_xab_later probe_xget
+PROBE_XAB := probe_xab_dep probe_xab_first probe_xab_later probe_xget probe_xword
 probe: $(foreach v,$(PROBE_VARIANTS),$(foreach p,$(PROBE_PROGS) probe_ext libprobe_ext.so probe_dep $(PROBE_XAB),$(PB)/$(v)/$(p)))
 define probe_variant
 $(PB)/$(1)/.dir:
@@ -157,6 +168,10 @@ $(PB)/$(1)/libprobe_xget.so: $(PB)/$(1)/pic_probe_xget_lib.o $(PB)/$(1)/pic_prob
 	$(call probe_cxx,$(1)) -shared -o $$@ $$^
 $(PB)/$(1)/probe_xget: $(PB)/$(1)/probe_xget_main.o $(PB)/$(1)/libprobe_xget.so
 	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_xget -Wl,-rpath,'$$$$ORIGIN'
+$(PB)/$(1)/libprobe_xword.so: $(PB)/$(1)/pic_probe_xword_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/probe_xword: $(PB)/$(1)/probe_xword_main.o $(PB)/$(1)/libprobe_xword.so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_xword -Wl,-rpath,'$$$$ORIGIN'
 $(foreach p,$(PROBE_PROGS),$(eval $(call probe_prog,$(1),$(p))))
 endef
 define probe_prog

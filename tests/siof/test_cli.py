@@ -39,7 +39,8 @@ def test_json_contract(gcc_build: Path) -> None:
     assert analysed
     for e in analysed:
         a = e["analysis"]
-        assert set(a) == {"constructs", "reads", "complete", "unanalyzed", "other_module_reads", "other_module_calls"}
+        assert set(a) == {"constructs", "reads", "complete", "unanalyzed", "other_module_reads", "other_module_calls",
+                      "other_module_writes"}
         assert set(a["unanalyzed"]) == {"indirect_calls", "depth_limited"}
         for r in a["reads"]:
             assert set(r) == {"object", "status"} and set(r["object"]) == OBJ_KEYS

@@ -155,3 +155,20 @@ def test_a_thread_locals_initialization_reads_in_the_first_initializer_only(prob
     f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
     readers = {x["reader"]["source"] for x in f["findings"] if x["object"]["symbol"] == "g_tlsd"}
     assert readers == {"probe_tls_a.cpp"}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_thread_local_initialization_inlined_into_its_unit_runs_there_once(probe_build: Path,
+                                                                            variant: str) -> None:
+    """probe_tlsin: t_inl's initialization reads g_tlsin (built last); its own unit's initializer runs first and
+    (GCC, clang -O2) has the unit's __tls_init inlined, setting its TLS guard in its own code; probe_tlsin_b.cpp
+    later reaches the out-of-line __tls_init, which sees the guard set and reads nothing: the run reports one
+    early read, by t_inl's unit, and a finding for probe_tlsin_b.cpp would be false (one function that sets
+    the guard another sets runs the same initialization)."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / "probe_tlsin"
+    assert observed_early(exe) == [("probe_tlsin_var.cpp", "g_tlsin")]
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    assert false_cleans(f, [("probe_tlsin_var.cpp", "g_tlsin")]) == []
+    readers = {x["reader"]["source"] for x in f["findings"] if x["object"]["symbol"] == "g_tlsin"}
+    assert readers == {"probe_tlsin_var.cpp"}

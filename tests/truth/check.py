@@ -91,16 +91,19 @@ class Outcome:
 
 def _entries_of(prog: Program, ctx: Context, listing: dict) -> set[int]:
     """The init_array addresses that run ``ctx``: its constructor function, its unit's initializer; when no
-    entry carries the unit's name (LTO merges units), every user entry that names no unit."""
+    entry carries the function's or the unit's name (LTO merges units, GCC's -flto -O0 its constructor
+    functions too, into one initializer that calls them), every user entry that names no unit."""
     def function(e: dict) -> set[str]:  # clang mangles a static function even inside extern "C"
         return {e["symbol"], (e["demangled"] or "").split("(")[0]}
 
     init = [e for e in listing["init"] if not e["toolchain"]]
     if ctx.function:
-        return {e["address"] for e in init if ctx.function in function(e)}
+        own = {e["address"] for e in init if ctx.function in function(e)}
+        if own:
+            return own
     functions = {c.function for c in prog.contexts}
     init = [e for e in init if not functions & function(e)]  # a constructor function names its file too
-    named = {e["address"] for e in init if e["source"] == f"{ctx.unit}.cpp"}
+    named = {e["address"] for e in init if e["source"] == f"{ctx.unit}.cpp"} if not ctx.function else set()
     if named:
         return named
     units = {f"{u}.cpp" for u in prog.modules[ctx.module]}
@@ -131,13 +134,22 @@ class Module:
     doc: dict  # the analysis of the file as analysed (stripped or not)
     symbols: dict[int, str]
     entries: dict[int, list[dict]]  # context -> its init entries in ``doc``
+    # every module's symbols by the real path of the file analysed: a load's finding names an object of another
+    # module, which a stripped file knows by address alone, by that module's ``file``
+    by_file: dict[str, dict[int, str]] = field(default_factory=dict)
+
+    def object_id(self, prog: Program, obj: dict | None) -> int | None:
+        where = obj.get("file") if obj else None
+        symbols = self.by_file.get(os.path.realpath(where), self.symbols) if where else self.symbols
+        return _object_id(prog, obj, symbols)
 
 
 def _module(prog: Program, built: Built, module: str, doc: dict, listing: dict) -> Module:
     by_address = {e["address"]: e for e in doc["init"] if e["kind"] == "init_array"}
     entries = {c.cid: [by_address[a] for a in _entries_of(prog, c, listing) if a in by_address]
                for c in prog.contexts if c.module == module}
-    return Module(doc, _symbols(built.modules[module]), entries)
+    by_file = {os.path.realpath(built.analysed[m]): _symbols(built.modules[m]) for m in built.modules}
+    return Module(doc, _symbols(built.modules[module]), entries, by_file)
 
 
 def routes(prog: Program, cid: int, oid: int) -> list[str]:
@@ -170,7 +182,7 @@ def _judge_read(prog: Program, mod: Module, cid: int, oid: int, where: dict, out
     out.early += 1
     entries = mod.entries[cid]
     indices = {e["index"] for e in entries}
-    if any(f["reader"]["index"] in indices and _object_id(prog, f["object"], mod.symbols) == oid
+    if any(f["reader"]["index"] in indices and mod.object_id(prog, f["object"]) == oid
            for f in _findings(mod.doc)):
         out.found += 1
         return
@@ -230,7 +242,7 @@ def _judge_findings(prog: Program, mod: Module, ev: Events, where: dict, out: Ou
             readers.setdefault(e["index"], []).append(cid)
     for f in _findings(mod.doc):
         out.findings += 1
-        oid = _object_id(prog, f["object"], mod.symbols)
+        oid = mod.object_id(prog, f["object"])
         cids = readers.get(f["reader"]["index"], [])
         observed = any((c, oid) in ev.early for c in cids)
         implied = oid is not None and any(

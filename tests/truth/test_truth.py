@@ -20,8 +20,8 @@ from conftest import require_tool
 from helpers import case
 
 from truth.build import COMPILERS, Variant, build, run, shim, variants_for, write_sources
-from truth.check import Outcome, analyse, check
-from truth.generator import CROSS_ROUTES, ROUTES, generate
+from truth.check import Module, Outcome, _entries_of, analyse, check
+from truth.generator import CROSS_ROUTES, ROUTES, Context, Obj, Program, generate
 
 SEEDS = (1, 2, 3, 4, 5, 6, 7, 8)
 CASES = [(seed, v.name) for seed in SEEDS for v in variants_for(seed, 3)]
@@ -122,6 +122,33 @@ def test_checker_reports_a_hidden_read_as_false_clean() -> None:
     hidden = check(*_built(seed, variant), analyser=doctored)
     assert outcome.early > 0 and hidden.early == outcome.early
     assert len(hidden.false_cleans) == hidden.early and hidden.found == 0 and not hidden.false_findings
+
+
+def test_a_constructor_function_lto_merged_is_run_by_the_merged_initializer() -> None:
+    """The checker itself: GCC's -flto -O0 merges `constructor` functions with the units' initializers into
+    one `_sub_I_65535_0.0`; a read (or a finding) of such a function's context is that entry's, not nobody's
+    (no entry would make every early read of it an entry-complete miss and every finding of it false). With
+    an entry of its own, the function is that entry alone."""
+    contexts = [Context(1, "main", "u0"), Context(2, "main", "u1"), Context(3, "main", "u0", "truth_ctor_fn3")]
+    prog = Program(1, {"main": ["u0", "u1"]}, False, [], contexts, {"u0": set(), "u1": set()})
+    merged = {"address": 0x149C, "symbol": "_sub_I_65535_0.0", "demangled": None, "source": None,
+              "toolchain": False}
+    assert [_entries_of(prog, c, {"init": [merged]}) for c in contexts] == [{0x149C}] * 3
+    own = {"address": 0x1200, "symbol": "truth_ctor_fn3", "demangled": None, "source": "u0.cpp", "toolchain": False}
+    assert [_entries_of(prog, c, {"init": [merged, own]}) for c in contexts] == [{0x149C}, {0x149C}, {0x1200}]
+
+
+def test_a_load_findings_object_is_named_by_its_own_files_symbols(tmp_path: Path) -> None:
+    """The checker itself: a finding of the load names an object of another module, which a stripped file
+    knows by address alone; that address is looked up in that module's symbols (its ``file``), not in the
+    reader's (where the same address may name another object, or nothing)."""
+    prog = Program(1, {"main": ["u0"], "libA": ["u1"]}, False,
+                   [Obj(1, "main", "u0", "plain", False), Obj(2, "libA", "u1", "plain", False)], [], {})
+    reader, other = tmp_path / "libA.so", tmp_path / "prog"
+    mod = Module({}, {0x4010: "g2"}, {}, {os.path.realpath(reader): {0x4010: "g2"},
+                                         os.path.realpath(other): {0x4010: "g1"}})
+    assert mod.object_id(prog, {"address": 0x4010, "symbol": None, "file": str(other)}) == 1
+    assert mod.object_id(prog, {"address": 0x4010, "symbol": None}) == 2  # no file: the reader's own object
 
 
 def test_a_seed_names_one_program_in_every_process() -> None:

@@ -1,0 +1,104 @@
+"""Reads of the program's objects that a library makes through pointer words the program defines (probe_xword):
+a reference global (RELRO), an entry of a constant pointer table, a writable pointer global and a function
+pointer. The library loads the word through its GOT, then loads through it (or calls it); the program's
+initializers run last, so the run sees each box before it is built -- the fixture reports what it observed."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+from helpers import case, run_main
+
+from elfpatch.inits.isa import decides
+from elfpatch.inits.values import held, held_by
+from siof.test_probe import VARIANTS, observed_early
+
+BOXES = ["g_wd_box", "g_wfn_box", "g_wptr_box", "g_wref_box", "g_wtab_box"]
+VIA = {"g_wd_box": "g_wdref", "g_wfn_box": "g_wfn", "g_wptr_box": "g_wptr", "g_wref_box": "g_wref",
+       "g_wtab_box": "g_wtab"}
+
+
+@pytest.fixture(scope="module")
+def probe_build(siof_build: Path) -> Path:
+    return siof_build.parent / "build" / "probe"
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+def test_reads_through_the_other_modules_words_are_findings(probe_build: Path, variant: str) -> None:
+    """Guarantee: with --deps on the program, each read the run saw before construction through a pointer word
+    of the program (reference, constant table entry, pointer global, function pointer) is a
+    `before-construction` finding of the load, reader in the library, object and constructor in the program,
+    `via` naming the word's object; the library's own analysis stays incomplete for those reads. A pointer
+    global the library stores into first is not followed at its load-time value (no finding on its box)."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    exe = probe_build / variant / "probe_xword"
+    assert sorted(obj for _unit, obj in observed_early(exe)) == BOXES  # the run agrees: every box read early
+    _check(exe)
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=["aarch64-linux-gnu-g++", "qemu-aarch64"])
+                                     for v in ("a64-O0", "a64-O2")])
+def test_on_aarch64_too(siof_build: Path, variant: str) -> None:
+    """Guarantee: the same on AArch64 (`ldr` of the word, `ldr` or `blr` through it), the run under qemu-user
+    being the truth."""
+    require_tool("aarch64-linux-gnu-g++", "qemu-aarch64")
+    exe = siof_build / "siof" / variant / "probe_xword"
+    out = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(exe)], capture_output=True,
+                         text=True, timeout=120, check=True, cwd=exe.parent).stdout
+    assert sorted(obj for _unit, obj, value in (line.split() for line in out.splitlines()) if value == "0") == BOXES
+    _check(exe)
+
+
+def _check(exe: Path) -> None:
+    doc = json.loads(run_main("inits", "--siof", "--deps", "--json", str(exe), check=True).stdout)
+    load = doc["loads"][0]
+    got = sorted((Path(f["reader"]["file"]).name, f["object"]["symbol"], Path(f["object"]["file"]).name,
+                  Path(f["constructor"]["file"]).name, f["verdict"], tuple(f["via"])) for f in load["findings"])
+    assert got == [("libprobe_xword.so", box, "probe_xword", "probe_xword", "before-construction", (VIA[box],))
+                   for box in BOXES]
+    lib = json.loads(run_main("inits", "--siof", "--json", str(exe.parent / "libprobe_xword.so"),
+                              check=True).stdout)["files"][0]
+    assert not lib["analysis_complete"] and lib["findings"] == []
+    # the pointer global the library repoints before loading through it is not followed: no g_wset_box read
+    assert any("g_wset" in e["analysis"]["other_module_writes"] for e in lib["init"] if e["analysis"])
+
+
+def test_a_compare_of_a_loaded_word_decides_nothing() -> None:
+    """Guarantee: a pointer loaded from another module's word may be null or not: `cmp` of it with 0 (or with
+    anything) leaves both branches to walk, where an address the GOT gave decides (it is never null)."""
+    assert not decides(held("g_wptr", 0), 0) and not decides(0, held("g_wptr", 0))
+    assert not decides(held("g_wptr", 0), held("g_wptr", 0))
+    assert decides("g_wptr", 0)
+
+
+def test_a_held_word_is_never_a_symbol() -> None:
+    """Guarantee: the value of a word loaded from another module's object round-trips, and no symbol name (nor
+    another module's function result, "<name>()") is taken for one."""
+    assert held_by(held("g_wtab", 8)) == ("g_wtab", 8)
+    assert held_by(held("_ZN1A1bE", 0)) == ("_ZN1A1bE", 0)
+    for name in ("g_wtab", "_ZN1A1bE", "stdout@GLIBC_2.2.5", "_Z7get_boxv()", "*", "*x+", None, 8):
+        assert held_by(name) is None
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+def test_a_stripped_programs_object_is_known_by_its_registration(probe_build: Path, tmp_path: Path,
+                                                                  variant: str) -> None:
+    """Guarantee: with the program stripped (no .symtab: its boxes have no name to construct), the box with a
+    destructor is still known to be built by the initializer that registers it (`--dtors`): the read through
+    the program's reference global is a finding on that address."""
+    require_tool(VARIANTS[variant], "strip", packages="g++, clang, binutils")
+    built = probe_build / variant
+    shutil.copy(built / "libprobe_xword.so", tmp_path)
+    exe = tmp_path / "probe_xword"
+    subprocess.run(["strip", "--strip-all", "-o", str(exe), str(built / "probe_xword")], check=True)
+    box = json.loads(run_main("inits", "--siof", "--dtors", "--json", str(built / "probe_xword"),
+                              check=True).stdout)["files"][0]
+    address = next(o["address"] for e in box["init"] if e["analysis"] for o in e["analysis"]["constructs"]
+                   if o["symbol"] == "g_wd_box")
+    doc = json.loads(run_main("inits", "--siof", "--dtors", "--deps", "--json", str(exe), check=True).stdout)
+    found = [(f["object"]["address"], f["via"]) for f in doc["loads"][0]["findings"]]
+    assert (address, ["g_wdref"]) in found
