@@ -54,9 +54,10 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     image = Image(elf) if supported else None
     if image is not None and image.stripped:
         notes.append("no .symtab (stripped): functions are known by their exported names and .eh_frame extents, "
-                     "data objects mostly not at all")
+                     "data objects without a symbol by address, and only where an initializer builds one for sure")
     budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     summaries = [_ordered(s, before) for s in summaries]
+    summaries = _unnamed_built(image, summaries)
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
@@ -163,6 +164,31 @@ def _ordered(s: Summary | None, before: frozenset[str] | None) -> Summary | None
         return s
     return s._replace(unproven=s.unproven - s.foreign_unproven, foreign_unproven=0,
                       unproven_at=tuple(u for u in s.unproven_at if u.base is None))
+
+
+def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list[Summary | None]:
+    """The summaries, with a stripped file's objects without a symbol (known by address) kept only where an
+    initializer builds one for sure at that address (a constructor's ``this``, a registered destructor's
+    object) outside any guarded initialization. Any other such address may be no object of the program: a
+    guard byte that an inline variable's initialization tests and sets, a field at an offset, a
+    function-local static built on first use -- taken for one, its tests would be findings."""
+    if image is None or not image.stripped:
+        return summaries
+    ss = [s for s in summaries if s is not None]
+    guarded = {o for s in ss for o in s.guards} | {r.obj for s in ss for r in s.registrations if r.guard is not None}
+    built = {o for s in ss for o, sure in s.constructs.items() if sure} - guarded
+    unnamed = {o for s in ss for o in (*s.reads, *s.constructs, *s.touched, *s.call_stores)
+               if o not in built and image.symbol_at(o) is None}
+    if not unnamed:
+        return summaries
+    return [s._replace(reads=_without(s.reads, unnamed), constructs=_without(s.constructs, unnamed),
+                       touched=_without(s.touched, unnamed), early=_without(s.early, unnamed),
+                       via_once=_without(s.via_once, unnamed), call_stores=s.call_stores - unnamed)
+            if s is not None else None for s in summaries]
+
+
+def _without(d: dict, drop: set) -> dict:
+    return {k: v for k, v in d.items() if k not in drop}
 
 
 def _walk_all(walker: Walker | None, entries: list[dict], depth: int) -> tuple[list[Summary | None], int]:

@@ -141,6 +141,9 @@ def is_constructor_clone(name: str | None) -> bool:
 # -O0, whose second argument is the storage an object is then built in (the constructor gets it back as the
 # call's result, which the decoder does not follow).
 _PLACEMENT_NEW = frozenset({"_ZnwmPv", "_ZnamPv", "_ZnwjPv", "_ZnajPv"})
+# crtstuff's frame_dummy (a stripped file cannot tell it from a user initializer) hands these the bounds of
+# .tm_clone_table, whose end is the next section's first object: the bounds of a table, never a read of it.
+_TM_CLONES = frozenset({"_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable"})
 
 
 def constructed_argument(name: str | None) -> int | None:
@@ -307,7 +310,7 @@ class Walker:
             return args[1] if len(args) > 1 else None
         if where is None and name:  # another module's function: its result is named by it (returned_by)
             return name + RETURNED
-        if where is None or not self.image.is_function(where):
+        if where is None or not self.image.function_start(where):
             return None
         value = self._returned(where)
         if isinstance(value, Ptr) and value.kind == "arg":
@@ -584,6 +587,8 @@ class Walker:
         """Globals passed to a call: the object a constructor or placement new builds is constructed, any other
         one is read; another module's object passed on is a read this file cannot order (unproven)."""
         built = constructed_argument(name)
+        if name in _TM_CLONES:
+            return
         for i, v in enumerate(args):
             if isinstance(v, str) and self.foreign_object(v):
                 acc.unprove((), acc.addr, v)
