@@ -18,15 +18,20 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux" or __import__("platform"
 _OBJ = """
 struct Obj { int v; Obj(); ~Obj(); };
 """
+_PAIR = """
+struct Pair { int a; int b; Pair(); };
+"""
 # The units in link order: the readers first, then the unit that builds ``built`` (init_array runs in link
 # order), then one whose inline variable and function-local static two units test and build.
 _SOURCES = {
-    "obj.cpp": _OBJ + "Obj::Obj() : v(5) {}\nObj::~Obj() { v = 0; }\n",
+    "obj.cpp": _OBJ + "Obj::Obj() : v(5) {}\nObj::~Obj() { v = 0; }\nint next_value() { static int n; return ++n; }\n",
     "by_getter.cpp": _OBJ + "Obj& built_ref();\nint seen_by_getter = built_ref().v;\n",
     "direct.cpp": _OBJ + "extern Obj built;\nint seen_directly = built.v + 1;\n",
     "shared1.cpp": '#include "shared.h"\nint seen_shared1 = inline_obj.v + local_obj().v;\n',
     "shared2.cpp": '#include "shared.h"\nint seen_shared2 = inline_obj.v + local_obj().v + 2;\n',
+    "pair_reader.cpp": _PAIR + "extern Pair pair;\nint seen_pair = pair.b;\n",
     "builder.cpp": _OBJ + "Obj built;\n__attribute__((noinline)) Obj& built_ref() { return built; }\n",
+    "pair.cpp": _PAIR + "int next_value();\nPair::Pair() : a(next_value()), b(next_value()) {}\nPair pair;\n",
     "main.cpp": "int main() { return 0; }\n",
 }
 _SHARED_H = _OBJ + """
@@ -85,8 +90,9 @@ def test_objects_without_a_symbol_are_found_by_address(program: tuple[Path, Path
              if x["verdict"] == "before-construction"}
     named = {(x["reader"]["index"], objects[x["object"]["symbol"]], x["object"]["section"])
              for x in _analysis(full)["findings"] if x["verdict"] == "before-construction"}
-    assert len({i for i, a, _s in named if a == objects["built"]}) == 2, named  # both readers, with symbols
-    assert {(i, a, ".bss") for i, a, _s in named} <= early, (named, early)
+    readers = {(i, a, ".bss") for i, a, _s in named if a == objects["built"]}
+    assert len(readers) == 2, named  # both readers, with symbols
+    assert readers <= early, (named, early)
     assert all(x["object"]["symbol"] is None for x in f["findings"] if x["object"]["address"] == objects["built"])
 
 
@@ -94,8 +100,9 @@ def test_no_finding_on_what_is_no_object(program: tuple[Path, Path]) -> None:
     """Every finding in the stripped program is on the start of an object of the program: not on the guard byte
     that both units test and set around the inline variable's initialization, nor on the function-local
     static's guard or storage (built on first use), nor on crtstuff's .tm_clone_table bounds (frame_dummy, an
-    entry here, hands them to _ITM_registerTMCloneTable) -- and every one is a finding of the unstripped
-    program as well."""
+    entry here, hands them to _ITM_registerTMCloneTable), nor on the second field of ``pair``, which its
+    inlined constructor stores and an earlier unit reads (at that address, no object starts) -- and every one
+    is a finding of the unstripped program as well."""
     full, stripped = program
     objects = _objects(full)
     by_address = {a: n for n, a in objects.items()}
@@ -106,3 +113,57 @@ def test_no_finding_on_what_is_no_object(program: tuple[Path, Path]) -> None:
     named = {(x["verdict"], x["reader"]["index"], objects[x["object"]["symbol"]])
              for x in _analysis(full)["findings"]}
     assert found <= named, (found, named)
+
+
+_TM_CLONE_ASM = """.intel_syntax noprefix
+.text
+.globl _ZN3ObjC1Ev
+.type _ZN3ObjC1Ev, @function
+_ZN3ObjC1Ev:
+.cfi_startproc
+mov dword ptr [rdi], 1
+ret
+.cfi_endproc
+.size _ZN3ObjC1Ev, .-_ZN3ObjC1Ev
+reader:
+.cfi_startproc
+mov eax, dword ptr [rip + obj]
+ret
+.cfi_endproc
+bounds:
+.cfi_startproc
+lea rdi, [rip + obj]
+xor esi, esi
+jmp _ITM_registerTMCloneTable@PLT
+.cfi_endproc
+builder:
+.cfi_startproc
+lea rdi, [rip + obj]
+jmp _ZN3ObjC1Ev@PLT
+.cfi_endproc
+.weak _ITM_registerTMCloneTable
+.bss
+obj: .zero 8
+.section .init_array,"aw"
+.balign 8
+.quad reader
+.quad bounds
+.quad builder
+.section .note.GNU-stack,"",@progbits
+"""
+
+
+def test_clone_table_bounds_are_no_read(tmp_path: Path) -> None:
+    """An address handed to _ITM_registerTMCloneTable is the bound of .tm_clone_table (crtstuff's frame_dummy,
+    which a stripped file lists as an initializer, passes its end: the next section's first object), never a
+    read of an object: of the three entries of this stripped library, the one that loads ``obj`` before
+    ``builder`` constructs it is a finding; the one that passes its address as a table bound is not."""
+    require_tool("gcc", "strip", packages="gcc, binutils")
+    src = tmp_path / "tm.s"
+    src.write_text(_TM_CLONE_ASM)
+    lib = tmp_path / "libtm.so"
+    subprocess.run(["gcc", "-shared", "-nostdlib", "-o", str(lib), str(src)], check=True, capture_output=True)
+    subprocess.run(["strip", "--strip-all", str(lib)], check=True, capture_output=True)
+    f = _analysis(lib)
+    assert [(x["verdict"], x["reader"]["index"], x["constructor"]["index"]) for x in f["findings"]] == \
+        [("before-construction", 0, 2)], f["findings"]
