@@ -54,7 +54,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     image = Image(elf) if supported else None
     if image is not None and image.stripped:
         notes.append("no .symtab (stripped): functions are known by their exported names and .eh_frame extents, "
-                     "data objects without a symbol by address, and only where an initializer builds one for sure")
+                     "data objects without a symbol by address, where an initializer builds or stores into one")
     budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     summaries = [_ordered(s, before) for s in summaries]
     summaries = _unnamed_built(image, summaries)
@@ -168,15 +168,15 @@ def _ordered(s: Summary | None, before: frozenset[str] | None) -> Summary | None
 
 def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list[Summary | None]:
     """The summaries, with a stripped file's objects without a symbol (known by address) kept only where an
-    initializer builds one for sure at that address (a constructor's ``this``, a registered destructor's
-    object) outside any guarded initialization. Any other such address may be no object of the program: a
-    guard byte that an inline variable's initialization tests and sets, a field at an offset, a
-    function-local static built on first use -- taken for one, its tests would be findings."""
+    initializer builds or stores into one at that address outside any guarded initialization. Any other such
+    address may be no object the initializers order: a function-local static's storage or guard, built on
+    first use, whatever initializer gets there first."""
     if image is None or not image.stripped:
         return summaries
     ss = [s for s in summaries if s is not None]
-    guarded = {o for s in ss for o in s.guards} | {r.obj for s in ss for r in s.registrations if r.guard is not None}
-    built = {o for s in ss for o, sure in s.constructs.items() if sure} - guarded
+    guarded = {o for s in ss for o in (*s.guards, *s.guarded_builds)} \
+        | {r.obj for s in ss for r in s.registrations if r.guard is not None}
+    built = {o for s in ss for o in (*s.constructs, *s.call_stores)} - guarded
     unnamed = {o for s in ss for o in (*s.reads, *s.constructs, *s.touched, *s.call_stores)
                if o not in built and image.symbol_at(o) is None}
     if not unnamed:

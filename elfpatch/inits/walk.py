@@ -96,6 +96,7 @@ class Summary(NamedTuple):
     once: frozenset = frozenset()
     via_once: dict = {}
     foreign_calls: frozenset = frozenset()  # other modules' functions called (names): the load may judge them
+    guarded_builds: frozenset = frozenset()  # objects built under a guard (a function-local static, first use)
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -181,6 +182,7 @@ class _Acc:
         self.direct: set[int] = set()  # objects read other than through a once-per-thread initialization
         self.via_once: dict[int, set] = {}
         self.guard: int | None = None  # the guard what follows runs under
+        self.guarded: set[int] = set()  # objects built under a guard
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -191,6 +193,8 @@ class _Acc:
 
     def construct(self, o: int, strong: bool) -> None:
         self.constructs[o] = strong or self.constructs.get(o, False)
+        if self.guard is not None:
+            self.guarded.add(o)
         self.touched.setdefault(o, (False, ()))
 
     def unprove(self, via: tuple, insn: int, base: str | None, count: int = 1) -> None:
@@ -215,7 +219,7 @@ class _Acc:
                        frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
                        frozenset(self.escaped), frozenset(self.once),
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
-                       frozenset(self.foreign_calls))
+                       frozenset(self.foreign_calls), frozenset(self.guarded))
 
 
 class Walker:
@@ -500,6 +504,7 @@ class Walker:
         acc.initial |= sub.initial
         acc.escaped |= sub.escaped
         acc.foreign_calls |= sub.foreign_calls
+        acc.guarded |= sub.guarded_builds
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
@@ -525,6 +530,8 @@ class Walker:
             o = self.image.object_at(a) if write else None
             if o is not None:
                 acc.call_stores.add(o[0])
+                if acc.guard is not None:
+                    acc.guarded.add(o[0])
         else:
             acc.unprove(via, insn, v if isinstance(v, str) else None)  # a symbol, or None
 

@@ -24,11 +24,12 @@ struct Pair { int a; int b; Pair(); };
 # The units in link order: the readers first, then the unit that builds ``built`` (init_array runs in link
 # order), then one whose inline variable and function-local static two units test and build.
 _SOURCES = {
-    "obj.cpp": _OBJ + "Obj::Obj() : v(5) {}\nObj::~Obj() { v = 0; }\nint next_value() { static int n; return ++n; }\n",
+    "obj.cpp": _OBJ + "Obj::Obj() : v(5) {}\nObj::~Obj() { v = 0; }\nint next_value() { static int n; return ++n; }\n"
+               "struct Plain { int v; Plain(); };\nPlain::Plain() : v(next_value()) {}\n",
     "by_getter.cpp": _OBJ + "Obj& built_ref();\nint seen_by_getter = built_ref().v;\n",
     "direct.cpp": _OBJ + "extern Obj built;\nint seen_directly = built.v + 1;\n",
-    "shared1.cpp": '#include "shared.h"\nint seen_shared1 = inline_obj.v + local_obj().v;\n',
-    "shared2.cpp": '#include "shared.h"\nint seen_shared2 = inline_obj.v + local_obj().v + 2;\n',
+    "shared1.cpp": '#include "shared.h"\nint seen_shared1 = inline_obj.v + via2().v + plain2().v;\n',
+    "shared2.cpp": '#include "shared.h"\nint seen_shared2 = inline_obj.v + local_obj().v + local_plain().v;\n',
     "pair_reader.cpp": _PAIR + "extern Pair pair;\nint seen_pair = pair.b;\n",
     "builder.cpp": _OBJ + "Obj built;\n__attribute__((noinline)) Obj& built_ref() { return built; }\n",
     "pair.cpp": _PAIR + "int next_value();\nPair::Pair() : a(next_value()), b(next_value()) {}\nPair pair;\n",
@@ -37,6 +38,16 @@ _SOURCES = {
 _SHARED_H = _OBJ + """
 inline Obj inline_obj;
 __attribute__((noinline)) inline Obj& local_obj() { static Obj o; return o; }
+struct Plain { int v; Plain(); };  // no destructor: nothing registered under the guard
+__attribute__((noinline)) inline Plain& local_plain() { static Plain p; return p; }
+// A getter chain longer than --depth 1: the walk knows what it returns (o) but does not see it build o.
+#define VIA(n, m) __attribute__((noinline)) inline auto& n() { auto& r = m(); asm volatile("" ::: "memory"); return r; }
+VIA(via0, local_obj)
+VIA(via1, via0)
+VIA(via2, via1)
+VIA(plain0, local_plain)
+VIA(plain1, plain0)
+VIA(plain2, plain1)
 """
 
 
@@ -56,17 +67,22 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return full, stripped
 
 
-def _analysis(path: Path) -> dict:
-    proc = run_main("inits", "--dtors", "--siof", "--json", str(path))
+def _analysis(path: Path, depth: int = 3) -> dict:
+    proc = run_main("inits", "--dtors", "--siof", "--depth", str(depth), "--json", str(path))
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)["files"][0]
 
 
-def _objects(path: Path) -> dict[str, int]:
-    """The data objects of the unstripped program: name -> address."""
-    out = subprocess.run(["nm", "--defined-only", str(path)], capture_output=True, text=True, check=True).stdout
-    return {f[2]: int(f[0], 16) for f in (line.split() for line in out.splitlines())
-            if len(f) == 3 and f[1] in "bBdD"}
+def _objects(path: Path) -> dict[str, tuple[int, int]]:
+    """The data objects of the unstripped program: name -> (address, size)."""
+    out = subprocess.run(["nm", "-S", "--defined-only", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    return {f[3]: (int(f[0], 16), int(f[1], 16)) for f in (line.split() for line in out.splitlines())
+            if len(f) == 4 and f[2] in "bBdDuV"}
+
+
+def _covering(objects: dict[str, tuple[int, int]], address: int) -> str:
+    return next((n for n, (a, size) in objects.items() if a <= address < a + max(size, 1)), "")
 
 
 def test_crtstuff_jump_through_the_got_cuts_nothing(program: tuple[Path, Path]) -> None:
@@ -84,35 +100,38 @@ def test_objects_without_a_symbol_are_found_by_address(program: tuple[Path, Path
     one direct, one through a local getter whose only extent is its FDE -- are findings naming it by address
     and section, as the unstripped program's findings name it by symbol."""
     full, stripped = program
-    objects = _objects(full)
+    built = _objects(full)["built"][0]
     f = _analysis(stripped)
     early = {(x["reader"]["index"], x["object"]["address"], x["object"]["section"]) for x in f["findings"]
              if x["verdict"] == "before-construction"}
-    named = {(x["reader"]["index"], objects[x["object"]["symbol"]], x["object"]["section"])
-             for x in _analysis(full)["findings"] if x["verdict"] == "before-construction"}
-    readers = {(i, a, ".bss") for i, a, _s in named if a == objects["built"]}
+    named = {(x["reader"]["index"], x["object"]["symbol"]) for x in _analysis(full)["findings"]
+             if x["verdict"] == "before-construction"}
+    readers = {(i, built, ".bss") for i, name in named if name == "built"}
     assert len(readers) == 2, named  # both readers, with symbols
     assert readers <= early, (named, early)
-    assert all(x["object"]["symbol"] is None for x in f["findings"] if x["object"]["address"] == objects["built"])
+    assert all(x["object"]["symbol"] is None for x in f["findings"] if x["object"]["address"] == built)
 
 
 def test_no_finding_on_what_is_no_object(program: tuple[Path, Path]) -> None:
-    """Every finding in the stripped program is on the start of an object of the program: not on the guard byte
-    that both units test and set around the inline variable's initialization, nor on the function-local
-    static's guard or storage (built on first use), nor on crtstuff's .tm_clone_table bounds (frame_dummy, an
-    entry here, hands them to _ITM_registerTMCloneTable), nor on the second field of ``pair``, which its
-    inlined constructor stores and an earlier unit reads (at that address, no object starts) -- and every one
-    is a finding of the unstripped program as well."""
+    """Every finding in the stripped program lies in an object of the program and is a finding of the
+    unstripped program on that object: none on the function-local static's guard or storage (built on first
+    use by whichever initializer gets there first: at --depth 1 the first reader reaches it only through a
+    getter chain that returns it, the second builds it), nor on the guard byte that both units test and set around
+    the inline variable's initialization, nor on crtstuff's .tm_clone_table bounds (frame_dummy, an entry here,
+    hands them to _ITM_registerTMCloneTable). The second field of ``pair``, which its inlined constructor
+    stores and an earlier unit reads, is a finding at that field's address: where an object without a symbol
+    starts is not known."""
     full, stripped = program
     objects = _objects(full)
-    by_address = {a: n for n, a in objects.items()}
-    found = {(x["verdict"], x["reader"]["index"], x["object"]["address"]) for x in _analysis(stripped)["findings"]}
-    for _verdict, _reader, address in found:
-        name = by_address.get(address, "")
-        assert name and not name.startswith(("_ZGV", "_ZZ", "__TMC_END__")), (hex(address), name)
-    named = {(x["verdict"], x["reader"]["index"], objects[x["object"]["symbol"]])
-             for x in _analysis(full)["findings"]}
-    assert found <= named, (found, named)
+    found = {(x["verdict"], x["reader"]["index"], x["object"]["address"])
+             for x in _analysis(stripped, depth=1)["findings"]}
+    named = {(x["verdict"], x["reader"]["index"], x["object"]["symbol"])
+             for x in _analysis(full, depth=1)["findings"]}
+    covering = {(v, i, _covering(objects, a)) for v, i, a in found}
+    assert all(name and not name.startswith(("_ZGV", "_ZZ")) for _v, _i, name in covering), covering
+    assert covering <= named, (covering, named)
+    pair, _size = objects["pair"]
+    assert any(a == pair + 4 for _v, _i, a in found), found  # pair.b, read before pair.cpp runs
 
 
 _TM_CLONE_ASM = """.intel_syntax noprefix
