@@ -174,8 +174,7 @@ def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list
     if image is None or not image.stripped:
         return summaries
     ss = [s for s in summaries if s is not None]
-    guarded = {o for s in ss for o in (*s.guards, *s.guarded_builds)} \
-        | {r.obj for s in ss for r in s.registrations if r.guard is not None}
+    guarded = {o for s in ss for o in (*s.guards, *s.guarded_builds)}
     built = {o for s in ss for o in (*s.constructs, *s.call_stores)} - guarded
     unnamed = {o for s in ss for o in (*s.reads, *s.constructs, *s.touched, *s.call_stores)
                if o not in built and image.symbol_at(o) is None}
@@ -440,15 +439,23 @@ def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tup
         except CsError as exc:
             raise ParseError(f"disassembly failed: {exc}", path) from None
         returned = {a: walker.result(a, ()) for a in addresses}
-        return {a: (set(s.reads), _start(image, returned[a]),
+        return {a: (_named(image, set(s.reads)), _start(image, returned[a]),
                     _proven(s) and not image.stripped and not budget.cut and not s.initial
                     and not walker.dis.unsettled) for a, s in summaries.items()}
 
 
 def _start(image: Image, value: Value | None) -> int | None:
-    """The start of the object of this file an address lies in (None: not an address of one)."""
+    """The start of the named object of this file an address lies in (None: not an address of one)."""
     a = address_of(value)  # Within an object: its start
-    return image.object_start(a) if a is not None else None
+    o = image.object_start(a) if a is not None else None
+    return o if o is not None and _named(image, {o}) else None
+
+
+def _named(image: Image, objects: set[int]) -> set[int]:
+    """The objects that have a symbol: what another module's walk is judged on (an address of a stripped
+    file's object without one may be a guard or a function-local static, told apart only by the file's own
+    initializers' walks, see _unnamed_built)."""
+    return objects if not image.stripped else {o for o in objects if image.symbol_at(o) is not None}
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,

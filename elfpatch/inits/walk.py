@@ -96,7 +96,8 @@ class Summary(NamedTuple):
     once: frozenset = frozenset()
     via_once: dict = {}
     foreign_calls: frozenset = frozenset()  # other modules' functions called (names): the load may judge them
-    guarded_builds: frozenset = frozenset()  # objects built under a guard (a function-local static, first use)
+    # objects built between __cxa_guard_acquire and its release (a function-local static: on first use)
+    guarded_builds: frozenset = frozenset()
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -183,6 +184,7 @@ class _Acc:
         self.via_once: dict[int, set] = {}
         self.guard: int | None = None  # the guard what follows runs under
         self.guarded: set[int] = set()  # objects built under a guard
+        self.acquired = False  # between __cxa_guard_acquire and its release: a first use's initialization
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -193,7 +195,7 @@ class _Acc:
 
     def construct(self, o: int, strong: bool) -> None:
         self.constructs[o] = strong or self.constructs.get(o, False)
-        if self.guard is not None:
+        if self.acquired:
             self.guarded.add(o)
         self.touched.setdefault(o, (False, ()))
 
@@ -401,8 +403,10 @@ class Walker:
             if guard is not None:
                 acc.guard = guard
                 acc.guards.add(guard)
+            acc.acquired = True
             return
         if name == GUARD_RELEASE:
+            acc.acquired = False
             return
         self._arguments(name, ev.args, acc)
         if where is None:  # another object's function: it cannot see this file's globals but through us
@@ -530,7 +534,7 @@ class Walker:
             o = self.image.object_at(a) if write else None
             if o is not None:
                 acc.call_stores.add(o[0])
-                if acc.guard is not None:
+                if acc.acquired:
                     acc.guarded.add(o[0])
         else:
             acc.unprove(via, insn, v if isinstance(v, str) else None)  # a symbol, or None
