@@ -31,7 +31,9 @@ _SOURCES = {
     "shared1.cpp": '#include "shared.h"\nint seen_shared1 = inline_obj.v + via2().v + plain2().v;\n',
     "shared2.cpp": '#include "shared.h"\nint seen_shared2 = inline_obj.v + local_obj().v + local_plain().v;\n',
     "pair_reader.cpp": _PAIR + "extern Pair pair;\nint seen_pair = pair.b;\n",
-    "builder.cpp": _OBJ + "Obj built;\n__attribute__((noinline)) Obj& built_ref() { return built; }\n",
+    # a function-local static's guarded initialization, inlined ahead of ``built``'s: it ends at its release
+    "builder.cpp": _OBJ + "static Obj& first_use() { static Obj l; return l; }\nint touched = first_use().v;\n"
+                   "Obj built;\n__attribute__((noinline)) Obj& built_ref() { return built; }\n",
     "pair.cpp": _PAIR + "int next_value();\nPair::Pair() : a(next_value()), b(next_value()) {}\nPair pair;\n",
     "main.cpp": "int main() { return 0; }\n",
 }
@@ -98,7 +100,8 @@ def test_crtstuff_jump_through_the_got_cuts_nothing(program: tuple[Path, Path]) 
 def test_objects_without_a_symbol_are_found_by_address(program: tuple[Path, Path]) -> None:
     """``built`` has no symbol in the stripped program (nothing exports it): its reads before construction --
     one direct, one through a local getter whose only extent is its FDE -- are findings naming it by address
-    and section, as the unstripped program's findings name it by symbol."""
+    and section, as the unstripped program's findings name it by symbol. Its unit's initializer first runs a
+    function-local static's guarded initialization: what it builds after the guard's release is no first use."""
     full, stripped = program
     built = _objects(full)["built"][0]
     f = _analysis(stripped)
