@@ -34,6 +34,8 @@ _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction
 # Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
 # the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
 MAX_CHAIN = 16
+# How deep below an initializer a stripped file's unnamed local functions are taken for its unit's helpers.
+UNNAMED_HELPER_LEVELS = 2
 
 
 # The argument registers a call may keep (see Walker.kept), each with every name an operand can give it; the
@@ -431,6 +433,18 @@ class Walker:
         self._merge(sub, where, ev.args, acc)
         if is_constructor_clone(name):
             self._credit(sub, acc.call_stores - stored, acc)
+        elif not name and self.image.stripped:
+            self._built_through_first(sub, ev.args, acc)
+
+    def _built_through_first(self, sub: Summary, args: tuple, acc: _Acc) -> None:
+        """A constructor that a stripped file does not export has no name: a local function that stores into
+        the object its first argument (``this``) points to builds it, so a load of it before the call is a read
+        before construction (as a constructor clone builds what it stores into)."""
+        a = address_of(args[0]) if args else None
+        o = self.image.object_at(a) if a is not None else None
+        deref = sub.arg_derefs.get(0)
+        if o is not None and (o[0] in sub.constructs or (deref is not None and deref[2])):
+            acc.construct(o[0], True)  # stored through the argument, or by address (walked with it: a helper)
 
     def kept(self, target: int) -> frozenset:
         """The argument registers a direct call to ``target`` leaves as they were (GCC's -fipa-ra: a caller
@@ -629,8 +643,11 @@ class Walker:
         initializer itself calls gets the arguments too (GCC -O0's ``__static_initialization_and_destruction_0(1,
         priority)`` then runs only its priority's branch; libc_nonshared's local ``atexit(fn)`` stub passes
         ``fn`` on to ``__cxa_atexit``). Like a named helper it costs no depth, so a stripped -O0 unit reaches as
-        deep as with its symbols; only the initializer's own callees qualify, so this adds one level at most."""
-        return self.image.stripped and not name and len(stack) == 1 and not self.image.is_function(where)
+        deep as with its symbols. GCC's LTO-merged initializer calls each unit's ``_GLOBAL__sub_I_`` function,
+        which calls the unit's helper: the initializer's callees and theirs qualify (UNNAMED_HELPER_LEVELS), so
+        this adds two levels at most."""
+        return self.image.stripped and not name and len(stack) <= UNNAMED_HELPER_LEVELS \
+            and not self.image.is_function(where)
 
     def _capped(self, where: int, args: tuple) -> tuple:
         """``args``, unless ``where`` was already walked with ARG_TUPLES others: then no argument is known (a

@@ -137,6 +137,51 @@ def test_no_finding_on_what_is_no_object(program: tuple[Path, Path]) -> None:
     assert any(a == pair + 4 for _v, _i, a in found), found  # pair.b, read before pair.cpp runs
 
 
+def _stripped_library(tmp: Path, name: str, asm: str) -> Path:
+    """A shared library assembled from ``asm`` (x86-64, Intel syntax), stripped of .symtab."""
+    require_tool("gcc", "strip", packages="gcc, binutils")
+    src = tmp / f"{name}.s"
+    src.write_text(".intel_syntax noprefix\n" + asm + '\n.section .note.GNU-stack,"",@progbits\n')
+    lib = tmp / f"lib{name}.so"
+    subprocess.run(["gcc", "-shared", "-nostdlib", "-o", str(lib), str(src)], check=True, capture_output=True)
+    subprocess.run(["strip", "--strip-all", str(lib)], check=True, capture_output=True)
+    return lib
+
+
+def _local(name: str, body: str) -> str:
+    """A local function: no symbol once stripped, only its FDE."""
+    return f"{name}:\n.cfi_startproc\n{body}\n.cfi_endproc\n"
+
+
+def test_a_local_function_storing_through_its_first_argument_builds_the_object(tmp_path: Path) -> None:
+    """A stripped file's constructor has no name unless exported: a local function that stores through its
+    first argument (``this``) builds the object there, so one initializer that loads ``obj`` and then calls
+    it on ``obj`` reads it before construction (an object known by address: no symbol)."""
+    asm = (".text\n" + _local("ctor", "mov dword ptr [rdi], 1\nret")
+           + _local("init", "mov eax, dword ptr [rip + obj]\nlea rdi, [rip + obj]\njmp ctor")
+           + '.bss\nobj: .zero 8\n.section .init_array,"aw"\n.balign 8\n.quad init\n')
+    f = _analysis(_stripped_library(tmp_path, "this", asm))
+    assert [(x["verdict"], x["reader"]["index"], x["constructor"]["index"], x["object"]["symbol"],
+             x["object"]["section"]) for x in f["findings"]] == [("before-construction", 0, 0, None, ".bss")]
+
+
+def test_unnamed_helpers_cost_no_depth_two_levels_down(tmp_path: Path) -> None:
+    """GCC's LTO-merged initializer calls each unit's ``_GLOBAL__sub_I_`` function, which calls the unit's
+    helper: stripped, neither has a name, and both cost no depth as their named forms do, so a read at the
+    default depth below them (the helper, then three calls) is still seen."""
+    chain = ["unit", "helper", "f1", "f2", "f3"]
+    body = "".join(_local(a, f"sub rsp, 8\ncall {b}\nadd rsp, 8\nret") for a, b in zip(chain, chain[1:]))
+    body += _local("f3", "mov eax, dword ptr [rip + obj]\nret")
+    body += _local("merged", "sub rsp, 8\ncall unit\nadd rsp, 8\nret")
+    body += _local("builder", "lea rdi, [rip + dtor]\nlea rsi, [rip + obj]\nlea rdx, [rip + obj]\n"
+                   "jmp __cxa_atexit@PLT") + _local("dtor", "ret")
+    asm = ".text\n" + body + '.bss\nobj: .zero 8\n.section .init_array,"aw"\n.balign 8\n.quad merged\n.quad builder\n'
+    f = _analysis(_stripped_library(tmp_path, "levels", asm))
+    assert not any("past depth" in n for n in f["analysis_notes"]), f["analysis_notes"]
+    assert [(x["verdict"], x["reader"]["index"], x["constructor"]["index"]) for x in f["findings"]] == \
+        [("before-construction", 0, 1)], f["findings"]
+
+
 _TM_CLONE_ASM = """.intel_syntax noprefix
 .text
 .globl _ZN3ObjC1Ev
