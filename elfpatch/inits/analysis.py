@@ -168,22 +168,35 @@ def _ordered(s: Summary | None, before: frozenset[str] | None) -> Summary | None
 
 def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list[Summary | None]:
     """The summaries, with a stripped file's objects without a symbol (known by address) kept only where an
-    initializer builds or stores into one at that address outside any guarded initialization. Any other such
-    address may be no object the initializers order: a function-local static's storage or guard, built on
-    first use, whatever initializer gets there first."""
+    initializer builds or stores into one at that address; a guard (``__cxa_guard_acquire``'s) is none. What
+    is built under a guard (a function-local static, or clang's inline variable) is built on first use: its
+    reads count only in a walk that saw every call it makes, which would have seen that use's initialization
+    (a getter chain past --depth returns the object without it)."""
     if image is None or not image.stripped:
         return summaries
     ss = [s for s in summaries if s is not None]
-    guarded = {o for s in ss for o in (*s.guards, *s.guarded_builds)}
-    built = {o for s in ss for o in (*s.constructs, *s.call_stores)} - guarded
+    guards = {o for s in ss for o in s.guards}
+    built = {o for s in ss for o in (*s.constructs, *s.call_stores)} - guards
     unnamed = {o for s in ss for o in (*s.reads, *s.constructs, *s.touched, *s.call_stores)
-               if o not in built and image.symbol_at(o) is None}
-    if not unnamed:
-        return summaries
-    return [s._replace(reads=_without(s.reads, unnamed), constructs=_without(s.constructs, unnamed),
-                       touched=_without(s.touched, unnamed), early=_without(s.early, unnamed),
-                       via_once=_without(s.via_once, unnamed), call_stores=s.call_stores - unnamed)
-            if s is not None else None for s in summaries]
+               if image.symbol_at(o) is None}
+    drop = unnamed - built
+    first_use = unnamed & {o for s in ss for o in s.guarded_builds} - drop
+    return [_kept(s, drop, drop if _whole(s) else drop | first_use) if s is not None else None
+            for s in summaries]
+
+
+def _whole(s: Summary) -> bool:
+    """Whether a walk saw every call it makes (within the depth)."""
+    return not (s.indirect or s.depth_limited or s.strange or s.cut)
+
+
+def _kept(s: Summary, drop: set[int], unread: set[int]) -> Summary:
+    """``s`` without the objects in ``drop``, and without reads of those in ``unread``."""
+    if not unread:
+        return s
+    return s._replace(reads=_without(s.reads, unread), constructs=_without(s.constructs, drop),
+                      touched=_without(s.touched, unread), early=_without(s.early, unread),
+                      via_once=_without(s.via_once, unread), call_stores=s.call_stores - drop)
 
 
 def _without(d: dict, drop: set) -> dict:

@@ -165,6 +165,23 @@ def test_a_local_function_storing_through_its_first_argument_builds_the_object(t
              x["object"]["section"]) for x in f["findings"]] == [("before-construction", 0, 0, None, ".bss")]
 
 
+def test_a_guarded_build_read_by_a_whole_walk_is_judged(tmp_path: Path) -> None:
+    """clang builds an inline variable under ``__cxa_guard_acquire`` in an initializer of its own, as a
+    function-local static is built on first use: stripped, the two look alike. A read by an initializer whose
+    walk saw every call it makes (so it would have seen a first use's initialization) is judged like any
+    other: read by the first entry, built by the second, it is read before construction."""
+    build = ("sub rsp, 8\nlea rdi, [rip + guard]\ncall __cxa_guard_acquire@PLT\ntest eax, eax\nje 1f\n"
+             "lea rdi, [rip + obj]\ncall ctor\nlea rdi, [rip + guard]\ncall __cxa_guard_release@PLT\n"
+             "1:\nadd rsp, 8\nret")
+    asm = (".text\n" + _local("ctor", "mov dword ptr [rdi], 1\nret") + _local("builder", build)
+           + _local("reader", "mov eax, dword ptr [rip + obj]\nret")
+           + '.bss\nguard: .zero 8\nobj: .zero 8\n.section .init_array,"aw"\n.balign 8\n.quad reader\n'
+           ".quad builder\n")
+    f = _analysis(_stripped_library(tmp_path, "guarded", asm))
+    assert [(x["verdict"], x["reader"]["index"], x["constructor"]["index"]) for x in f["findings"]] == \
+        [("before-construction", 0, 1)], f["findings"]
+
+
 def test_unnamed_helpers_cost_no_depth_two_levels_down(tmp_path: Path) -> None:
     """GCC's LTO-merged initializer calls each unit's ``_GLOBAL__sub_I_`` function, which calls the unit's
     helper: stripped, neither has a name, and both cost no depth as their named forms do, so a read at the
