@@ -91,13 +91,16 @@ class Outcome:
 
 def _entries_of(prog: Program, ctx: Context, listing: dict) -> set[int]:
     """The init_array addresses that run ``ctx``: its constructor function, its unit's initializer; when no
-    entry carries the unit's name (LTO merges units), every user entry that names no unit."""
+    entry carries the unit's name (LTO merges units, and the constructor functions with them), every user entry
+    that names no unit."""
     def function(e: dict) -> set[str]:  # clang mangles a static function even inside extern "C"
         return {e["symbol"], (e["demangled"] or "").split("(")[0]}
 
     init = [e for e in listing["init"] if not e["toolchain"]]
     if ctx.function:
-        return {e["address"] for e in init if ctx.function in function(e)}
+        own = {e["address"] for e in init if ctx.function in function(e)}
+        if own or any(e["source"] == f"{ctx.unit}.cpp" for e in init):
+            return own
     functions = {c.function for c in prog.contexts}
     init = [e for e in init if not functions & function(e)]  # a constructor function names its file too
     named = {e["address"] for e in init if e["source"] == f"{ctx.unit}.cpp"}
