@@ -167,22 +167,35 @@ def _ordered(s: Summary | None, before: frozenset[str] | None) -> Summary | None
 
 
 def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list[Summary | None]:
-    """The summaries, with a stripped file's objects without a symbol (known by address) kept only where an
-    initializer builds or stores into one at that address; a guard (``__cxa_guard_acquire``'s) is none. What
-    is built under a guard (a function-local static, or clang's inline variable) is built on first use: its
-    reads count only in a walk that saw every call it makes, which would have seen that use's initialization
-    (a getter chain past --depth returns the object without it)."""
+    """The summaries as a stripped file lets them be read. Objects without a symbol (known by address) are
+    kept only where an initializer builds or stores into one at that address; a guard
+    (``__cxa_guard_acquire``'s) is none. What is built under a guard (a function-local static, or clang's
+    inline variable) is built on first use: its reads count only in a walk that saw every call it makes, which
+    would have seen that use's initialization (a getter chain past --depth returns the object without it). A
+    constructor the file does not export has no name: a local function storing into the object its first
+    argument points to builds it, unless an initializer builds it for sure (then it is a registrar's insert)."""
     if image is None or not image.stripped:
         return summaries
     ss = [s for s in summaries if s is not None]
     guards = {o for s in ss for o in s.guards}
-    built = {o for s in ss for o in (*s.constructs, *s.call_stores)} - guards
+    built = {o for s in ss for o in (*s.constructs, *s.call_stores, *s.this_builds)} - guards
     unnamed = {o for s in ss for o in (*s.reads, *s.constructs, *s.touched, *s.call_stores)
                if image.symbol_at(o) is None}
     drop = unnamed - built
     first_use = unnamed & {o for s in ss for o in s.guarded_builds} - drop
-    return [_kept(s, drop, drop if _whole(s) else drop | first_use) if s is not None else None
-            for s in summaries]
+    strong = {o for s in ss for o, sure in s.constructs.items() if sure}
+    return [_kept(_this_built(s, strong | drop), drop, drop if _whole(s) else drop | first_use)
+            if s is not None else None for s in summaries]
+
+
+def _this_built(s: Summary, not_these: set[int]) -> Summary:
+    """``s`` with the objects its unnamed callees store into through their first argument built (strong),
+    but ``not_these``; a load of one before that is a read before construction."""
+    built = s.this_builds - not_these - {o for o, sure in s.constructs.items() if sure}
+    if not built:
+        return s
+    early = {o: s.touched[o][1] for o in built if s.touched.get(o, (False,))[0]}
+    return s._replace(constructs={**s.constructs, **dict.fromkeys(built, True)}, early={**s.early, **early})
 
 
 def _whole(s: Summary) -> bool:

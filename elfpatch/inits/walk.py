@@ -100,6 +100,9 @@ class Summary(NamedTuple):
     foreign_calls: frozenset = frozenset()  # other modules' functions called (names): the load may judge them
     # objects built between __cxa_guard_acquire and its release (a function-local static: on first use)
     guarded_builds: frozenset = frozenset()
+    # objects a local function without a name (stripped) stores into through its first argument: built there
+    # unless an initializer builds them for sure (analysis._unnamed_built)
+    this_builds: frozenset = frozenset()
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -187,6 +190,7 @@ class _Acc:
         self.guard: int | None = None  # the guard what follows runs under
         self.guarded: set[int] = set()  # objects built under a guard
         self.acquired = False  # between __cxa_guard_acquire and its release: a first use's initialization
+        self.this_builds: set[int] = set()
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -223,7 +227,7 @@ class _Acc:
                        frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
                        frozenset(self.escaped), frozenset(self.once),
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
-                       frozenset(self.foreign_calls), frozenset(self.guarded))
+                       frozenset(self.foreign_calls), frozenset(self.guarded), frozenset(self.this_builds))
 
 
 class Walker:
@@ -438,13 +442,16 @@ class Walker:
 
     def _built_through_first(self, sub: Summary, args: tuple, acc: _Acc) -> None:
         """A constructor that a stripped file does not export has no name: a local function that stores into
-        the object its first argument (``this``) points to builds it, so a load of it before the call is a read
-        before construction (as a constructor clone builds what it stores into)."""
+        the object its first argument (``this``) points to may build it (or insert into it: a registrar), so
+        a load of it before the call may be a read before construction (analysis._unnamed_built decides)."""
         a = address_of(args[0]) if args else None
         o = self.image.object_at(a) if a is not None else None
         deref = sub.arg_derefs.get(0)
         if o is not None and (o[0] in sub.constructs or (deref is not None and deref[2])):
-            acc.construct(o[0], True)  # stored through the argument, or by address (walked with it: a helper)
+            acc.this_builds.add(o[0])  # stored through the argument, or by address (walked with it: a helper)
+            acc.touched.setdefault(o[0], (False, ()))
+            if acc.acquired:
+                acc.guarded.add(o[0])
 
     def kept(self, target: int) -> frozenset:
         """The argument registers a direct call to ``target`` leaves as they were (GCC's -fipa-ra: a caller
@@ -523,6 +530,7 @@ class Walker:
         acc.escaped |= sub.escaped
         acc.foreign_calls |= sub.foreign_calls
         acc.guarded |= sub.guarded_builds
+        acc.this_builds |= sub.this_builds
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
@@ -630,12 +638,16 @@ class Walker:
 
     def _follow(self, where: int, name: str | None, args: tuple, depth: int, stack: frozenset) -> Summary | None:
         """The callee's summary, or None when the depth (or the helper chain) ends here."""
-        helper = self.is_helper(name) or self._unnamed_callee(where, name, stack)
+        named = self.is_helper(name)
+        helper = named or self._unnamed_callee(where, name, stack)
         if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
             return None
         # The unit's own helpers get the arguments (GCC -O0 passes the priority; a pointer of this function's
-        # frame or allocation stays one), others are summarized once, whatever their caller passes.
-        passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if helper else ()
+        # frame or allocation stays one), others are summarized once, whatever their caller passes; of a stripped
+        # file's unnamed ones only the initializer's own callees (deeper, a registrar's stores through `this`
+        # would become stores by address: a build).
+        given = named or (helper and len(stack) == 1)
+        passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if given else ()
         return self.walk(where, self._capped(where, passed), depth if helper else depth - 1, stack)
 
     def _unnamed_callee(self, where: int, name: str | None, stack: frozenset) -> bool:
@@ -645,7 +657,7 @@ class Walker:
         ``fn`` on to ``__cxa_atexit``). Like a named helper it costs no depth, so a stripped -O0 unit reaches as
         deep as with its symbols. GCC's LTO-merged initializer calls each unit's ``_GLOBAL__sub_I_`` function,
         which calls the unit's helper: the initializer's callees and theirs qualify (UNNAMED_HELPER_LEVELS), so
-        this adds two levels at most."""
+        this adds two levels at most; only the first get the arguments (_follow)."""
         return self.image.stripped and not name and len(stack) <= UNNAMED_HELPER_LEVELS \
             and not self.image.is_function(where)
 
