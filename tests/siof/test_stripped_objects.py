@@ -165,6 +165,23 @@ def test_a_local_function_storing_through_its_first_argument_builds_the_object(t
              x["object"]["section"]) for x in f["findings"]] == [("before-construction", 0, 0, None, ".bss")]
 
 
+def test_a_registrar_storing_through_this_builds_nothing_an_initializer_builds(tmp_path: Path) -> None:
+    """A local function storing through its first argument may be a registrar inserting into an object (a
+    map another unit builds), not its constructor: where an initializer builds the object for sure (here a
+    registered destructor), the registrar called on it (by an exported function, two calls down: it costs no
+    depth but is not given the arguments, so its stores stay stores through ``this``) only reads it -- before
+    it is built."""
+    asm = (".text\n.globl reg\n.type reg, @function\n" + _local("reg", "lea rdi, [rip + obj]\njmp insert")
+           + ".size reg, .-reg\n" + _local("insert", "mov dword ptr [rdi], 1\nret")
+           + _local("registrar", "mov eax, dword ptr [rip + obj]\njmp reg@PLT")
+           + _local("builder", "lea rdi, [rip + dtor]\nlea rsi, [rip + obj]\nlea rdx, [rip + obj]\n"
+                    "jmp __cxa_atexit@PLT") + _local("dtor", "ret")
+           + '.bss\nobj: .zero 8\n.section .init_array,"aw"\n.balign 8\n.quad registrar\n.quad builder\n')
+    f = _analysis(_stripped_library(tmp_path, "registrar", asm))
+    assert [(x["verdict"], x["reader"]["index"], x["constructor"]["index"]) for x in f["findings"]] == \
+        [("before-construction", 0, 1)], f["findings"]
+
+
 def test_a_guarded_build_read_by_a_whole_walk_is_judged(tmp_path: Path) -> None:
     """clang builds an inline variable under ``__cxa_guard_acquire`` in an initializer of its own, as a
     function-local static is built on first use: stripped, the two look alike. A read by an initializer whose
