@@ -188,9 +188,9 @@ class _Acc:
         self.direct: set[int] = set()  # objects read other than through a once-per-thread initialization
         self.via_once: dict[int, set] = {}
         self.guard: int | None = None  # the guard what follows runs under
-        self.guarded: set[int] = set()  # objects built under a guard
+        self.guarded: set[int] = set()  # objects built between __cxa_guard_acquire and its release
         self.acquired = False  # between __cxa_guard_acquire and its release: a first use's initialization
-        self.this_builds: set[int] = set()
+        self.this_builds: set[int] = set()  # see Summary.this_builds
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -638,15 +638,15 @@ class Walker:
 
     def _follow(self, where: int, name: str | None, args: tuple, depth: int, stack: frozenset) -> Summary | None:
         """The callee's summary, or None when the depth (or the helper chain) ends here."""
-        named = self.is_helper(name)
-        helper = named or self._unnamed_callee(where, name, stack)
+        unit_helper = self.is_helper(name)
+        helper = unit_helper or self._unnamed_callee(where, name, stack)
         if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
             return None
         # The unit's own helpers get the arguments (GCC -O0 passes the priority; a pointer of this function's
         # frame or allocation stays one), others are summarized once, whatever their caller passes; of a stripped
         # file's unnamed ones only the initializer's own callees (deeper, a registrar's stores through `this`
         # would become stores by address: a build).
-        given = named or (helper and len(stack) == 1)
+        given = unit_helper or (helper and len(stack) == 1)
         passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if given else ()
         return self.walk(where, self._capped(where, passed), depth if helper else depth - 1, stack)
 
