@@ -485,13 +485,19 @@ class Walker:
 
     def _entered(self, ev: Call, where: int | None, name: str | None,
                  stack: frozenset) -> tuple[int | None, str | None]:
-        """(where, name) of the code a call or jump enters; where -1 for a call no function starts at (a file
-        with symbols). A jump into the middle of a function (a .cold part's landing pads) enters its whole
+        """(where, name) of the code a call or jump enters; where -1 for a call no function starts at (a symbol
+        or, stripped, an FDE). A jump into the middle of a function (a .cold part's landing pads) enters its whole
         code, swept once from its start: every block of it is swept, so what the entered part touches is among
         its events."""
-        if where is None or self.image.stripped or self.image.is_call_target(where):
+        if where is None or self.image.is_call_target(where):
             return where, name
-        inside = self.image.function_containing(where) if ev.tail else None
+        if self.image.stripped:
+            fde = self.image.extents.start_of(where)
+            if fde is None:
+                return where, name  # code no FDE covers (hand-written): entered where it is jumped to
+            inside = fde if ev.tail else None  # the function its FDE covers, as a symbol's extent does
+        else:
+            inside = self.image.function_containing(where) if ev.tail else None
         if inside is None or inside in stack:
             return -1, None
         return inside, ""

@@ -199,6 +199,22 @@ def test_a_guarded_build_read_by_a_whole_walk_is_judged(tmp_path: Path) -> None:
         [("before-construction", 0, 1)], f["findings"]
 
 
+def test_a_jump_back_from_a_cold_part_enters_no_new_function(tmp_path: Path) -> None:
+    """GCC moves an initializer's unlikely paths into a ``.cold`` part with an FDE of its own, which jumps back
+    into the middle of the initializer. Stripped, that address starts no FDE: like a symbol's extent, the FDE
+    covering it says whose code it is -- the initializer's, on the walk's stack, so the jump is no call to
+    follow (noted) -- where each such jump was taken for a function of its own, jumping to the cold part
+    again, hundreds of calls deep on a GCC -O3 LTO build."""
+    hot = ("test edi, edi\njne cold\nback:\nmov eax, dword ptr [rip + obj]\ntest eax, eax\njne cold\n"
+           "mov dword ptr [rip + obj], 1\nret")
+    asm = (".text\n" + _local("init", hot) + _local("cold", "mov dword ptr [rip + flag], 1\njmp back")
+           + '.bss\nobj: .zero 8\nflag: .zero 8\n.section .init_array,"aw"\n.balign 8\n.quad init\n')
+    f = _analysis(_stripped_library(tmp_path, "cold", asm))
+    notes = [n for n in f["analysis_notes"] if n.startswith("initializer 0")]
+    assert any("no function starts at" in n for n in notes), notes
+    assert not any("past depth" in n or "unproven provenance" in n for n in notes), notes
+
+
 def test_unnamed_helpers_cost_no_depth_two_levels_down(tmp_path: Path) -> None:
     """GCC's LTO-merged initializer calls each unit's ``_GLOBAL__sub_I_`` function, which calls the unit's
     helper: stripped, neither has a name, and both cost no depth as their named forms do, so a read at the
