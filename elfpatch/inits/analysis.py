@@ -199,8 +199,10 @@ def _this_built(s: Summary, not_these: set[int]) -> Summary:
 
 
 def _whole(s: Summary) -> bool:
-    """Whether a walk saw every call it makes (within the depth)."""
-    return not (s.indirect or s.depth_limited or s.strange or s.cut)
+    """Whether a walk saw every call it makes (within the depth). A jump to an address no function starts at
+    is no call a compiler makes (a jump back into a function on the walk's stack, whose code is swept whole;
+    a table jump read as one): it hides no first use."""
+    return not (s.indirect or s.depth_limited or s.cut)
 
 
 def _kept(s: Summary, drop: set[int], unread: set[int]) -> Summary:
