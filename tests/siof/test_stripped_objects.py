@@ -182,16 +182,20 @@ def test_a_registrar_storing_through_this_builds_nothing_an_initializer_builds(t
         [("before-construction", 0, 1)], f["findings"]
 
 
-def test_a_guarded_build_read_by_a_whole_walk_is_judged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["mov eax, dword ptr [rip + obj]\nret",
+                                    "test edi, edi\njne cold\nback:\nmov eax, dword ptr [rip + obj]\nret"],
+                         ids=["plain", "cold-part"])
+def test_a_guarded_build_read_by_a_whole_walk_is_judged(tmp_path: Path, reader: str) -> None:
     """clang builds an inline variable under ``__cxa_guard_acquire`` in an initializer of its own, as a
     function-local static is built on first use: stripped, the two look alike. A read by an initializer whose
     walk saw every call it makes (so it would have seen a first use's initialization) is judged like any
-    other: read by the first entry, built by the second, it is read before construction."""
+    other: read by the first entry, built by the second, it is read before construction. A ``.cold`` part's
+    jump back into the reader is no call (it hides no first use)."""
     build = ("sub rsp, 8\nlea rdi, [rip + guard]\ncall __cxa_guard_acquire@PLT\ntest eax, eax\nje 1f\n"
              "lea rdi, [rip + obj]\ncall ctor\nlea rdi, [rip + guard]\ncall __cxa_guard_release@PLT\n"
              "1:\nadd rsp, 8\nret")
     asm = (".text\n" + _local("ctor", "mov dword ptr [rdi], 1\nret") + _local("builder", build)
-           + _local("reader", "mov eax, dword ptr [rip + obj]\nret")
+           + _local("reader", reader) + (_local("cold", "jmp back") if "cold" in reader else "")
            + '.bss\nguard: .zero 8\nobj: .zero 8\n.section .init_array,"aw"\n.balign 8\n.quad reader\n'
            ".quad builder\n")
     f = _analysis(_stripped_library(tmp_path, "guarded", asm))
