@@ -54,9 +54,10 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     image = Image(elf) if supported else None
     if image is not None and image.stripped:
         notes.append("no .symtab (stripped): functions are known by their exported names and .eh_frame extents, "
-                     "data objects mostly not at all")
+                     "data objects without a symbol by address, where an initializer builds or stores into one")
     budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     summaries = [_ordered(s, before) for s in summaries]
+    summaries = _unnamed_built(image, summaries)
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
@@ -163,6 +164,58 @@ def _ordered(s: Summary | None, before: frozenset[str] | None) -> Summary | None
         return s
     return s._replace(unproven=s.unproven - s.foreign_unproven, foreign_unproven=0,
                       unproven_at=tuple(u for u in s.unproven_at if u.base is None))
+
+
+def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list[Summary | None]:
+    """The summaries as a stripped file lets them be read. Objects without a symbol (known by address) are
+    kept only where an initializer builds or stores into one at that address; a guard
+    (``__cxa_guard_acquire``'s) is none. What is built under a guard (a function-local static, or clang's
+    inline variable) is built on first use: its reads count only in a walk that saw every call it makes, which
+    would have seen that use's initialization (a getter chain past --depth returns the object without it). A
+    constructor the file does not export has no name: a local function storing into the object its first
+    argument points to builds it, unless an initializer builds it for sure (then it is a registrar's insert)."""
+    if image is None or not image.stripped:
+        return summaries
+    ss = [s for s in summaries if s is not None]
+    guards = {o for s in ss for o in s.guards}
+    built = {o for s in ss for o in (*s.constructs, *s.call_stores, *s.this_builds)} - guards
+    unnamed = {o for s in ss for o in (*s.reads, *s.constructs, *s.touched, *s.call_stores)
+               if image.symbol_at(o) is None}
+    drop = unnamed - built
+    first_use = unnamed & {o for s in ss for o in s.guarded_builds} - drop
+    strong = {o for s in ss for o, sure in s.constructs.items() if sure}
+    return [_kept(_this_built(s, strong | drop), drop, drop if _whole(s) else drop | first_use)
+            if s is not None else None for s in summaries]
+
+
+def _this_built(s: Summary, not_these: set[int]) -> Summary:
+    """``s`` with the objects its unnamed callees store into through their first argument built (strong),
+    but ``not_these``; a load of one before that is a read before construction."""
+    built = s.this_builds - not_these - {o for o, sure in s.constructs.items() if sure}
+    if not built:
+        return s
+    early = {o: s.touched[o][1] for o in built if s.touched.get(o, (False,))[0]}
+    return s._replace(constructs={**s.constructs, **dict.fromkeys(built, True)}, early={**s.early, **early})
+
+
+def _whole(s: Summary) -> bool:
+    """Whether a walk saw every call it makes (within the depth). A jump to an address no function starts at
+    is no call a compiler makes (a jump back into a function on the walk's stack, whose code is swept whole;
+    a table jump read as one): it hides no first use."""
+    return not (s.indirect or s.depth_limited or s.cut)
+
+
+def _kept(s: Summary, drop: set[int], unread: set[int]) -> Summary:
+    """``s`` without the objects in ``drop``, and without reads of those in ``unread``."""
+    if not unread:
+        return s
+    return s._replace(reads=_without(s.reads, unread), constructs=_without(s.constructs, drop),
+                      touched=_without(s.touched, unread), early=_without(s.early, unread),
+                      via_once=_without(s.via_once, unread), call_stores=s.call_stores - drop)
+
+
+def _without(d: dict, drop: set) -> dict:
+    return {k: v for k, v in d.items() if k not in drop}
 
 
 def _walk_all(walker: Walker | None, entries: list[dict], depth: int) -> tuple[list[Summary | None], int]:
@@ -425,15 +478,23 @@ def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tup
         except CsError as exc:
             raise ParseError(f"disassembly failed: {exc}", path) from None
         returned = {a: walker.result(a, ()) for a in addresses}
-        return {a: (set(s.reads), _start(image, returned[a]),
+        return {a: (_named(image, set(s.reads)), _start(image, returned[a]),
                     _proven(s) and not image.stripped and not budget.cut and not s.initial
                     and not walker.dis.unsettled) for a, s in summaries.items()}
 
 
 def _start(image: Image, value: Value | None) -> int | None:
-    """The start of the object of this file an address lies in (None: not an address of one)."""
+    """The start of the named object of this file an address lies in (None: not an address of one)."""
     a = address_of(value)  # Within an object: its start
-    return image.object_start(a) if a is not None else None
+    o = image.object_start(a) if a is not None else None
+    return o if o is not None and _named(image, {o}) else None
+
+
+def _named(image: Image, objects: set[int]) -> set[int]:
+    """The objects that have a symbol: what another module's walk is judged on (an address of a stripped
+    file's object without one may be a guard or a function-local static, told apart only by the file's own
+    initializers' walks, see _unnamed_built)."""
+    return objects if not image.stripped else {o for o in objects if image.symbol_at(o) is not None}
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,

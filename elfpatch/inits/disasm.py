@@ -312,13 +312,15 @@ class Disassembler:
         return insns
 
     def _reachable(self, start: int, order: list, spans: list, succ: dict, kinds: list) -> list:
-        """The blocks reachable from the entry (the RPO's head). A jump table or an indirect jump among them
-        leaves the reachable end unknown: the function is reported cut."""
+        """The blocks reachable from the entry (the RPO's head). A jump table among them leaves the reachable
+        end unknown: the function is reported cut. A jump through a register or memory is a call to what the
+        walk finds there (crtstuff's ``jmp *%rax`` to a GOT slot's function), or, unknown, an indirect call
+        that makes every walk reaching it incomplete: no cut (any code it could enter is not taken as seen)."""
         reach = {0}
         for b in order:
             if b in reach:
                 reach.update(s for s, _ in succ.get(b, ()))
-        if any(kinds[spans[b][1]][0] in ("table", "out") and kinds[spans[b][1]][1] is None for b in reach):
+        if any(kinds[spans[b][1]][0] == "table" and kinds[spans[b][1]][1] is None for b in reach):
             self.budget.cut_short(start, "no size, no FDE and a jump through a register")
         last = len(kinds) - 1  # a reachable block that runs on past the guessed end: its code is not seen
         if any(spans[b][1] == last and kinds[last][0] in ("none", "cond") for b in reach):

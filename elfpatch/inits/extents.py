@@ -50,6 +50,14 @@ class Extents:
         end = self._end_at(i)
         return end if end is not None and addr < end else None
 
+    def start_of(self, addr: int) -> int | None:
+        """The start of the FDE covering ``addr`` (None: no FDE covers it)."""
+        i = bisect_right(self.starts, addr - self.base) - 1
+        if i < 0:
+            return None
+        end = self._end_at(i)
+        return self.base + self.starts[i] if end is not None and addr < end else None
+
     def next_start(self, addr: int) -> int | None:
         """The first FDE start after ``addr``: no function runs past it."""
         i = bisect_right(self.starts, addr - self.base)

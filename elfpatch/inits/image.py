@@ -184,6 +184,11 @@ class Image:
     def is_function(self, addr: int) -> bool:
         return addr in self._funcs
 
+    def function_start(self, addr: int) -> bool:
+        """A function starts at ``addr``: its symbol, or in a stripped file (local functions have no symbol)
+        the FDE that starts there."""
+        return addr in self._funcs or (self.stripped and self.extents.is_start(addr))
+
     def function_end(self, addr: int) -> int:
         """Where the function at ``addr`` ends: its symbol's size, else the FDE covering it (.eh_frame), else a
         guess (see extent_known): the next function or FDE start, the code section's end, MAX_FUNCTION."""
@@ -261,15 +266,31 @@ class Image:
             return None
         i = bisect_right(self._obj_starts, addr) - 1
         if i < 0:
-            return None
+            return self._unnamed(addr)
         start = self._obj_starts[i]
         j = self._objects[start]
         if not (addr == start or addr < start + self._sizes[j]):
-            return None
+            return self._unnamed(addr)
         name = self._name_of(j)
         if name.startswith(_NOT_DATA_PREFIXES):
-            return None
+            return None if self._sizes[j] else self._unnamed(addr)  # a marker (__bss_start) names no object
         return start, name
+
+    def _unnamed(self, addr: int) -> tuple[int, str] | None:
+        """A stripped file's object without a symbol, known by its exact address ("" its name), in the sections
+        that hold program data (not the GOT, RELRO constants, the init arrays or .tm_clone_table). Where an
+        object starts and ends is not known: an address is one object, so an access at another offset is
+        another; analysis keeps only those an initializer builds or stores into (see analysis._unnamed_built)."""
+        if not self.stripped or any(lo <= addr < hi for lo, hi in self.got_ranges):
+            return None
+        if not self.elf.sections:  # the loader's view: writable, and not made read-only after relocation
+            relro = ((p.p_vaddr, p.p_vaddr + p.p_memsz) for p in self.elf.segments if p.p_type == PT_GNU_RELRO)
+            return None if any(lo <= addr < hi for lo, hi in relro) else (addr, "")
+        section = self.section_name(addr) or ""
+        if section in (".data", ".bss") or (section.startswith((".data.", ".bss."))
+                                            and not section.startswith(".data.rel.ro")):
+            return addr, ""
+        return None
 
     def symbol_at(self, addr: int) -> str | None:
         """A name for an address: the function starting there, else the object covering it."""

@@ -11,7 +11,8 @@ from elfpatch.errors import one_line
 def _name(obj: dict[str, Any] | None) -> str:
     if obj is None:
         return "-"
-    text = obj["demangled"] or obj["symbol"] or "?"
+    # an object without a symbol (a stripped file's) is known by the section it lies in and its address
+    text = obj["demangled"] or obj["symbol"] or f"an object in {obj.get('section') or 'no section'}"
     where = f" @ {obj['address']:#x}" if obj["address"] is not None else " (another object)"
     return one_line(text + where)
 

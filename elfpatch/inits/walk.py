@@ -34,6 +34,8 @@ _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction
 # Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
 # the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
 MAX_CHAIN = 16
+# How deep below an initializer a stripped file's unnamed local functions are taken for its unit's helpers.
+UNNAMED_HELPER_LEVELS = 2
 
 
 # The argument registers a call may keep (see Walker.kept), each with every name an operand can give it; the
@@ -103,6 +105,11 @@ class Summary(NamedTuple):
     # other modules' objects (symbols) this walk may store into: through their GOT address, or handed to another
     # module's function (the load follows such an object's load-time word only where nothing wrote it)
     foreign_written: frozenset = frozenset()
+    # objects built between __cxa_guard_acquire and its release (a function-local static: on first use)
+    guarded_builds: frozenset = frozenset()
+    # objects a local function without a name (stripped) stores into through its first argument: built there
+    # unless an initializer builds them for sure (analysis._unnamed_built)
+    this_builds: frozenset = frozenset()
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -148,6 +155,9 @@ def is_constructor_clone(name: str | None) -> bool:
 # -O0, whose second argument is the storage an object is then built in (the constructor gets it back as the
 # call's result, which the decoder does not follow).
 _PLACEMENT_NEW = frozenset({"_ZnwmPv", "_ZnamPv", "_ZnwjPv", "_ZnajPv"})
+# crtstuff's frame_dummy (a stripped file cannot tell it from a user initializer) hands these the bounds of
+# .tm_clone_table, whose end is the next section's first object: the bounds of a table, never a read of it.
+_TM_CLONES = frozenset({"_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable"})
 
 
 def constructed_argument(name: str | None) -> int | None:
@@ -187,6 +197,9 @@ class _Acc:
         self.direct: set[int] = set()  # objects read other than through a once-per-thread initialization
         self.via_once: dict[int, set] = {}
         self.guard: int | None = None  # the guard what follows runs under
+        self.guarded: set[int] = set()  # objects built between __cxa_guard_acquire and its release
+        self.acquired = False  # between __cxa_guard_acquire and its release: a first use's initialization
+        self.this_builds: set[int] = set()  # see Summary.this_builds
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -197,6 +210,8 @@ class _Acc:
 
     def construct(self, o: int, strong: bool) -> None:
         self.constructs[o] = strong or self.constructs.get(o, False)
+        if self.acquired:
+            self.guarded.add(o)
         self.touched.setdefault(o, (False, ()))
 
     def unprove(self, via: tuple, insn: int, base: str | None, count: int = 1) -> None:
@@ -221,7 +236,8 @@ class _Acc:
                        frozenset(self.foreign), self.foreign_unproven, frozenset(self.initial),
                        frozenset(self.escaped), frozenset(self.once),
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
-                       frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written))
+                       frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written),
+                       frozenset(self.guarded), frozenset(self.this_builds))
 
 
 class Walker:
@@ -317,7 +333,7 @@ class Walker:
             return args[1] if len(args) > 1 else None
         if where is None and name:  # another module's function: its result is named by it (returned_by)
             return name + RETURNED
-        if where is None or not self.image.is_function(where):
+        if where is None or not self.image.function_start(where):
             return None
         value = self._returned(where)
         if isinstance(value, Ptr) and value.kind == "arg":
@@ -405,8 +421,10 @@ class Walker:
             if guard is not None:
                 acc.guard = guard
                 acc.guards.add(guard)
+            acc.acquired = True
             return
         if name == GUARD_RELEASE:
+            acc.acquired = False
             return
         self._arguments(name, ev.args, acc)
         if where is None:  # another object's function: it cannot see this file's globals but through us
@@ -428,6 +446,21 @@ class Walker:
         self._merge(sub, where, ev.args, acc)
         if is_constructor_clone(name):
             self._credit(sub, acc.call_stores - stored, acc)
+        elif not name and self.image.stripped:
+            self._built_through_first(sub, ev.args, acc)
+
+    def _built_through_first(self, sub: Summary, args: tuple, acc: _Acc) -> None:
+        """A constructor that a stripped file does not export has no name: a local function that stores into
+        the object its first argument (``this``) points to may build it (or insert into it: a registrar), so
+        a load of it before the call may be a read before construction (analysis._unnamed_built decides)."""
+        a = address_of(args[0]) if args else None
+        o = self.image.object_at(a) if a is not None else None
+        deref = sub.arg_derefs.get(0)
+        if o is not None and (o[0] in sub.constructs or (deref is not None and deref[2])):
+            acc.this_builds.add(o[0])  # stored through the argument, or by address (walked with it: a helper)
+            acc.touched.setdefault(o[0], (False, ()))
+            if acc.acquired:
+                acc.guarded.add(o[0])
 
     def kept(self, target: int) -> frozenset:
         """The argument registers a direct call to ``target`` leaves as they were (GCC's -fipa-ra: a caller
@@ -472,13 +505,19 @@ class Walker:
 
     def _entered(self, ev: Call, where: int | None, name: str | None,
                  stack: frozenset) -> tuple[int | None, str | None]:
-        """(where, name) of the code a call or jump enters; where -1 for a call no function starts at (a file
-        with symbols). A jump into the middle of a function (a .cold part's landing pads) enters its whole
+        """(where, name) of the code a call or jump enters; where -1 for a call no function starts at (a symbol
+        or, stripped, an FDE). A jump into the middle of a function (a .cold part's landing pads) enters its whole
         code, swept once from its start: every block of it is swept, so what the entered part touches is among
         its events."""
-        if where is None or self.image.stripped or self.image.is_call_target(where):
+        if where is None or self.image.is_call_target(where):
             return where, name
-        inside = self.image.function_containing(where) if ev.tail else None
+        if self.image.stripped:
+            fde = self.image.extents.start_of(where)
+            if fde is None:
+                return where, name  # code no FDE covers (hand-written): entered where it is jumped to
+            inside = fde if ev.tail else None  # the function its FDE covers, as a symbol's extent does
+        else:
+            inside = self.image.function_containing(where) if ev.tail else None
         if inside is None or inside in stack:
             return -1, None
         return inside, ""
@@ -518,6 +557,8 @@ class Walker:
         acc.foreign_calls |= sub.foreign_calls
         acc.held_calls |= sub.held_calls
         acc.foreign_written |= sub.foreign_written
+        acc.guarded |= sub.guarded_builds
+        acc.this_builds |= sub.this_builds
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
 
@@ -543,6 +584,8 @@ class Walker:
             o = self.image.object_at(a) if write else None
             if o is not None:
                 acc.call_stores.add(o[0])
+                if acc.acquired:
+                    acc.guarded.add(o[0])
         else:
             acc.unprove(via, insn, v if isinstance(v, str) else None)  # a symbol, or None
             self._written(v, write, acc)
@@ -592,7 +635,7 @@ class Walker:
         if target is None and ev.slot is not None:
             target = self.pointer(ev.slot)
             self._relied(ev.slot, acc)
-        if held_by(target) is not None:
+        if isinstance(target, str) and held_by(target) is not None:
             acc.held_calls.add(target)  # another module's function pointer: indirect here, the load may read it
             return None
         if isinstance(target, (Ptr, Within)) or target is None or (isinstance(target, int)
@@ -624,6 +667,8 @@ class Walker:
         """Globals passed to a call: the object a constructor or placement new builds is constructed, any other
         one is read; another module's object passed on is a read this file cannot order (unproven)."""
         built = constructed_argument(name)
+        if name in _TM_CLONES:
+            return
         for i, v in enumerate(args):
             if v is None:
                 continue  # not known (most argument registers)
@@ -642,12 +687,16 @@ class Walker:
 
     def _follow(self, where: int, name: str | None, args: tuple, depth: int, stack: frozenset) -> Summary | None:
         """The callee's summary, or None when the depth (or the helper chain) ends here."""
-        helper = self.is_helper(name) or self._unnamed_callee(where, name, stack)
+        unit_helper = self.is_helper(name)
+        helper = unit_helper or self._unnamed_callee(where, name, stack)
         if (depth <= 0 and not helper) or len(stack) >= MAX_CHAIN:
             return None
         # The unit's own helpers get the arguments (GCC -O0 passes the priority; a pointer of this function's
-        # frame or allocation stays one), others are summarized once, whatever their caller passes.
-        passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if helper else ()
+        # frame or allocation stays one), others are summarized once, whatever their caller passes; of a stripped
+        # file's unnamed ones only the initializer's own callees (deeper, a registrar's stores through `this`
+        # would become stores by address: a build).
+        given = unit_helper or (helper and len(stack) == 1)
+        passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if given else ()
         return self.walk(where, self._capped(where, passed), depth if helper else depth - 1, stack)
 
     def _unnamed_callee(self, where: int, name: str | None, stack: frozenset) -> bool:
@@ -655,8 +704,11 @@ class Walker:
         initializer itself calls gets the arguments too (GCC -O0's ``__static_initialization_and_destruction_0(1,
         priority)`` then runs only its priority's branch; libc_nonshared's local ``atexit(fn)`` stub passes
         ``fn`` on to ``__cxa_atexit``). Like a named helper it costs no depth, so a stripped -O0 unit reaches as
-        deep as with its symbols; only the initializer's own callees qualify, so this adds one level at most."""
-        return self.image.stripped and not name and len(stack) == 1 and not self.image.is_function(where)
+        deep as with its symbols. GCC's LTO-merged initializer calls each unit's ``_GLOBAL__sub_I_`` function,
+        which calls the unit's helper: the initializer's callees and theirs qualify (UNNAMED_HELPER_LEVELS), so
+        this adds two levels at most; only the first get the arguments (_follow)."""
+        return self.image.stripped and not name and len(stack) <= UNNAMED_HELPER_LEVELS \
+            and not self.image.is_function(where)
 
     def _capped(self, where: int, args: tuple) -> tuple:
         """``args``, unless ``where`` was already walked with ARG_TUPLES others: then no argument is known (a

@@ -512,7 +512,7 @@ class _X86:
             out.append(Deref(insn[0], base, rw[1]))
             word = _word_of(st, operand[9]) if got_load and dreg else None
             if word is not None:  # a pointer loaded from another module's object: that word's value
-                st[dreg] = word  # type: ignore[index]  # got_load only with a register written
+                st[dreg] = word  # got_load only with a register written
                 return True
         return False
 

@@ -162,3 +162,17 @@ def test_a_seed_names_one_program_in_every_process() -> None:
     digests = {subprocess.run([sys.executable, "-c", code, tests], env=dict(os.environ, PYTHONHASHSEED=str(h)),
                               capture_output=True, text=True, check=True).stdout for h in (1, 2, 3)}
     assert len(digests) == 1, digests
+
+
+def test_a_constructor_function_lto_merged_is_run_by_the_merged_entry() -> None:
+    """GCC's LTO merges `constructor` functions into the one initializer with the units (no entry keeps their
+    name): a read such a function observes before construction is the merged entry's, as a unit's is (counted
+    against no entry, a finding on it was a "false finding" and the read an entry-complete miss)."""
+    from truth.check import _entries_of
+
+    prog = generate(5)
+    ctx = next(c for c in prog.contexts if c.function and c.priority is None)
+    merged = {"toolchain": False, "symbol": "_sub_I_65535_0.0", "demangled": None, "source": None, "address": 16}
+    own = {"toolchain": False, "symbol": ctx.function, "demangled": None, "source": None, "address": 32}
+    assert _entries_of(prog, ctx, {"init": [merged]}) == {16}
+    assert _entries_of(prog, ctx, {"init": [merged, own]}) == {32}  # its own entry, when it has one
