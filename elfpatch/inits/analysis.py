@@ -173,7 +173,8 @@ def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list
     inline variable) is built on first use: its reads count only in a walk that saw every call it makes, which
     would have seen that use's initialization (a getter chain past --depth returns the object without it). A
     constructor the file does not export has no name: a local function storing into the object its first
-    argument points to builds it, unless an initializer builds it for sure (then it is a registrar's insert)."""
+    argument points to builds it, unless another initializer builds it, for sure or by stores by address (an
+    inlined constructor's): then it is a registrar's insert."""
     if image is None or not image.stripped:
         return summaries
     ss = [s for s in summaries if s is not None]
@@ -184,18 +185,32 @@ def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list
     drop = unnamed - built
     first_use = unnamed & {o for s in ss for o in s.guarded_builds} - drop
     strong = {o for s in ss for o, sure in s.constructs.items() if sure}
-    return [_kept(_this_built(s, strong | drop), drop, drop if _whole(s) else drop | first_use)
-            if s is not None else None for s in summaries]
+    # what an initializer builds by a constructor call or by stores (an inlined constructor's), not through an
+    # unnamed callee of its own: another initializer's such callee then inserts into it, never builds it
+    stored = [set(s.constructs) - s.this_builds if s is not None else set() for s in summaries]
+    return [_kept(_this_built(s, strong | drop | set().union(*stored[:pos], *stored[pos + 1:])),
+                  drop, drop if _whole(s) else drop | first_use)
+            if s is not None else None for pos, s in enumerate(summaries)]
 
 
 def _this_built(s: Summary, not_these: set[int]) -> Summary:
     """``s`` with the objects its unnamed callees store into through their first argument built (strong),
-    but ``not_these``; a load of one before that is a read before construction."""
-    built = s.this_builds - not_these - {o for o, sure in s.constructs.items() if sure}
+    but ``not_these`` (another initializer builds them: the callee inserts, see _siof). A load of one before
+    that is a read before construction, unless the callee too loads it before it stores there (an insert's
+    read-modify-write: ``if (r.n < 8) add(&r, x)`` on a zero-initialized registry is a flag checked before
+    an insert): built by a store, its early load a note (_loaded_then_stored), never a finding."""
+    sure = {o for o, strong in s.constructs.items() if strong}
+    built = s.this_builds - not_these - sure
+    # an insert: the callee's stores (by address where it was walked with the argument) build nothing here
+    inserted = (s.this_builds & not_these) - sure
+    if inserted:
+        s = s._replace(constructs=_without(s.constructs, set(inserted)), call_stores=s.call_stores | inserted)
     if not built:
         return s
-    early = {o: s.touched[o][1] for o in built if s.touched.get(o, (False,))[0]}
-    return s._replace(constructs={**s.constructs, **dict.fromkeys(built, True)}, early={**s.early, **early})
+    loaded = {o for o in built if s.touched.get(o, (False,))[0]}
+    early = {o: s.touched[o][1] for o in loaded - s.this_loads}
+    return s._replace(constructs={**s.constructs, **dict.fromkeys(built - (loaded & s.this_loads), True),
+                                  **{o: False for o in loaded & s.this_loads}}, early={**s.early, **early})
 
 
 def _whole(s: Summary) -> bool:
@@ -327,6 +342,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     # Objects some initializer builds for sure (a constructor call, a registered destructor): a reader whose
     # callee merely stores through their address (a registrar's insert) does not build them.
     strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
+    builders, inserters = _builders(summaries, "constructs"), _builders(summaries, "call_stores", "this_builds")
     ran: set = set()  # the once-per-thread initializations the earlier initializers ran
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
@@ -336,11 +352,12 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         reads = []
         unseen_guard = []
         ran_before, ran = set(ran), ran | s.once
+        built_elsewhere = strong | _others(builders, entries, pos)
         for o, via in s.reads.items():
             if o in s.via_once and _ran_once(walker, s.via_once[o], ran_before, entries[:pos]):
                 continue  # read only in a thread_local's initialization an earlier initializer ran
             name = image.symbol_at(o) or ""
-            c, status = read_status(o, name, pos, s, constructor, guards, entries, strong)
+            c, status = read_status(o, name, pos, s, constructor, guards, entries, built_elsewhere)
             if status == "constant" and image.guarded(name):
                 status = "guarded"
                 unseen_guard.append(name)  # no initializer here runs its guarded initialization: not proven
@@ -351,12 +368,19 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             notes.append(
                 f"initializer {e['index']} ({e['symbol']}): reads inline or template variable(s) whose guarded "
                 "initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
+        shared = _inserted_too(s, reads, _others(inserters, entries, pos))
+        if shared:
+            notes.append(
+                f"initializer {e['index']} ({e['symbol']}): passes object(s) to a function that stores through "
+                "their address, as another initializer does (a registrar's insert or a construction: not told "
+                "apart, so the order of the two is not judged): " + ", ".join(shared[:3]))
         built = [o for o in s.constructs if constructor.get(o) == pos or s.constructs[o]]
         built += [o for o in s.call_stores if constructor.get(o) == pos and o not in s.constructs]
         e["analysis"] = {
             "constructs": [_obj(image, o) for o in built],
             "reads": reads,
-            "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard and not changed[pos],
+            "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard and not shared
+            and not changed[pos],
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
             "other_module_reads": sorted(s.foreign),  # judged by the whole load (inits.crossload, --deps)
             "other_module_calls": sorted(s.foreign_calls | s.held_calls),
@@ -364,6 +388,37 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         }
     listing["findings"] = findings
     return notes
+
+
+def _inserted_too(s: Summary, reads: list[dict[str, Any]], elsewhere: set[int]) -> list[str]:
+    """The objects read as the initializer's own only because a callee stores through the address it passes
+    (``init(&g)``), which another initializer's callee does too (``elsewhere``): either may be the build, the
+    other an insert, so the order of the two is not proven."""
+    out = []
+    for r in reads:
+        o = r["object"]["address"]
+        if r["status"] == "own" and o in elsewhere and (o in s.this_builds or (o in s.call_stores
+                                                                               and o not in s.constructs)):
+            out.append(r["object"]["symbol"] or f"{o:#x}")
+    return out
+
+
+def _builders(summaries: list, *fields: str) -> dict[int, set[int]]:
+    """object -> the positions of the initializers whose summary lists it in one of ``fields``
+    (``constructs``: they build it, by a constructor call or by a store; ``call_stores``, ``this_builds``: a
+    callee stores through its address, building it or inserting into it)."""
+    out: dict[int, set[int]] = {}
+    for pos, s in enumerate(summaries):
+        for o in (o for f in fields for o in getattr(s, f)) if s is not None else ():
+            out.setdefault(o, set()).add(pos)
+    return out
+
+
+def _others(by: dict[int, set[int]], entries: list[dict], pos: int) -> set[int]:
+    """The objects ``by`` lists for an initializer other than the one at ``pos`` (another function: an entry
+    listed twice is one initializer)."""
+    mine = entries[pos]["address"]
+    return {o for o, ps in by.items() if any(entries[p]["address"] != mine for p in ps)}
 
 
 def _ran_once(walker: Walker | None, functions: frozenset, ran: set, earlier: list[dict]) -> bool:

@@ -110,6 +110,10 @@ class Summary(NamedTuple):
     # objects a local function without a name (stripped) stores into through its first argument: built there
     # unless an initializer builds them for sure (analysis._unnamed_built)
     this_builds: frozenset = frozenset()
+    # of those, the ones that callee loads through its first argument before it stores there: a read-modify-write
+    # (a registrar's ``r->names[r->n++] = s``), not the first store a constructor makes
+    this_loads: frozenset = frozenset()
+    arg_loads: frozenset = frozenset()  # argument registers whose first access through them is a load
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -200,6 +204,8 @@ class _Acc:
         self.guarded: set[int] = set()  # objects built between __cxa_guard_acquire and its release
         self.acquired = False  # between __cxa_guard_acquire and its release: a first use's initialization
         self.this_builds: set[int] = set()  # see Summary.this_builds
+        self.this_loads: set[int] = set()
+        self.arg_loads: set[int] = set()
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -222,8 +228,11 @@ class _Acc:
         if len(self.unproven_at) < MAX_UNPROVEN_AT:
             self.unproven_at.append(Unproven(via, insn, base))
 
-    def deref(self, n: int, via: tuple, insn: int, write: bool) -> None:
+    def deref(self, n: int, via: tuple, insn: int, write: bool, first_load: bool) -> None:
+        """An access through argument register ``n`` (``first_load``: the callee's first one there loads)."""
         known = self.arg_derefs.get(n)
+        if known is None and first_load:
+            self.arg_loads.add(n)
         self.arg_derefs[n] = (via, insn, write) if known is None else (known[0], known[1], known[2] or write)
 
     def summary(self) -> Summary:
@@ -237,7 +246,8 @@ class _Acc:
                        frozenset(self.escaped), frozenset(self.once),
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
                        frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written),
-                       frozenset(self.guarded), frozenset(self.this_builds))
+                       frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
+                       frozenset(self.arg_loads))
 
 
 class Walker:
@@ -399,7 +409,7 @@ class Walker:
         """A load or store through a pointer not resolved to an address: the caller's to prove when it came
         in an argument register, else unproven."""
         if isinstance(ev.base, Ptr) and ev.base.kind == "arg":
-            acc.deref(ev.base.n, (), ev.insn, ev.write)
+            acc.deref(ev.base.n, (), ev.insn, ev.write, not ev.write)
         elif not isinstance(ev.base, Ptr):
             acc.unprove((), ev.insn, ev.base)
             self._written(ev.base, ev.write, acc)
@@ -458,6 +468,8 @@ class Walker:
         deref = sub.arg_derefs.get(0)
         if o is not None and (o[0] in sub.constructs or (deref is not None and deref[2])):
             acc.this_builds.add(o[0])  # stored through the argument, or by address (walked with it: a helper)
+            if sub.touched[o[0]][0] if o[0] in sub.touched else (0 in sub.arg_loads):  # loads before it stores
+                acc.this_loads.add(o[0])
             acc.touched.setdefault(o[0], (False, ()))
             if acc.acquired:
                 acc.guarded.add(o[0])
@@ -559,8 +571,9 @@ class Walker:
         acc.foreign_written |= sub.foreign_written
         acc.guarded |= sub.guarded_builds
         acc.this_builds |= sub.this_builds
+        acc.this_loads |= sub.this_loads
         for n, (via, insn, write) in sub.arg_derefs.items():
-            self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc)
+            self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads)
 
     def _merge_once(self, sub: Summary, where: int, acc: _Acc) -> None:
         """Which of the callee's reads come only through a once-per-thread initialization (see Summary.once)."""
@@ -572,14 +585,15 @@ class Walker:
             else:
                 acc.direct.add(o)
 
-    def _passed(self, v: Value | None, via: tuple, insn: int, write: bool, acc: _Acc) -> None:
+    def _passed(self, v: Value | None, via: tuple, insn: int, write: bool, acc: _Acc,
+                first_load: bool = False) -> None:
         """A callee dereferences what this function passed it: proven when it is an address (its object is
         already a read, see _arguments; a store through it builds the object, as `init(&g)` does), this frame
         or memory allocated here; the caller's to prove when it is one of this function's own arguments;
         unproven otherwise."""
         if isinstance(v, Ptr):
             if v.kind == "arg":
-                acc.deref(v.n, via, insn, write)
+                acc.deref(v.n, via, insn, write, first_load)
         elif (a := address_of(v)) is not None:
             o = self.image.object_at(a) if write else None
             if o is not None:
