@@ -173,8 +173,9 @@ def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list
     inline variable) is built on first use: its reads count only in a walk that saw every call it makes, which
     would have seen that use's initialization (a getter chain past --depth returns the object without it). A
     constructor the file does not export has no name: a local function storing into the object its first
-    argument points to builds it, unless another initializer builds it, for sure or by stores by address (an
-    inlined constructor's): then it is a registrar's insert."""
+    argument points to builds it, unless another initializer builds it: for sure, by stores by address (an
+    inlined constructor's), or through such a function that stores through ``this`` before it loads there (a
+    constructor's first store; an insert's read-modify-write loads first): then it is a registrar's insert."""
     if image is None or not image.stripped:
         return summaries
     ss = [s for s in summaries if s is not None]
@@ -185,9 +186,11 @@ def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list
     drop = unnamed - built
     first_use = unnamed & {o for s in ss for o in s.guarded_builds} - drop
     strong = {o for s in ss for o, sure in s.constructs.items() if sure}
-    # what an initializer builds by a constructor call or by stores (an inlined constructor's), not through an
-    # unnamed callee of its own: another initializer's such callee then inserts into it, never builds it
-    stored = [set(s.constructs) - s.this_builds if s is not None else set() for s in summaries]
+    # what an initializer builds by a constructor call, by stores (an inlined constructor's), or through an unnamed
+    # callee whose first access through `this` stores (a constructor's): another initializer's unnamed callee
+    # then inserts into it, never builds it
+    stored = [(set(s.constructs) - s.this_builds) | (s.this_builds - s.this_loads) if s is not None else set()
+              for s in summaries]
     return [_kept(_this_built(s, strong | drop | set().union(*stored[:pos], *stored[pos + 1:])),
                   drop, drop if _whole(s) else drop | first_use)
             if s is not None else None for pos, s in enumerate(summaries)]
@@ -397,8 +400,7 @@ def _inserted_too(s: Summary, reads: list[dict[str, Any]], elsewhere: set[int]) 
     out = []
     for r in reads:
         o = r["object"]["address"]
-        if r["status"] == "own" and o in elsewhere and (o in s.this_builds or (o in s.call_stores
-                                                                               and o not in s.constructs)):
+        if r["status"] == "own" and o in elsewhere and o in s.call_stores and o not in s.constructs:
             out.append(r["object"]["symbol"] or f"{o:#x}")
     return out
 

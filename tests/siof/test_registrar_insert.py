@@ -110,12 +110,14 @@ def test_an_insert_after_the_inlined_constructor_is_order_dependent(tmp_path: Pa
             for x in f["findings"]] == [("order-dependent", "registry", "user.cpp", "reg.cpp")], f["findings"]
 
 
-def test_stripped_an_insert_through_this_builds_nothing_an_inlined_constructor_builds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_stripped_an_insert_through_this_builds_nothing_another_initializer_builds(tmp_path: Path, opt: str) -> None:
     """Stripped, ``R::add`` is a local function storing through its first argument, as a constructor the file
-    does not export does: where another initializer stores into the object by address (the inlined
-    constructor), it inserts, and the early read is a finding on the object's address."""
-    full, _run = _build(tmp_path / "full", _REG_H, {"user.cpp": _USER, "reg.cpp": _REG}, "-O2")
-    stripped, _run = _build(tmp_path / "stripped", _REG_H, {"user.cpp": _USER, "reg.cpp": _REG}, "-O2", strip=True)
+    does not export does: where another initializer builds the object -- by stores by address (the inlined
+    constructor, -O2), or through a local function whose first access through ``this`` is a store (R::R at
+    -O0; ``add`` loads ``n`` first) -- it inserts, and the early read is a finding on the object's address."""
+    full, _run = _build(tmp_path / "full", _REG_H, {"user.cpp": _USER, "reg.cpp": _REG}, opt)
+    stripped, _run = _build(tmp_path / "stripped", _REG_H, {"user.cpp": _USER, "reg.cpp": _REG}, opt, strip=True)
     f = _analysis(stripped)
     assert [(x["verdict"], x["object"]["address"], x["reader"]["index"], x["constructor"]["index"])
             for x in f["findings"]] == [("before-construction", _registry(full), 1, 2)], f["findings"]
