@@ -6,6 +6,7 @@ Each read is judged by the SIOF rule (elfpatch.inits.siof).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from elfpatch.collector import few_collections
@@ -189,9 +190,11 @@ def _unnamed_built(image: Image | None, summaries: list[Summary | None]) -> list
     # what an initializer builds by a constructor call, by stores (an inlined constructor's), or through an unnamed
     # callee whose first access through `this` stores (a constructor's): another initializer's unnamed callee
     # then inserts into it, never builds it
-    stored = [(set(s.constructs) - s.this_builds) | (s.this_builds - s.this_loads) if s is not None else set()
-              for s in summaries]
-    return [_kept(_this_built(s, strong | drop | set().union(*stored[:pos], *stored[pos + 1:])),
+    stored: dict[int, set[int]] = {}
+    for pos, s in enumerate(summaries):
+        for o in (set(s.constructs) - s.this_builds) | (s.this_builds - s.this_loads) if s is not None else ():
+            stored.setdefault(o, set()).add(pos)
+    return [_kept(_this_built(s, strong | drop | {o for o in s.this_builds if stored.get(o, {pos}) != {pos}}),
                   drop, drop if _whole(s) else drop | first_use)
             if s is not None else None for pos, s in enumerate(summaries)]
 
@@ -355,7 +358,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         reads = []
         unseen_guard = []
         ran_before, ran = set(ran), ran | s.once
-        built_elsewhere = strong | _others(builders, entries, pos)
+        built_elsewhere = strong | _others(builders, s.reads, entries, pos)
         for o, via in s.reads.items():
             if o in s.via_once and _ran_once(walker, s.via_once[o], ran_before, entries[:pos]):
                 continue  # read only in a thread_local's initialization an earlier initializer ran
@@ -371,7 +374,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             notes.append(
                 f"initializer {e['index']} ({e['symbol']}): reads inline or template variable(s) whose guarded "
                 "initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
-        shared = _inserted_too(s, reads, _others(inserters, entries, pos))
+        shared = _inserted_too(s, reads, _others(inserters, s.reads, entries, pos))
         if shared:
             notes.append(
                 f"initializer {e['index']} ({e['symbol']}): passes object(s) to a function that stores through "
@@ -416,11 +419,11 @@ def _builders(summaries: list, *fields: str) -> dict[int, set[int]]:
     return out
 
 
-def _others(by: dict[int, set[int]], entries: list[dict], pos: int) -> set[int]:
-    """The objects ``by`` lists for an initializer other than the one at ``pos`` (another function: an entry
-    listed twice is one initializer)."""
+def _others(by: dict[int, set[int]], objects: Iterable[int], entries: list[dict], pos: int) -> set[int]:
+    """Those of ``objects`` that ``by`` lists for an initializer other than the one at ``pos`` (another
+    function: an entry listed twice is one initializer)."""
     mine = entries[pos]["address"]
-    return {o for o, ps in by.items() if any(entries[p]["address"] != mine for p in ps)}
+    return {o for o in objects if any(entries[p]["address"] != mine for p in by.get(o, ()))}
 
 
 def _ran_once(walker: Walker | None, functions: frozenset, ran: set, earlier: list[dict]) -> bool:

@@ -64,7 +64,7 @@ int main() {}
 def _build(d: Path, header: str, units: dict[str, str], opt: str, strip: bool = False) -> tuple[Path, str]:
     """(the program built with g++ ``opt`` from ``units`` in link order, stripped of .symtab if asked; what
     its run prints)."""
-    require_tool("g++", "strip", packages="g++, binutils")
+    require_tool("g++", "strip", "nm", packages="g++, binutils")
     d.mkdir(parents=True, exist_ok=True)
     (d / "reg.h").write_text(header)
     for name, text in units.items():
@@ -152,7 +152,7 @@ def test_a_count_checked_before_an_insert_is_no_read_before_construction(tmp_pat
     d = tmp_path / "zero"
     d.mkdir()
     (d / "u.cpp").write_text(_ZERO)
-    require_tool("g++", "strip", packages="g++, binutils")
+    require_tool("g++", "strip", "nm", packages="g++, binutils")
     prog = d / "prog"
     subprocess.run(["g++", opt, "-o", str(prog), "u.cpp"], cwd=d, check=True, capture_output=True)
     assert subprocess.run([str(prog)], check=True, capture_output=True, text=True).stdout == "u: registry.n=2\n"
