@@ -87,6 +87,8 @@ class OnceRuns:
             if not edges:
                 return False  # a return, a tail call that does not run it, or a jump the walk cannot follow
             skip = self._settled_way(dec, first, last, w.guard, slots)
+            if skip is not True and _jumps_out(dec.insns[last], w):
+                return False  # a conditional jump out of the function (a conditional tail call): its way out
             for s, taken in edges:
                 if (skip is None or taken is not skip) and s not in seen:
                     seen.add(s)
@@ -129,6 +131,17 @@ class OnceRuns:
             return False  # a jump inside the function: one of its blocks' edges
         return self.image.function_start(target) and self.runs(target, w.once, w.depth - 1,
                                                                 _constant_args(dec, i, first))
+
+
+def _jumps_out(insn: tuple, w: _Walk) -> bool:
+    """A conditional jump whose target is not inside the function (the blocks have no edge for that way)."""
+    word = insn[2].rsplit(" ", 1)[-1]
+    if not word.startswith(("j", "loop")) or word == "jmp":
+        return False
+    try:
+        return not w.fn <= int(insn[3], 16) < w.end
+    except ValueError:
+        return True
 
 
 class _Walk(NamedTuple):
