@@ -1,0 +1,68 @@
+"""inits.tlsonce on hand-written x86-64 functions: an earlier initializer counts as having run a thread_local's
+initialization only where no path from its entry to a way out avoids it (a call to it, its guard set in its
+own code, the way a test of that guard takes when it is set). A store of 1 into another TLS byte, a call on one
+path only, or a conditional jump out of the function (a conditional tail call) proves nothing."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+
+from elfpatch.elf.const import EM_X86_64
+from elfpatch.inits.disasm import Disassembler
+from elfpatch.inits.tlsonce import OnceRuns
+
+BASE = 0x1000
+SLOT = 0x40  # each function gets its own 0x40 bytes
+_FUNCTIONS = {  # name -> body; the first one is the initialization (guard at fs:-8)
+    "once": "cmp byte ptr fs:[-8], 0\n jne 1f\n mov byte ptr fs:[-8], 1\n mov byte ptr fs:[-16], 1\n1: ret",
+    "always": "call once\n ret",
+    "one_path": "test rdi, rdi\n je 1f\n call once\n1: ret",
+    "tail_out": "test rdi, rdi\n je other\n call once\n ret",
+    "flag_only": "mov byte ptr fs:[-16], 1\n ret",
+    "inlined": "cmp byte ptr fs:[-8], 0\n jne 1f\n mov byte ptr fs:[-8], 1\n1: ret",
+    "via_always": "sub rsp, 8\n call always\n add rsp, 8\n ret",
+    "other": "ret",
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[OnceRuns, dict[str, int]]:
+    require_tool("as", "objcopy", packages="binutils")
+    d: Path = tmp_path_factory.mktemp("tlsonce")
+    src = ".intel_syntax noprefix\n.text\n" + "".join(
+        f".org {n * SLOT:#x}\n{name}:\n {body}\n" for n, (name, body) in enumerate(_FUNCTIONS.items()))
+    (d / "f.s").write_text(src)
+    subprocess.run(["as", "--64", "-o", str(d / "f.o"), str(d / "f.s")], check=True, capture_output=True)
+    subprocess.run(["objcopy", "-O", "binary", "-j", ".text", str(d / "f.o"), str(d / "f.bin")], check=True,
+                   capture_output=True)
+    code = (d / "f.bin").read_bytes().ljust(len(_FUNCTIONS) * SLOT, b"\xcc")
+    starts = {name: BASE + n * SLOT for n, name in enumerate(_FUNCTIONS)}
+
+    class _Image:
+        def function_end(self, addr: int) -> int:
+            return addr + SLOT
+
+        def function_start(self, addr: int) -> bool:
+            return addr in starts.values()
+
+        def got(self, _addr: int) -> None:
+            return None
+
+    dis = Disassembler(EM_X86_64, lambda a, n: code[a - BASE:a - BASE + n], lambda _a: None)
+    return OnceRuns(dis, _Image()), starts  # type: ignore[arg-type]
+
+
+def test_the_guard_is_the_byte_the_initialization_tests_before_it_sets_it(runs: tuple) -> None:
+    once_runs, at = runs
+    assert once_runs.guard(at["once"]) == 2**64 - 8
+
+
+@pytest.mark.parametrize(("name", "ran"), [("always", True), ("inlined", True), ("via_always", True),
+                                           ("one_path", False), ("tail_out", False), ("flag_only", False),
+                                           ("other", False)])
+def test_an_earlier_function_runs_the_initialization_only_on_every_path(runs: tuple, name: str, ran: bool) -> None:
+    once_runs, at = runs
+    assert once_runs.runs(at[name], at["once"]) is ran
