@@ -335,7 +335,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         reads = []
         unseen_guard = []
         for o, via in s.reads.items():
-            if o in s.via_once and _ran_once(walker, s.via_once[o], entries[:pos]):
+            if o in s.via_once and _ran_once(walker, s.via_once[o], entries[:pos], summaries[:pos]):
                 continue  # read only in a thread_local's initialization an earlier initializer ran
             name = image.symbol_at(o) or ""
             c, status = read_status(o, name, pos, s, constructor, guards, entries, strong)
@@ -364,11 +364,16 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     return notes
 
 
-def _ran_once(walker: Walker | None, functions: frozenset, earlier: list[dict]) -> bool:
+def _ran_once(walker: Walker | None, functions: frozenset, earlier: list[dict], summaries: list) -> bool:
     """Whether the earlier initializers ran each of these thread_local initializations for sure: one of them
-    runs it on every path to its return (inits.tlsonce); reaching it on some path proves nothing."""
-    starts = [e["address"] for e in earlier if e["address"] is not None]
-    return walker is not None and all(any(walker.once_runs.runs(a, f) for a in starts) for f in functions)
+    runs it on every path to its return (inits.tlsonce); reaching it on some path proves nothing. Asked only of
+    those whose walk reached it or whose own code sets its guard (the others cannot have run it surely)."""
+    if walker is None:
+        return False
+    runs = walker.once_runs
+    starts = [(e["address"], s) for e, s in zip(earlier, summaries) if e["address"] is not None and s is not None]
+    return all(any((f in s.once or runs.sets_guard(a, f)) and runs.runs(a, f) for a, s in starts)
+               for f in functions)
 
 
 def _initial_changed(image: Image | None, summaries: list, constructor: dict[int, int]) -> list[list[str]]:

@@ -56,6 +56,13 @@ class OnceRuns:
             self._guard[once] = found
         return self._guard[once]
 
+    def sets_guard(self, fn: int, once: int) -> bool:
+        """The function's own code sets the guard of the initialization at ``once`` (a unit's inlined copy)."""
+        guard = self.guard(once)
+        return guard is not None and any(
+            mnem == "mov" and (m := _SET.fullmatch(op)) is not None and int(m.group(1), 16) == guard
+            for _a, _size, mnem, op in self.dis.decode(fn, self.image.function_end(fn)).insns)
+
     def runs(self, fn: int, once: int, depth: int = DEPTH, args: tuple = ()) -> bool:
         """Whether the function at ``fn`` has run the initialization at ``once`` whenever it returns, called
         with ``args`` ((register, constant) pairs the caller set: GCC -O0's __static_initialization_and_
