@@ -11,7 +11,7 @@ call to the initialization counts)."""
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from elfpatch.inits.disasm import Decoded, Disassembler
 from elfpatch.inits.image import Image
@@ -34,10 +34,14 @@ DEPTH = 4  # calls followed below the initializer: its constructor, a wrapper (_
 class OnceRuns:
     """Per function and thread_local initialization, whether the function runs it on every path (cached)."""
 
-    def __init__(self, dis: Disassembler, image: Image) -> None:
+    def __init__(self, dis: Disassembler, image: Image,
+                 resolve: Callable[[int], int | None] = lambda target: target) -> None:
+        """``resolve``: the function a call target runs here (through a PLT stub whose slot is bound to a
+        function of this file), None when not known to be one here."""
         self.dis = dis
         self.image = image
         self.got = image.got
+        self.resolve = resolve
         self._guard: dict[int, int | None] = {}
         self._runs: dict[tuple, bool] = {}
 
@@ -136,8 +140,9 @@ class OnceRuns:
             return False  # through a register or memory: not known
         if word == "jmp" and w.fn <= target < w.end:
             return False  # a jump inside the function: one of its blocks' edges
-        return self.image.function_start(target) and self.runs(target, w.once, w.depth - 1,
-                                                                _constant_args(dec, i, first))
+        where = self.resolve(target)
+        return where is not None and self.image.function_start(where) and self.runs(
+            where, w.once, w.depth - 1, _constant_args(dec, i, first))
 
 
 def _jumps_out(insn: tuple, w: _Walk) -> bool:

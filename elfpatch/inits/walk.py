@@ -259,7 +259,8 @@ class Walker:
         self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         self._kept: dict[int, frozenset] = {}
-        self.once_runs = OnceRuns(dis, image)  # whether a function surely ran a thread_local's initialization
+        # whether a function surely ran a thread_local's initialization
+        self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
         dis.arch.result = self.result
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
