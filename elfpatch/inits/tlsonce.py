@@ -19,9 +19,9 @@ from elfpatch.inits.image import Image
 _SET = re.compile(r"byte ptr fs:\[(0x[0-9a-f]+)\], 1")
 _TEST = re.compile(r"byte ptr fs:\[(0x[0-9a-f]+)\], 0")  # cmp byte ptr fs:[X], 0
 _LOAD = re.compile(r"[a-z0-9]+, byte ptr fs:\[(0x[0-9a-f]+)\]")  # movzx eax, byte ptr fs:[X] (-O0's test)
-_SLOT_TEST = re.compile(r"qword ptr \[rip \+ (0x[0-9a-f]+)\], 0")
+_SLOT_TEST = re.compile(r"qword ptr \[rip ([+-] 0x[0-9a-f]+)\], 0")
 _SELF_TEST = re.compile(r"(r[a-z0-9]+), \1")
-_LEA = re.compile(r"(r[a-z0-9]+), \[rip \+ (0x[0-9a-f]+)\]")
+_LEA = re.compile(r"(r[a-z0-9]+), (?:qword ptr )?\[rip ([+-] 0x[0-9a-f]+)\]")
 _NONZERO_WAY = {"je": False, "jne": True}  # the way (taken or not) je/jne go after a compare with 0 of a non-0
 _ARG_TEST = re.compile(r"(dword ptr \[rbp - (?:0x[0-9a-f]+|[0-9]+)\]), (0x[0-9a-f]+|[0-9]+)")
 _FRAME = re.compile(r"(?:([a-z]+) ptr )?\[rbp - (0x[0-9a-f]+|[0-9]+)\]")
@@ -204,14 +204,15 @@ def _overlap(slot: int, n: int, width: int) -> bool:
 
 
 def _rip(insn: tuple, disp: str) -> int:
-    return int(insn[0] + insn[1] + int(disp, 16))
+    """The address ``[rip + disp]`` names (``disp``: "+ 0x10" or "- 0x10")."""
+    return int(insn[0] + insn[1] + int(disp.replace(" ", ""), 16))
 
 
 def _tested(dec: Decoded, first: int, last: int) -> tuple[str, Any] | None:
     """What a block's closing compare tests: ("argument", (slot, C)) for ``cmp dword ptr [rbp - N], C``;
     with 0: ("guard", X) for ``cmp byte ptr fs:[X], 0``, ("slot", A)
-    for ``cmp qword ptr [rip + D], 0`` (a GOT slot's word), ("address", A) for ``lea R, [rip + D]; test R, R``
-    (clang's test of a weak function's address)."""
+    for ``cmp qword ptr [rip + D], 0`` or ``mov R, qword ptr [rip + D]; test R, R`` (a GOT slot's word),
+    ("address", A) for ``lea R, [rip + D]; test R, R`` (clang's tests of a weak function's address)."""
     cmp = dec.insns[last - 1] if last > first else None
     if cmp is None:
         return None
@@ -222,7 +223,8 @@ def _tested(dec: Decoded, first: int, last: int) -> tuple[str, Any] | None:
     if cmp[2] == "cmp" and (m := _SLOT_TEST.fullmatch(cmp[3])):
         return "slot", _rip(cmp, m.group(1))
     if cmp[2] == "test" and last - 2 >= first and (m := _SELF_TEST.fullmatch(cmp[3])):
-        lea = dec.insns[last - 2]
-        if lea[2] == "lea" and (n := _LEA.fullmatch(lea[3])) and n.group(1) == m.group(1):
-            return "address", _rip(lea, n.group(2))
+        load = dec.insns[last - 2]
+        n = _LEA.fullmatch(load[3]) if load[2] in ("lea", "mov") else None
+        if n and n.group(1) == m.group(1):
+            return ("address" if load[2] == "lea" else "slot"), _rip(load, n.group(2))
     return None

@@ -1,7 +1,9 @@
 """inits.tlsonce on hand-written x86-64 functions: an earlier initializer counts as having run a thread_local's
 initialization only where no path from its entry to a way out avoids it (a call to it, its guard set in its
 own code, the way a test of that guard takes when it is set). A store of 1 into another TLS byte, a call on one
-path only, or a conditional jump out of the function (a conditional tail call) proves nothing."""
+path only, or a conditional jump out of the function (a conditional tail call) proves nothing. Ways no run takes
+are cut only where proven: a weak initialization's address tested (a lea, or a GOT slot bound here), GCC -O0's
+frame slots holding the constant arguments the caller passed (and nothing else writes)."""
 from __future__ import annotations
 
 import subprocess
@@ -25,6 +27,25 @@ _FUNCTIONS = {  # name -> body; the first one is the initialization (guard at fs
     "inlined": "cmp byte ptr fs:[-8], 0\n jne 1f\n mov byte ptr fs:[-8], 1\n1: ret",
     "via_always": "sub rsp, 8\n call always\n add rsp, 8\n ret",
     "other": "ret",
+    # clang's test of the weak _ZTH<var>: its address (lea), or the GOT slot holding it (``slot``: bound here)
+    "weak_lea": "lea rax, [rip + once]\n test rax, rax\n je 1f\n call once\n1: ret",
+    "weak_slot": "mov rax, qword ptr [rip + slot]\n test rax, rax\n je 1f\n call once\n1: ret",
+    "weak_cmp": "cmp qword ptr [rip + slot], 0\n je 1f\n call once\n1: ret",
+    "weak_unbound": "mov rax, qword ptr [rip + unbound]\n test rax, rax\n je 1f\n call once\n1: ret",
+    "slot": ".quad 0",
+    "unbound": ".quad 0",
+    # GCC -O0's __static_initialization_and_destruction_0(int, int): runs the initialization for (1, 0xffff)
+    "static_init": "push rbp\n mov rbp, rsp\n mov dword ptr [rbp - 4], edi\n mov dword ptr [rbp - 8], esi\n"
+                   " cmp dword ptr [rbp - 4], 1\n jne 1f\n cmp dword ptr [rbp - 8], 0xffff\n jne 1f\n call once\n"
+                   "1: pop rbp\n ret",
+    "static_init_rewritten": "push rbp\n mov rbp, rsp\n mov dword ptr [rbp - 4], edi\n"
+                             " mov dword ptr [rbp - 8], esi\n mov qword ptr [rbp - 8], rdx\n"
+                             " cmp dword ptr [rbp - 4], 1\n jne 1f\n cmp dword ptr [rbp - 8], 0xffff\n jne 1f\n"
+                             " call once\n1: pop rbp\n ret",
+    "init_1_ffff": "mov esi, 0xffff\n mov edi, 1\n call static_init\n ret",
+    "init_2_ffff": "mov esi, 0xffff\n mov edi, 2\n call static_init\n ret",
+    "init_unknown": "mov edi, 1\n call static_init\n ret",
+    "init_rewritten": "mov esi, 0xffff\n mov edi, 1\n call static_init_rewritten\n ret",
 }
 
 
@@ -48,8 +69,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[OnceRuns, dict[str, 
         def function_start(self, addr: int) -> bool:
             return addr in starts.values()
 
-        def got(self, _addr: int) -> None:
-            return None
+        def got(self, addr: int) -> int | None:
+            return starts["once"] if addr == starts["slot"] else None
 
     dis = Disassembler(EM_X86_64, lambda a, n: code[a - BASE:a - BASE + n], lambda _a: None)
     return OnceRuns(dis, _Image()), starts  # type: ignore[arg-type]
@@ -62,7 +83,10 @@ def test_the_guard_is_the_byte_the_initialization_tests_before_it_sets_it(runs: 
 
 @pytest.mark.parametrize(("name", "ran"), [("always", True), ("inlined", True), ("via_always", True),
                                            ("one_path", False), ("tail_out", False), ("flag_only", False),
-                                           ("other", False)])
+                                           ("other", False), ("weak_lea", True), ("weak_slot", True),
+                                           ("weak_cmp", True), ("weak_unbound", False), ("init_1_ffff", True),
+                                           ("init_2_ffff", False), ("init_unknown", False),
+                                           ("init_rewritten", False)])
 def test_an_earlier_function_runs_the_initialization_only_on_every_path(runs: tuple, name: str, ran: bool) -> None:
     once_runs, at = runs
     assert once_runs.runs(at[name], at["once"]) is ran
