@@ -46,18 +46,16 @@ class OnceRuns:
         self._runs: dict[tuple, bool] = {}
 
     def guard(self, once: int) -> int | None:
-        """The thread-pointer offset of the guard byte the initialization at ``once`` tests and then sets."""
+        """The thread-pointer offset of the guard byte the initialization at ``once`` tests in its entry block
+        and sets (a byte its constructors test later is no guard)."""
         if once not in self._guard:
-            insns = self.dis.decode(once, self.image.function_end(once)).insns
-            tested: set[int] = set()
-            found = None
-            for _a, _size, mnem, op in insns:
-                if mnem in ("cmp", "movzx") and (m := (_TEST if mnem == "cmp" else _LOAD).fullmatch(op)):
-                    tested.add(int(m.group(1), 16))
-                elif mnem == "mov" and (m := _SET.fullmatch(op)) and int(m.group(1), 16) in tested:
-                    found = int(m.group(1), 16)
-                    break
-            self._guard[once] = found
+            dec = self.dis.decode(once, self.image.function_end(once))
+            first, last = dec.blocks[0] if dec.blocks else (0, -1)
+            tested = {int(m.group(1), 16) for _a, _size, mnem, op in dec.insns[first:last + 1]
+                      if mnem in ("cmp", "movzx") and (m := (_TEST if mnem == "cmp" else _LOAD).fullmatch(op))}
+            sets = [int(m.group(1), 16) for _a, _size, mnem, op in dec.insns
+                    if mnem == "mov" and (m := _SET.fullmatch(op))]
+            self._guard[once] = next((x for x in sets if x in tested), None)
         return self._guard[once]
 
     def sets_guard(self, fn: int, once: int) -> bool:

@@ -46,6 +46,11 @@ _FUNCTIONS = {  # name -> body; the first one is the initialization (guard at fs
     "init_2_ffff": "mov esi, 0xffff\n mov edi, 2\n call static_init\n ret",
     "init_unknown": "mov edi, 1\n call static_init\n ret",
     "init_rewritten": "mov esi, 0xffff\n mov edi, 1\n call static_init_rewritten\n ret",
+    # an initialization laid out with its constructor's own test-and-set of a flag byte (fs:-16) before the
+    # setting of its guard (fs:-24): the guard is the byte its entry block tests
+    "once_late_set": "cmp byte ptr fs:[-24], 0\n je 2f\n ret\n3: cmp byte ptr fs:[-16], 0\n jne 4f\n"
+                     " mov byte ptr fs:[-16], 1\n4: ret\n2: mov byte ptr fs:[-24], 1\n jmp 3b",
+    "flag_tested": "cmp byte ptr fs:[-16], 0\n jne 1f\n mov byte ptr fs:[-16], 1\n1: ret",
 }
 
 
@@ -79,6 +84,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[OnceRuns, dict[str, 
 def test_the_guard_is_the_byte_the_initialization_tests_before_it_sets_it(runs: tuple) -> None:
     once_runs, at = runs
     assert once_runs.guard(at["once"]) == 2**64 - 8
+    assert once_runs.guard(at["once_late_set"]) == 2**64 - 24
+    assert not once_runs.runs(at["flag_tested"], at["once_late_set"])
 
 
 @pytest.mark.parametrize(("name", "ran"), [("always", True), ("inlined", True), ("via_always", True),
