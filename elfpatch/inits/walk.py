@@ -95,7 +95,8 @@ class Summary(NamedTuple):
     escaped: frozenset = frozenset()  # objects whose address this walk passed to another module's function
     # A thread_local's initialization (__tls_init, _ZTH<var>) runs once per thread: the first initializer to
     # reach it runs its reads. once: those functions this walk reaches; via_once: object -> the ones through
-    # which alone this walk reads it (analysis drops such a read where an earlier initializer ran them all).
+    # which alone this walk reads it (analysis drops such a read where earlier initializers ran them all on
+    # every path: inits.tlsonce).
     once: frozenset = frozenset()
     via_once: dict = {}
     foreign_calls: frozenset = frozenset()  # other modules' functions called (names): the load may judge them
