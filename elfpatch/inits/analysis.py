@@ -349,7 +349,6 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     # callee merely stores through their address (a registrar's insert) does not build them.
     strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
     builders, inserters = _builders(summaries, "constructs"), _builders(summaries, "call_stores", "this_builds")
-    ran: set = set()  # the once-per-thread initializations the earlier initializers ran
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -357,10 +356,9 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             continue
         reads = []
         unseen_guard = []
-        ran_before, ran = set(ran), ran | s.once
         built_elsewhere = strong | _others(builders, s.reads, entries, pos)
         for o, via in s.reads.items():
-            if o in s.via_once and _ran_once(walker, s.via_once[o], ran_before, entries[:pos]):
+            if o in s.via_once and _ran_once(walker, s.via_once[o], entries[:pos], summaries[:pos]):
                 continue  # read only in a thread_local's initialization an earlier initializer ran
             name = image.symbol_at(o) or ""
             c, status = read_status(o, name, pos, s, constructor, guards, entries, built_elsewhere)
@@ -426,17 +424,16 @@ def _others(by: dict[int, set[int]], objects: Iterable[int], entries: list[dict]
     return {o for o in objects if any(entries[p]["address"] != mine for p in by.get(o, ()))}
 
 
-def _ran_once(walker: Walker | None, functions: frozenset, ran: set, earlier: list[dict]) -> bool:
-    """Whether the earlier initializers ran each of these thread_local initializations: reached it (``ran``),
-    or set its guard in their own code (GCC inlines a unit's ``__tls_init`` into the unit's initializers)."""
-    missing = [f for f in functions if f not in ran]
-    if not missing or walker is None:
-        return not missing
-    wanted = [walker.tls_guards(f) for f in missing]
-    if not all(wanted):
-        return False  # one sets no guard the walk can name: not known to have run
-    guards = {g for e in earlier if e["address"] is not None for g in walker.tls_guards(e["address"])}
-    return all(w & guards for w in wanted)
+def _ran_once(walker: Walker | None, functions: frozenset, earlier: list[dict], summaries: list) -> bool:
+    """Whether the earlier initializers ran each of these thread_local initializations for sure: one of them
+    runs it on every path to its return (inits.tlsonce); reaching it on some path proves nothing. Asked only of
+    those whose walk reached it or whose own code sets its guard (the others cannot have run it surely)."""
+    if walker is None:
+        return False
+    runs = walker.once_runs
+    starts = [(e["address"], s) for e, s in zip(earlier, summaries) if e["address"] is not None and s is not None]
+    return all(any((f in s.once or runs.sets_guard(a, f)) and runs.runs(a, f) for a, s in starts)
+               for f in functions)
 
 
 def _initial_changed(image: Image | None, summaries: list, constructor: dict[int, int]) -> list[list[str]]:

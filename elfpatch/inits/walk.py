@@ -16,6 +16,7 @@ from elfpatch.inits.budget import ARG_TUPLES
 from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Ret
 from elfpatch.inits.image import Image
+from elfpatch.inits.tlsonce import OnceRuns
 from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
@@ -42,7 +43,6 @@ UNNAMED_HELPER_LEVELS = 2
 # others have implicit users (rdx: mul, div, cqo; rcx: rep, shifts, loop) and are always taken as clobbered.
 _KEPT_FORMS = {"rdi": frozenset({"rdi", "edi", "di", "dil"}), "rsi": frozenset({"rsi", "esi", "si", "sil"})}
 _WORD = re.compile(r"[a-z0-9]+")
-_TLS_GUARD_SET = re.compile(r"byte ptr fs:\[(0x[0-9a-f]+)\], 1")
 
 
 def _inside(op: str, start: int, end: int) -> bool:
@@ -95,7 +95,8 @@ class Summary(NamedTuple):
     escaped: frozenset = frozenset()  # objects whose address this walk passed to another module's function
     # A thread_local's initialization (__tls_init, _ZTH<var>) runs once per thread: the first initializer to
     # reach it runs its reads. once: those functions this walk reaches; via_once: object -> the ones through
-    # which alone this walk reads it (analysis drops such a read where an earlier initializer ran them all).
+    # which alone this walk reads it (analysis drops such a read where earlier initializers ran them all on
+    # every path: inits.tlsonce).
     once: frozenset = frozenset()
     via_once: dict = {}
     foreign_calls: frozenset = frozenset()  # other modules' functions called (names): the load may judge them
@@ -269,7 +270,8 @@ class Walker:
         self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         self._kept: dict[int, frozenset] = {}
-        self._tls: dict[int, frozenset] = {}  # function -> the thread_local guards it sets (tls_guards)
+        # whether a function surely ran a thread_local's initialization
+        self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
         dis.arch.result = self.result
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
@@ -496,17 +498,6 @@ class Walker:
                 return frozenset()  # a call, a system call, or a jump out (a tail call): registers lost
             named.update(_WORD.findall(op))
         return frozenset(r for r, forms in _KEPT_FORMS.items() if not forms & named)
-
-    def tls_guards(self, addr: int) -> frozenset:
-        """The thread-pointer offsets of the guard bytes the function at ``addr`` sets (``mov byte ptr fs:[X],
-        1``: a unit's thread_local initialization in an executable's x86-64 code): two functions that set one
-        guard run one initialization, the first to run it for the thread."""
-        hit = self._tls.get(addr)
-        if hit is None:
-            insns = self.dis.decode(addr, self.image.function_end(addr)).insns
-            hit = self._tls[addr] = frozenset(int(m.group(1), 16) for _a, _size, mnem, op in insns
-                                              if mnem == "mov" and (m := _TLS_GUARD_SET.fullmatch(op)))
-        return hit
 
     @staticmethod
     def _credit(sub: Summary, passed: set, acc: _Acc) -> None:

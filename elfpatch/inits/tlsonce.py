@@ -1,0 +1,228 @@
+"""Whether a function has run a thread_local's initialization by the time it returns.
+
+A thread_local's initialization (``__tls_init``, ``_ZTH<var>``) runs once per thread: it tests its guard byte
+(``cmp byte ptr fs:[X], 0``), returns when it is set, and sets it before the initialization's reads. A later
+initializer reaching it reads nothing only where an earlier one ran it for sure -- on every path to its return:
+a call to it, the guard set in its own code (GCC and clang inline a unit's ``__tls_init`` into the unit's
+initializers), or the way out of a test of that guard taken when it is set. Reaching it on some path only
+(``if (...) use(t)``) proves nothing. The guard is the byte the initialization tests before it sets it, never a
+``thread_local bool`` its constructor merely stores ``true`` into (x86-64 executables' TLS; elsewhere only a
+call to the initialization counts)."""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, NamedTuple
+
+from elfpatch.inits.disasm import Decoded, Disassembler
+from elfpatch.inits.image import Image
+
+_SET = re.compile(r"byte ptr fs:\[(0x[0-9a-f]+)\], 1")
+_TEST = re.compile(r"byte ptr fs:\[(0x[0-9a-f]+)\], 0")  # cmp byte ptr fs:[X], 0
+_LOAD = re.compile(r"[a-z0-9]+, byte ptr fs:\[(0x[0-9a-f]+)\]")  # movzx eax, byte ptr fs:[X] (-O0's test)
+_SLOT_TEST = re.compile(r"qword ptr \[rip ([+-] 0x[0-9a-f]+)\], 0")
+_SELF_TEST = re.compile(r"(r[a-z0-9]+), \1")
+_LEA = re.compile(r"(r[a-z0-9]+), (?:qword ptr )?\[rip ([+-] 0x[0-9a-f]+)\]")
+_NONZERO_WAY = {"je": False, "jne": True}  # the way (taken or not) je/jne go after a compare with 0 of a non-0
+_ARG_TEST = re.compile(r"(dword ptr \[rbp - (?:0x[0-9a-f]+|[0-9]+)\]), (0x[0-9a-f]+|[0-9]+)")
+_FRAME = re.compile(r"(?:([a-z]+) ptr )?\[rbp - (0x[0-9a-f]+|[0-9]+)\]")
+_WIDTH = {"byte": 1, "word": 2, "dword": 4, "qword": 8, "xmmword": 16, "ymmword": 32}
+_IMM = re.compile(r"[a-z0-9]+, (0x[0-9a-f]+|[0-9]+)")
+_FORMS = {"edi": ("rdi", "edi", "di", "dil"), "esi": ("rsi", "esi", "si", "sil")}
+DEPTH = 4  # calls followed below the initializer: its constructor, a wrapper (_ZTW), the initialization
+
+
+class OnceRuns:
+    """Per function and thread_local initialization, whether the function runs it on every path (cached)."""
+
+    def __init__(self, dis: Disassembler, image: Image,
+                 resolve: Callable[[int], int | None] = lambda target: target) -> None:
+        """``resolve``: the function a call target runs here (through a PLT stub whose slot is bound to a
+        function of this file), None when not known to be one here."""
+        self.dis = dis
+        self.image = image
+        self.got = image.got
+        self.resolve = resolve
+        self._guard: dict[int, int | None] = {}
+        self._runs: dict[tuple, bool] = {}
+
+    def guard(self, once: int) -> int | None:
+        """The thread-pointer offset of the guard byte the initialization at ``once`` tests in its entry block
+        and sets (a byte its constructors test later is no guard)."""
+        if once not in self._guard:
+            dec = self.dis.decode(once, self.image.function_end(once))
+            first, last = dec.blocks[0] if dec.blocks else (0, -1)
+            tested = {int(m.group(1), 16) for _a, _size, mnem, op in dec.insns[first:last + 1]
+                      if mnem in ("cmp", "movzx") and (m := (_TEST if mnem == "cmp" else _LOAD).fullmatch(op))}
+            sets = [int(m.group(1), 16) for _a, _size, mnem, op in dec.insns
+                    if mnem == "mov" and (m := _SET.fullmatch(op))]
+            self._guard[once] = next((x for x in sets if x in tested), None)
+        return self._guard[once]
+
+    def sets_guard(self, fn: int, once: int) -> bool:
+        """The function's own code sets the guard of the initialization at ``once`` (a unit's inlined copy)."""
+        guard = self.guard(once)
+        return guard is not None and any(
+            mnem == "mov" and (m := _SET.fullmatch(op)) is not None and int(m.group(1), 16) == guard
+            for _a, _size, mnem, op in self.dis.decode(fn, self.image.function_end(fn)).insns)
+
+    def runs(self, fn: int, once: int, depth: int = DEPTH, args: tuple = ()) -> bool:
+        """Whether the function at ``fn`` has run the initialization at ``once`` whenever it returns, called
+        with ``args`` ((register, constant) pairs the caller set: GCC -O0's __static_initialization_and_
+        destruction_0(1, 0xffff) tests them)."""
+        if fn == once:
+            return True
+        key = (fn, once, args)
+        if key not in self._runs:
+            self._runs[key] = False  # a recursive call proves nothing
+            if depth > 0:
+                self._runs[key] = self._every_path(_Walk(fn, self.image.function_end(fn), once, self.guard(once),
+                                                         depth), dict(args))
+        return self._runs[key]
+
+    def _every_path(self, w: _Walk, args: dict[str, int]) -> bool:
+        """No path from the entry to a return (a block without successors) avoids the initialization."""
+        dec = self.dis.decode(w.fn, w.end)
+        if not dec.blocks:
+            return False
+        slots = _arg_slots(dec, args)
+        seen = {0}
+        todo = [0]
+        while todo:
+            p = todo.pop()
+            first, last = dec.blocks[p]
+            if any(self._covers(dec, i, first, w) for i in range(first, last + 1)):
+                continue
+            edges = dec.succs.get(p, ())
+            if not edges:
+                return False  # a return, a tail call that does not run it, or a jump the walk cannot follow
+            skip = self._settled_way(dec, first, last, w.guard, slots)
+            if skip is not True and _jumps_out(dec.insns[last], w):
+                return False  # a conditional jump out of the function (a conditional tail call): its way out
+            for s, taken in edges:
+                if (skip is None or taken is not skip) and s not in seen:
+                    seen.add(s)
+                    todo.append(s)
+        return True
+
+    def _settled_way(self, dec: Decoded, first: int, last: int, guard: int | None,
+                     slots: dict[str, int]) -> bool | None:
+        """The way out of a block (taken: True/False) no path needs to follow: the way a test of the guard takes
+        when it is set (the initialization ran), the way a test of a non-zero word takes when it is 0 (never:
+        the wrapper's test of a weak initialization's address, which this file defines), the way a compare
+        of an argument the caller set to a constant does not take. None: none."""
+        what = _tested(dec, first, last)
+        nonzero = _NONZERO_WAY.get(dec.insns[last][2])
+        if what is None or nonzero is None:
+            return None
+        kind, where = what
+        if kind == "guard":
+            return nonzero if where == guard else None
+        if kind == "argument":
+            slot, value = where
+            return None if slot not in slots else (slots[slot] == value) is nonzero
+        word: Any = self.got(where) if kind == "slot" else where
+        return (not nonzero) if isinstance(word, int) and word != 0 and self.image.function_start(word) else None
+
+    def _covers(self, dec: Decoded, i: int, first: int, w: _Walk) -> bool:
+        """Instruction ``i`` runs the initialization: sets its guard, or calls (or tail-calls: a jump out of the
+        function) a function that runs it."""
+        _a, _size, mnem, op = dec.insns[i]
+        word = mnem.rsplit(" ", 1)[-1]
+        if word == "mov" and w.guard is not None and (m := _SET.fullmatch(op)):
+            return int(m.group(1), 16) == w.guard
+        if word not in ("call", "jmp"):
+            return False
+        try:
+            target = int(op, 16)
+        except ValueError:
+            return False  # through a register or memory: not known
+        if word == "jmp" and w.fn <= target < w.end:
+            return False  # a jump inside the function: one of its blocks' edges
+        where = self.resolve(target)
+        return where is not None and self.image.function_start(where) and self.runs(
+            where, w.once, w.depth - 1, _constant_args(dec, i, first))
+
+
+def _jumps_out(insn: tuple, w: _Walk) -> bool:
+    """A conditional jump whose target is not inside the function (the blocks have no edge for that way)."""
+    word = insn[2].rsplit(" ", 1)[-1]
+    if not word.startswith(("j", "loop")) or word == "jmp":
+        return False
+    try:
+        return not w.fn <= int(insn[3], 16) < w.end
+    except ValueError:
+        return True
+
+
+class _Walk(NamedTuple):
+    fn: int
+    end: int
+    once: int
+    guard: int | None
+    depth: int
+
+
+def _constant_args(dec: Decoded, call: int, first: int) -> tuple:
+    """The argument registers (edi, esi) the block sets to a constant before the call at index ``call``."""
+    out = []
+    for reg in ("edi", "esi"):
+        for _a, _size, mnem, op in reversed(dec.insns[first:call]):
+            dst = op.split(",", 1)[0]
+            if mnem.endswith("call"):
+                break  # a call before clobbers it
+            if dst in _FORMS[reg]:
+                m = _IMM.fullmatch(op)
+                if mnem == "mov" and dst == reg and m:
+                    out.append((reg, int(m.group(1), 0)))
+                break
+    return tuple(out)
+
+
+def _arg_slots(dec: Decoded, args: dict[str, int]) -> dict[str, int]:
+    """The frame slots that hold a constant argument: stored from its register in the entry block (-O0) and
+    named by no other instruction of the function than compares (never written, its address never taken)."""
+    if not args:
+        return {}
+    first, last = dec.blocks[0]
+    slots = {}
+    for _a, _size, mnem, op in dec.insns[first:last + 1]:
+        dst, _, src = op.partition(", ")
+        if mnem == "mov" and src in args and dst.startswith("dword ptr [rbp - "):
+            slots[dst] = args[src]
+    # a slot only compared keeps its value: no other access overlaps its 4 bytes (an address taken: 64 bytes)
+    used = [(int(n, 0), _WIDTH.get(w, 64)) for _a, _size, mnem, op in dec.insns if mnem != "cmp"
+            for w, n in _FRAME.findall(op)]
+    return {slot: v for slot, v in slots.items()
+            if sum(_overlap(int(_FRAME.findall(slot)[0][1], 0), n, w) for n, w in used) == 1}
+
+
+def _overlap(slot: int, n: int, width: int) -> bool:
+    """[rbp - n] of ``width`` bytes overlaps the 4 bytes at [rbp - slot]."""
+    return n > slot - 4 and n < slot + width
+
+
+def _rip(insn: tuple, disp: str) -> int:
+    """The address ``[rip + disp]`` names (``disp``: "+ 0x10" or "- 0x10")."""
+    return int(insn[0] + insn[1] + int(disp.replace(" ", ""), 16))
+
+
+def _tested(dec: Decoded, first: int, last: int) -> tuple[str, Any] | None:
+    """What a block's closing compare tests: ("argument", (slot, C)) for ``cmp dword ptr [rbp - N], C``;
+    with 0: ("guard", X) for ``cmp byte ptr fs:[X], 0``, ("slot", A)
+    for ``cmp qword ptr [rip + D], 0`` or ``mov R, qword ptr [rip + D]; test R, R`` (a GOT slot's word),
+    ("address", A) for ``lea R, [rip + D]; test R, R`` (clang's tests of a weak function's address)."""
+    cmp = dec.insns[last - 1] if last > first else None
+    if cmp is None:
+        return None
+    if cmp[2] == "cmp" and (m := _TEST.fullmatch(cmp[3])):
+        return "guard", int(m.group(1), 16)
+    if cmp[2] == "cmp" and (m := _ARG_TEST.fullmatch(cmp[3])):
+        return "argument", (m.group(1), int(m.group(2), 0))
+    if cmp[2] == "cmp" and (m := _SLOT_TEST.fullmatch(cmp[3])):
+        return "slot", _rip(cmp, m.group(1))
+    if cmp[2] == "test" and last - 2 >= first and (m := _SELF_TEST.fullmatch(cmp[3])):
+        load = dec.insns[last - 2]
+        n = _LEA.fullmatch(load[3]) if load[2] in ("lea", "mov") else None
+        if n and n.group(1) == m.group(1):
+            return ("address" if load[2] == "lea" else "slot"), _rip(load, n.group(2))
+    return None
