@@ -190,11 +190,13 @@ class HeldWords:
                 continue
             d = _definer(word[0], self.symbols)
             assert d is not None  # cross_reads wants only names an object defines
-            target = self._target(m, d, word, e)
+            target = self._target(m, d, (word[0], word[1]), e) if word[1] is not None else None
             if target is None:
+                why = ("at an offset not known (through a pointer moved along it)" if word[1] is None else
+                       "whose value is not known (not relocated to an address of it, or another module names "
+                       "it, or code may have stored into it)")
                 notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} loads a pointer from "
-                             f"{word[0]} of {self.load.objects[d].info.path}, initialized later, whose value "
-                             "is not known (not relocated to an address of it, or another module names it): "
+                             f"{word[0]} of {self.load.objects[d].info.path}, initialized later, {why}: "
                              "not judged")
             elif call:
                 self._called(m, d, e, word[0], target, findings, notes)
