@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from elfpatch.elf.loadorder import Load
 
 _COPY = {EM_X86_64: R_X86_64_COPY, EM_AARCH64: R_AARCH64_COPY}
+# Symbols the linker defines in each object it links (section bounds, its own _init/_fini): no other object's
+# code reaches through them.
+_MARKERS = frozenset({"_end", "_edata", "__bss_start", "_init", "_fini", "__data_start", "data_start",
+                      "_IO_stdin_used"})
 
 
 class Symbols:
@@ -49,6 +53,7 @@ class Symbols:
         self.defined: dict[str, int] = {}
         self.imported: set[str] = set()
         self.copies: set[str] = set()
+        self.named: set[str] = set()  # every name the object's .dynsym holds, defined or not (what it may bind)
         with Source(path) as src:
             elf = ElfFile(src.data, path)
             tables = [t for t in elf.symbol_tables() if t.name == ".dynsym"]
@@ -56,6 +61,7 @@ class Symbols:
                 for sym in t:
                     if not sym.name:
                         continue
+                    self.named.add(sym.name)
                     if sym.st_shndx == SHN_UNDEF:
                         if sym.type in (STT_NOTYPE, STT_OBJECT, STT_FUNC):  # a -fPIC reference: no type
                             self.imported.add(sym.name)
@@ -170,15 +176,16 @@ class HeldWords:
     a pointer global, a pointer table's entry, a function pointer D defines and M loads through its GOT), where
     the load initializes D after M. D's initializers have not run when M's do, so the word holds what D's
     relocation put there: a word of D's RELRO for good, a word of D's writable data as long as no third object
-    imports its name and M's initializers up to the reading one do not store into it (D's code has not run).
-    Its target T, when D's
-    initializers construct it, is read before construction (a read through the word), or is the function M
-    calls, whose walk in D is judged as a getter's (a call through the word)."""
+    imports its name and M's initializers up to the reading one neither store into it nor run code that may
+    (D's code has not run: see _unwritten). A word at an offset not known ("*<symbol>+?") is a note. Its
+    target T, when D's initializers construct it, is read before construction (a read through the word), or
+    is the function M calls, whose walk in D is judged as a getter's (a call through the word)."""
 
     def __init__(self, load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]],
                  listing_of: Callable[[int], dict[str, Any] | None], walk: Walk | None) -> None:
         self.load, self.symbols, self.wanted, self.listing_of, self.walk = load, symbols, wanted, listing_of, walk
         self._pointers: dict[int, tuple[Any, Any] | None] = {}
+        self._reach: dict[int, set[int]] = {}
 
     def judge(self, m: int, e: dict, findings: list[dict], notes: list[str]) -> None:
         """The findings (and notes) of entry ``e`` of object ``m`` through such words."""
@@ -220,15 +227,39 @@ class HeldWords:
 
     def _unwritten(self, m: int, d: int, name: str, e: dict) -> bool:
         """No object of the load but M and D imports ``name``, and no initializer of M up to ``e`` stores into
-        it (or hands it to another module's function)."""
+        it (or hands it to another module's function), nor runs code that may: a call into a function of D
+        or of a module that may reach D's code (see _reaches), or of an object the load misses, through a
+        pointer word (its target may be D's), or through a pointer not known (the order of what ``e`` does is
+        not known: ``e`` counts too)."""
         if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
             return False
         for x in _entries(self.listing_of(m)):  # in run order, up to e
-            if name in x["analysis"].get("other_module_writes", []):
+            a = x["analysis"]
+            if name in a.get("other_module_writes", []) or a.get("unanalyzed", {}).get("indirect_calls", 1):
                 return False
+            for called in a.get("other_module_calls", []):
+                by = _definer(called, self.symbols)  # None: a weak reference left null, or a missing object's
+                if held_by(called) is not None or (by is None and self.load.missing) \
+                        or (by is not None and d in self._reaches(by)):
+                    return False
             if x is e:
                 break
         return True
+
+    def _reaches(self, x: int) -> set[int]:
+        """The objects whose code a function of object ``x`` may run: x, and those its names bind to (what it
+        imports, and what it defines that an earlier object of the search order interposes), transitively
+        (the markers the linker defines in every object are no code)."""
+        if x not in self._reach:
+            out, todo = {x}, [x]
+            while todo:
+                s = self.symbols[todo.pop()]
+                binds = {_definer(n, self.symbols) for n in s.named - _MARKERS} if s is not None else set()
+                new = {b for b in binds if b is not None} - out
+                out |= new
+                todo.extend(new)
+            self._reach[x] = out
+        return self._reach[x]
 
     def _words(self, d: int) -> tuple[Any, Any] | None:
         if d not in self._pointers:

@@ -35,7 +35,8 @@ def test_reads_through_the_other_modules_words_are_findings(probe_build: Path, v
     of the program (reference, constant table entry, pointer global, function pointer) is a
     `before-construction` finding of the load, reader in the library, object and constructor in the program,
     `via` naming the word's object; the library's own analysis stays incomplete for those reads. A pointer
-    global the library stores into first is not followed at its load-time value (no finding on its box)."""
+    global the library stores into first is not followed at its load-time value (no finding on its box); one
+    read by an initializer that runs none of the program's code is."""
     require_tool(VARIANTS[variant], packages="g++, clang")
     exe = probe_build / variant / "probe_xword"
     assert sorted(obj for _unit, obj in observed_early(exe)) == BOXES  # the run agrees: every box read early
@@ -52,21 +53,25 @@ def test_on_aarch64_too(siof_build: Path, variant: str) -> None:
     out = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(exe)], capture_output=True,
                          text=True, timeout=120, check=True, cwd=exe.parent).stdout
     assert sorted(obj for _unit, obj, value in (line.split() for line in out.splitlines()) if value == "0") == BOXES
-    _check(exe)
+    # the load on this host misses the AArch64 libc: printf, which the reader of g_wptr calls, is code not
+    # known (it may repoint g_wptr), so that word is not followed: a note, not a finding
+    load = _check(exe, [b for b in BOXES if b != "g_wptr_box"])
+    assert any("from g_wptr of" in n and "not judged" in n for n in load["analysis_notes"])
 
 
-def _check(exe: Path) -> None:
+def _check(exe: Path, boxes: list[str] = BOXES) -> dict:
     doc = json.loads(run_main("inits", "--siof", "--deps", "--json", str(exe), check=True).stdout)
     load = doc["loads"][0]
     got = sorted((Path(f["reader"]["file"]).name, f["object"]["symbol"], Path(f["object"]["file"]).name,
                   Path(f["constructor"]["file"]).name, f["verdict"], tuple(f["via"])) for f in load["findings"])
     assert got == [("libprobe_xword.so", box, "probe_xword", "probe_xword", "before-construction", (VIA[box],))
-                   for box in BOXES]
+                   for box in boxes]
     lib = json.loads(run_main("inits", "--siof", "--json", str(exe.parent / "libprobe_xword.so"),
                               check=True).stdout)["files"][0]
     assert not lib["analysis_complete"] and lib["findings"] == []
     # the pointer global the library repoints before loading through it is not followed: no g_wset_box read
     assert any("g_wset" in e["analysis"]["other_module_writes"] for e in lib["init"] if e["analysis"])
+    return load
 
 
 def test_a_compare_of_a_loaded_word_decides_nothing() -> None:
@@ -140,6 +145,23 @@ Obj* tbl[3] = {(Obj*)&c0, &g, nullptr};
 Obj g(2);
 int main() { return 0; }
 """
+_B2_LIB = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+void set_p();
+struct M { M() { set_p(); std::printf("lib: p->v=%d\\n", p->v); } } m;
+"""
+_B2_MAIN = """#include <cstdio>
+struct Obj { int v; Obj(int x) : v(x) { std::printf("built %d\\n", x); } };
+struct Plain { int v; };
+Plain c0 = {5};
+extern Obj g;
+Obj* p = (Obj*)&c0;
+void set_p() { p = &g; }
+Obj g(2);
+int main() { return 0; }
+"""
+
 
 def _load(tmp_path: Path, lib: str, main: str) -> tuple[str, dict]:
     """Builds the library and the program (g++ -O2, the program exporting its symbols), runs it: (what it
@@ -167,3 +189,12 @@ def test_a_loop_over_the_other_modules_pointer_table_is_never_silent(tmp_path: P
     noted = any("from tbl of" in n and "not judged" in n for n in load["analysis_notes"])
     assert found or noted, load
 
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_a_word_the_reader_may_have_repointed_by_calling_the_program_is_not_followed(tmp_path: Path) -> None:
+    """Guarantee: the library calls the program's set_p(), which repoints the writable word p at g (built
+    later), then reads through p: p's load-time value (constant data) is not what it reads. The load does not
+    follow p at its load-time value (no judgement on that target) and says so in a note."""
+    out, load = _load(tmp_path, _B2_LIB, _B2_MAIN)
+    assert out.splitlines()[0] == "lib: p->v=0"  # read through p repointed at g, before g is built
+    assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
