@@ -186,6 +186,7 @@ class HeldWords:
         self.load, self.symbols, self.wanted, self.listing_of, self.walk = load, symbols, wanted, listing_of, walk
         self._pointers: dict[int, tuple[Any, Any] | None] = {}
         self._reach: dict[int, set[int]] = {}
+        self._bound: dict[str, int] = {}
 
     def judge(self, m: int, e: dict, findings: list[dict], notes: list[str]) -> None:
         """The findings (and notes) of entry ``e`` of object ``m`` through such words."""
@@ -197,7 +198,12 @@ class HeldWords:
                 continue
             d = _definer(word[0], self.symbols)
             assert d is not None  # cross_reads wants only names an object defines
-            target = self._target(m, d, (word[0], word[1]), e) if word[1] is not None else None
+            target, first = self._target(m, d, (word[0], word[1]), e) if word[1] is not None else (None, False)
+            if first:
+                notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} calls through a pointer "
+                             f"it loads from {word[0]} of {self.load.objects[d].info.path}, initialized later, "
+                             "and that call may store into it: only its first load, at its load-time value, is "
+                             "judged")
             if target is None:
                 why = ("at an offset not known (through a pointer moved along it)" if word[1] is None else
                        "whose value is not known (not relocated to an address of it, or another module names "
@@ -210,52 +216,72 @@ class HeldWords:
             else:
                 self._read(m, d, e, word[0], {target}, findings)
 
-    def _target(self, m: int, d: int, word: tuple[str, int], e: dict) -> int | None:
+    def _target(self, m: int, d: int, word: tuple[str, int], e: dict) -> tuple[int | None, bool]:
         """The address of D the word holds while D's initializers have not run (None: not known so): a writable
-        word only where no other object imports its name and no initializer of M up to ``e`` stores into it."""
+        word only where no other object imports its name and no initializer of M up to ``e`` may store into
+        it; and whether that holds for its first load alone (``e`` calls through the word itself)."""
         dsyms = self.symbols[d]
         assert dsyms is not None  # _definer found the name in it
         pointers = self._words(d)
         if pointers is None:
-            return None
+            return None, False
         constant, initial = pointers
         at = dsyms.defined[word[0]] + word[1]
-        value = constant.word(at)
-        if value is None and self._unwritten(m, d, word[0], e):
-            value = initial.word(at)  # writable: only D (not run yet) and M, which has not written it, name it
-        return value if isinstance(value, int) and value else None
+        value, first = constant.word(at), False
+        if value is None:
+            unwritten = self._unwritten(m, d, word, e)
+            first = unwritten is None
+            if unwritten is not False:  # only D (not run yet) and M, which has not written it, name it
+                value = initial.word(at)
+        return (value, first) if isinstance(value, int) and value else (None, False)
 
-    def _unwritten(self, m: int, d: int, name: str, e: dict) -> bool:
-        """No object of the load but M and D imports ``name``, and no initializer of M up to ``e`` stores into
-        it (or hands it to another module's function), nor runs code that may: a call into a function of D
-        or of a module that may reach D's code (see _reaches), or of an object the load misses, through a
-        pointer word (its target may be D's), or through a pointer not known (the order of what ``e`` does is
-        not known: ``e`` counts too)."""
+    def _unwritten(self, m: int, d: int, word: tuple[str, int], e: dict) -> bool | None:
+        """True: no object of the load but M and D imports the word's name, and no initializer of M up to ``e``
+        stores into it (or hands it to another module's function) nor runs code that may: a call into a
+        function of D or of a module that may reach D's code (see _reaches), or of an object the load misses,
+        through a pointer word (its target may be D's), through a pointer not known or past --depth (the order
+        of what ``e`` does is not known: ``e`` counts too). None: so but for calls of ``e`` through this very
+        word (its first load comes before them). False: otherwise."""
+        name = word[0]
         if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
             return False
         for x in _entries(self.listing_of(m)):  # in run order, up to e
             a = x["analysis"]
-            if name in a.get("other_module_writes", []) or a.get("unanalyzed", {}).get("indirect_calls", 1):
+            calls = a.get("other_module_calls", [])
+            own = {c for c in calls if x is e and held_by(c) == word}
+            unseen = a.get("unanalyzed", {})  # calls not followed: through a pointer (each own call is one), or
+            if name in a.get("other_module_writes", []) or unseen.get("depth_limited", 1) \
+                    or unseen.get("indirect_calls", 1) > len(own):  # past --depth (what they call is not seen)
                 return False
-            for called in a.get("other_module_calls", []):
-                by = _definer(called, self.symbols)  # None: a weak reference left null, or a missing object's
-                if held_by(called) is not None or (by is None and self.load.missing) \
-                        or (by is not None and d in self._reaches(by)):
-                    return False
+            if any(self._may_run(d, c) for c in calls if c not in own):
+                return False
             if x is e:
-                break
+                return None if own else True
         return True
+
+    def _may_run(self, d: int, called: str) -> bool:
+        """Whether a call of the other module's function ``called`` may run code of object ``d``."""
+        if held_by(called) is not None:
+            return True  # through a pointer word: its target may be anywhere
+        by = _definer(called, self.symbols)  # None: a weak reference left null, or a missing object's
+        return bool(self.load.missing) if by is None else d in self._reaches(by)
 
     def _reaches(self, x: int) -> set[int]:
         """The objects whose code a function of object ``x`` may run: x, and those its names bind to (what it
         imports, and what it defines that an earlier object of the search order interposes), transitively
         (the markers the linker defines in every object are no code)."""
         if x not in self._reach:
+            if not self._bound:  # name -> the object the loader binds it to (as _definer, for every name)
+                for i, s in enumerate(self.symbols):
+                    for n in s.defined.keys() - s.copies if s is not None else ():
+                        self._bound.setdefault(n, i)
             out, todo = {x}, [x]
             while todo:
                 s = self.symbols[todo.pop()]
-                binds = {_definer(n, self.symbols) for n in s.named - _MARKERS} if s is not None else set()
-                new = {b for b in binds if b is not None} - out
+                if s is None:  # unreadable: its code may run anything
+                    out = set(range(len(self.symbols)))
+                    break
+                new = {self._bound[n] for n in s.named - _MARKERS if n in self._bound} - out
                 out |= new
                 todo.extend(new)
             self._reach[x] = out

@@ -1,6 +1,6 @@
 // The library's initializers read the program's globals through pointers the program's own objects hold: a
-// reference (RELRO), an entry of a constant pointer table, a writable pointer global and a constant function
-// pointer. The program's initializers run last, so every box is read before it is built. A fifth pointer
+// reference (RELRO), an entry of a constant pointer table, a writable pointer global and a function pointer
+// (writable: the call through it may repoint it, its first load alone is judged). The program's initializers run last, so every box is read before it is built. A fifth pointer
 // global the library repoints first, at its own box (built), before loading through it: no read of the
 // program's box. The writable pointer global is read by an initializer of its own, which runs first (a
 // priority sorts first) and calls none of the program's code: nothing can have repointed it.
@@ -8,7 +8,7 @@
 extern Box& g_wref;
 extern Box* const g_wtab[2];
 extern Box* g_wptr;
-extern int (*const g_wfn)();
+extern int (*g_wfn)();
 extern Box* g_wset;
 struct DBox {  // an object with a destructor: registered where it is built (named by that in a stripped file)
   Box b;

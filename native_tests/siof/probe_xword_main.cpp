@@ -6,7 +6,7 @@ Box& g_wref = g_wref_box;
 extern Box* const g_wtab[2] = {nullptr, &g_wtab_box};
 Box* g_wptr = &g_wptr_box;
 static int wfn_read() { return g_wfn_box.v; }
-extern int (*const g_wfn)() = wfn_read;  // RELRO: the library calls through it
+int (*g_wfn)() = wfn_read;
 Box* g_wset = &g_wset_box;  // the library repoints it before it loads through it
 struct DBox {
   Box b;
