@@ -26,6 +26,7 @@ from elfpatch.elf.const import (
     R_X86_64_COPY,
     SHN_UNDEF,
     STT_FUNC,
+    STT_GNU_IFUNC,
     STT_NOTYPE,
     STT_OBJECT,
 )
@@ -54,6 +55,7 @@ class Symbols:
         self.imported: set[str] = set()
         self.copies: set[str] = set()
         self.named: set[str] = set()  # every name the object's .dynsym holds, defined or not (what it may bind)
+        self.functions: set[str] = set()  # the functions it defines
         with Source(path) as src:
             elf = ElfFile(src.data, path)
             tables = [t for t in elf.symbol_tables() if t.name == ".dynsym"]
@@ -67,6 +69,8 @@ class Symbols:
                             self.imported.add(sym.name)
                     else:
                         self.defined.setdefault(sym.name, sym.st_value)
+                        if sym.type in (STT_FUNC, STT_GNU_IFUNC):
+                            self.functions.add(sym.name)
             copied = _copied(elf)
             # a copy's aliases too (the program's `environ` where the relocation names `__environ`)
             self.copies = {n for n, a in self.defined.items() if a in copied}
@@ -239,8 +243,9 @@ class HeldWords:
         """True: no object of the load but M and D imports the word's name, and no initializer of M up to ``e``
         stores into it (or hands it to another module's function) nor runs code that may: a call into a
         function of D or of a module that may reach D's code (see _reaches), or of an object the load misses,
-        through a pointer word (its target may be D's), through a pointer not known or past --depth (the order
-        of what ``e`` does is not known: ``e`` counts too). None: so but for calls of ``e`` through this very
+        through a pointer word (its target may be D's), through a pointer not known or past --depth, or one it
+        hands such a function to, which may call it back (the order of what ``e`` does is not known: ``e``
+        counts too). None: so but for calls of ``e`` through this very
         word (its first load comes before them). False: otherwise."""
         name = word[0]
         if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
@@ -253,7 +258,8 @@ class HeldWords:
             if name in a.get("other_module_writes", []) or unseen.get("depth_limited", 1) \
                     or unseen.get("indirect_calls", 1) > len(own):  # past --depth (what they call is not seen)
                 return False
-            if any(self._may_run(d, c) for c in calls if c not in own):
+            if any(self._may_run(d, c) for c in calls if c not in own) \
+                    or any(self._callback(d, w) for w in a.get("other_module_writes", [])):
                 return False
             if x is e:
                 return None if own else True
@@ -265,6 +271,13 @@ class HeldWords:
             return True  # through a pointer word: its target may be anywhere
         by = _definer(called, self.symbols)  # None: a weak reference left null, or a missing object's
         return bool(self.load.missing) if by is None else d in self._reaches(by)
+
+    def _callback(self, d: int, handed: str) -> bool:
+        """Whether ``handed`` (another module's object the reader handed to another module's function) is a
+        function that may run code of object ``d`` when that function calls it back."""
+        by = _definer(handed, self.symbols)
+        s = self.symbols[by] if by is not None else None
+        return s is not None and by is not None and handed in s.functions and d in self._reaches(by)
 
     def _reaches(self, x: int) -> set[int]:
         """The objects whose code a function of object ``x`` may run: x, and those its names bind to (what it

@@ -154,6 +154,15 @@ extern Obj* p;
 void set_p();
 struct M { M() { set_p(); std::printf("lib: p->v=%d\\n", p->v); } } m;
 """
+# the same, set_p run by libc's pthread_once: a call back into the program through a function handed on
+_B2_ONCE = """#include <cstdio>
+#include <pthread.h>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+void set_p();
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+struct M { M() { pthread_once(&once, set_p); std::printf("lib: p->v=%d\\n", p->v); } } m;
+"""
 _B2_MAIN = """#include <cstdio>
 struct Obj { int v; Obj(int x) : v(x) { std::printf("built %d\\n", x); } };
 struct Plain { int v; };
@@ -194,10 +203,13 @@ def test_a_loop_over_the_other_modules_pointer_table_is_never_silent(tmp_path: P
 
 
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
-def test_a_word_the_reader_may_have_repointed_by_calling_the_program_is_not_followed(tmp_path: Path) -> None:
-    """Guarantee: the library calls the program's set_p(), which repoints the writable word p at g (built
-    later), then reads through p: p's load-time value (constant data) is not what it reads. The load does not
-    follow p at its load-time value (no judgement on that target) and says so in a note."""
-    out, load = _load(tmp_path, _B2_LIB, _B2_MAIN)
+@pytest.mark.parametrize("lib", [_B2_LIB, _B2_ONCE], ids=["direct", "callback"])
+def test_a_word_the_reader_may_have_repointed_by_calling_the_program_is_not_followed(tmp_path: Path,
+                                                                                      lib: str) -> None:
+    """Guarantee: the library calls the program's set_p() (directly, or handing it to libc's pthread_once),
+    which repoints the writable word p at g (built later), then reads through p: p's load-time value (constant
+    data) is not what it reads. The load does not follow p at its load-time value (no judgement on that
+    target) and says so in a note."""
+    out, load = _load(tmp_path, lib, _B2_MAIN)
     assert out.splitlines()[0] == "lib: p->v=0"  # read through p repointed at g, before g is built
     assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
