@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
-from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, held, held_by, plain
+from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, held, held_by, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
 
@@ -52,7 +52,8 @@ def _a64_word(base: object, m: re.Match | None, mnem: str, ops: list) -> str | N
         return None
     if not isinstance(base, str) or held_by(base) is not None or base.endswith("()"):
         return None
-    return held(base, int(m.group(2), 0) if m.group(2) else 0)
+    moved = offset_of(base)  # a symbol moved: the word at its offset plus d, or one not known
+    return held(base, None if moved is None else moved + (int(m.group(2), 0) if m.group(2) else 0))
 
 
 class _A64:

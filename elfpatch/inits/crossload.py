@@ -26,6 +26,7 @@ from elfpatch.elf.const import (
     R_X86_64_COPY,
     SHN_UNDEF,
     STT_FUNC,
+    STT_GNU_IFUNC,
     STT_NOTYPE,
     STT_OBJECT,
 )
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
     from elfpatch.elf.loadorder import Load
 
 _COPY = {EM_X86_64: R_X86_64_COPY, EM_AARCH64: R_AARCH64_COPY}
+# Symbols the linker defines in each object it links (section bounds, its own _init/_fini): no other object's
+# code reaches through them.
+_MARKERS = frozenset({"_end", "_edata", "__bss_start", "_init", "_fini", "__data_start", "data_start",
+                      "_IO_stdin_used"})
 
 
 class Symbols:
@@ -49,6 +54,8 @@ class Symbols:
         self.defined: dict[str, int] = {}
         self.imported: set[str] = set()
         self.copies: set[str] = set()
+        self.named: set[str] = set()  # every name the object's .dynsym holds, defined or not (what it may bind)
+        self.functions: set[str] = set()  # the functions it defines
         with Source(path) as src:
             elf = ElfFile(src.data, path)
             tables = [t for t in elf.symbol_tables() if t.name == ".dynsym"]
@@ -56,11 +63,14 @@ class Symbols:
                 for sym in t:
                     if not sym.name:
                         continue
+                    self.named.add(sym.name)
                     if sym.st_shndx == SHN_UNDEF:
                         if sym.type in (STT_NOTYPE, STT_OBJECT, STT_FUNC):  # a -fPIC reference: no type
                             self.imported.add(sym.name)
                     else:
                         self.defined.setdefault(sym.name, sym.st_value)
+                        if sym.type in (STT_FUNC, STT_GNU_IFUNC):
+                            self.functions.add(sym.name)
             copied = _copied(elf)
             # a copy's aliases too (the program's `environ` where the relocation names `__environ`)
             self.copies = {n for n, a in self.defined.items() if a in copied}
@@ -170,15 +180,17 @@ class HeldWords:
     a pointer global, a pointer table's entry, a function pointer D defines and M loads through its GOT), where
     the load initializes D after M. D's initializers have not run when M's do, so the word holds what D's
     relocation put there: a word of D's RELRO for good, a word of D's writable data as long as no third object
-    imports its name and M's initializers up to the reading one do not store into it (D's code has not run).
-    Its target T, when D's
-    initializers construct it, is read before construction (a read through the word), or is the function M
-    calls, whose walk in D is judged as a getter's (a call through the word)."""
+    imports its name and M's initializers up to the reading one neither store into it nor run code that may
+    (D's code has not run: see _unwritten). A word at an offset not known ("*<symbol>+?") is a note. Its
+    target T, when D's initializers construct it, is read before construction (a read through the word), or
+    is the function M calls, whose walk in D is judged as a getter's (a call through the word)."""
 
     def __init__(self, load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]],
                  listing_of: Callable[[int], dict[str, Any] | None], walk: Walk | None) -> None:
         self.load, self.symbols, self.wanted, self.listing_of, self.walk = load, symbols, wanted, listing_of, walk
         self._pointers: dict[int, tuple[Any, Any] | None] = {}
+        self._reach: dict[int, set[int]] = {}
+        self._bound: dict[str, int] = {}
 
     def judge(self, m: int, e: dict, findings: list[dict], notes: list[str]) -> None:
         """The findings (and notes) of entry ``e`` of object ``m`` through such words."""
@@ -190,43 +202,103 @@ class HeldWords:
                 continue
             d = _definer(word[0], self.symbols)
             assert d is not None  # cross_reads wants only names an object defines
-            target = self._target(m, d, word, e)
+            target, first = self._target(m, d, (word[0], word[1]), e) if word[1] is not None else (None, False)
+            if first:
+                notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} calls through a pointer "
+                             f"it loads from {word[0]} of {self.load.objects[d].info.path}, initialized later, "
+                             "and that call may store into it: only its first load, at its load-time value, is "
+                             "judged")
             if target is None:
+                why = ("at an offset not known (through a pointer moved along it)" if word[1] is None else
+                       "whose value is not known (not relocated to an address of it, or another module names "
+                       "it, or code may have stored into it)")
                 notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} loads a pointer from "
-                             f"{word[0]} of {self.load.objects[d].info.path}, initialized later, whose value "
-                             "is not known (not relocated to an address of it, or another module names it): "
+                             f"{word[0]} of {self.load.objects[d].info.path}, initialized later, {why}: "
                              "not judged")
             elif call:
                 self._called(m, d, e, word[0], target, findings, notes)
             else:
                 self._read(m, d, e, word[0], {target}, findings)
 
-    def _target(self, m: int, d: int, word: tuple[str, int], e: dict) -> int | None:
+    def _target(self, m: int, d: int, word: tuple[str, int], e: dict) -> tuple[int | None, bool]:
         """The address of D the word holds while D's initializers have not run (None: not known so): a writable
-        word only where no other object imports its name and no initializer of M up to ``e`` stores into it."""
+        word only where no other object imports its name and no initializer of M up to ``e`` may store into
+        it; and whether that holds for its first load alone (``e`` calls through the word itself)."""
         dsyms = self.symbols[d]
         assert dsyms is not None  # _definer found the name in it
         pointers = self._words(d)
         if pointers is None:
-            return None
+            return None, False
         constant, initial = pointers
         at = dsyms.defined[word[0]] + word[1]
-        value = constant.word(at)
-        if value is None and self._unwritten(m, d, word[0], e):
-            value = initial.word(at)  # writable: only D (not run yet) and M, which has not written it, name it
-        return value if isinstance(value, int) and value else None
+        value, first = constant.word(at), False
+        if value is None:
+            unwritten = self._unwritten(m, d, word, e)
+            first = unwritten is None
+            if unwritten is not False:  # only D (not run yet) and M, which has not written it, name it
+                value = initial.word(at)
+        return (value, first) if isinstance(value, int) and value else (None, False)
 
-    def _unwritten(self, m: int, d: int, name: str, e: dict) -> bool:
-        """No object of the load but M and D imports ``name``, and no initializer of M up to ``e`` stores into
-        it (or hands it to another module's function)."""
+    def _unwritten(self, m: int, d: int, word: tuple[str, int], e: dict) -> bool | None:
+        """True: no object of the load but M and D imports the word's name, and no initializer of M up to ``e``
+        stores into it (or hands it to another module's function) nor runs code that may: a call into a
+        function of D or of a module that may reach D's code (see _reaches), or of an object the load misses,
+        through a pointer word (its target may be D's), through a pointer not known or past --depth, or one it
+        hands such a function to, which may call it back (the order of what ``e`` does is not known: ``e``
+        counts too). None: so but for calls of ``e`` through this very
+        word (its first load comes before them). False: otherwise."""
+        name = word[0]
         if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
             return False
         for x in _entries(self.listing_of(m)):  # in run order, up to e
-            if name in x["analysis"].get("other_module_writes", []):
+            a = x["analysis"]
+            calls = a.get("other_module_calls", [])
+            own = {c for c in calls if x is e and held_by(c) == word}
+            unseen = a.get("unanalyzed", {})  # calls not followed: through a pointer (each own call is one), or
+            if name in a.get("other_module_writes", []) or unseen.get("depth_limited", 1) \
+                    or unseen.get("indirect_calls", 1) > len(own):  # past --depth (what they call is not seen)
+                return False
+            if any(self._may_run(d, c) for c in calls if c not in own) \
+                    or any(self._callback(d, w) for w in a.get("other_module_writes", [])):
                 return False
             if x is e:
-                break
+                return None if own else True
         return True
+
+    def _may_run(self, d: int, called: str) -> bool:
+        """Whether a call of the other module's function ``called`` may run code of object ``d``."""
+        if held_by(called) is not None:
+            return True  # through a pointer word: its target may be anywhere
+        by = _definer(called, self.symbols)  # None: a weak reference left null, or a missing object's
+        return bool(self.load.missing) if by is None else d in self._reaches(by)
+
+    def _callback(self, d: int, handed: str) -> bool:
+        """Whether ``handed`` (another module's object the reader handed to another module's function) is a
+        function that may run code of object ``d`` when that function calls it back."""
+        by = _definer(handed, self.symbols)
+        s = self.symbols[by] if by is not None else None
+        return s is not None and by is not None and handed in s.functions and d in self._reaches(by)
+
+    def _reaches(self, x: int) -> set[int]:
+        """The objects whose code a function of object ``x`` may run: x, and those its names bind to (what it
+        imports, and what it defines that an earlier object of the search order interposes), transitively
+        (the markers the linker defines in every object are no code)."""
+        if x not in self._reach:
+            if not self._bound:  # name -> the object the loader binds it to (as _definer, for every name)
+                for i, s in enumerate(self.symbols):
+                    for n in s.defined.keys() - s.copies if s is not None else ():
+                        self._bound.setdefault(n, i)
+            out, todo = {x}, [x]
+            while todo:
+                s = self.symbols[todo.pop()]
+                if s is None:  # unreadable: its code may run anything
+                    out = set(range(len(self.symbols)))
+                    break
+                new = {self._bound[n] for n in s.named - _MARKERS if n in self._bound} - out
+                out |= new
+                todo.extend(new)
+            self._reach[x] = out
+        return self._reach[x]
 
     def _words(self, d: int) -> tuple[Any, Any] | None:
         if d not in self._pointers:

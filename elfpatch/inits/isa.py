@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Protocol, overload
 
-from elfpatch.inits.values import Ptr, Value, Within, held_by
+from elfpatch.inits.values import Inside, Ptr, Value, Within, held_by, symbol_moved
 
 HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
 
@@ -28,7 +28,11 @@ def moved(base: int | Within, delta: int | None, object_of: Callable[[int], int 
 def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None: ...
 def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None:
     """A known address moved by ``delta`` (None: by an unknown amount, an index). C's rule that pointer
-    arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown."""
+    arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown.
+    Another module's object's address moved is still that object's, at the offset moved (see values.Inside):
+    a word loaded through it is the one at that offset, or one not known."""
+    if isinstance(base, str) and held_by(base) is None and not base.endswith("()"):
+        return symbol_moved(base, delta)
     if isinstance(base, (Ptr, str)):
         return base  # a pointer moved stays inside what it points into: its provenance holds
     if isinstance(base, Within):
@@ -52,8 +56,8 @@ def moved_by(mnem: str, base: Value | None, imm: int | None, object_of: Callable
 def decides(left: Value | None, right: Value | None) -> bool:
     """Whether a compare of these two values has a known outcome: both known, neither Within an object nor a
     pointer known only by its provenance."""
-    return left is not None and right is not None and not isinstance(left, (Within, Ptr)) \
-        and not isinstance(right, (Within, Ptr)) \
+    return left is not None and right is not None and not isinstance(left, (Within, Ptr, Inside)) \
+        and not isinstance(right, (Within, Ptr, Inside)) \
         and held_by(left) is None and held_by(right) is None  # a word loaded: null or not, unknown
 
 

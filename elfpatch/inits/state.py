@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from elfpatch.inits.budget import STATE_SLOTS
-from elfpatch.inits.values import Within, address_of, same
+from elfpatch.inits.values import Within, address_of, same, widened
 
 
 class State:
@@ -49,6 +49,8 @@ class State:
                     o = object_of(x)
                     if o is not None and o == object_of(y):
                         out[k] = Within(o)
+                elif (u := widened(v, w)) is not None:  # another module's object at two offsets: at one not known
+                    out[k] = u
         return State(out)
 
     def __eq__(self, other: object) -> bool:

@@ -60,8 +60,65 @@ def plain(v: Value | None) -> Value | None:
 
 
 def same(a: Value, b: Value) -> bool:
-    """The same known value (Within(x) is not x: one is exact, the other is not)."""
+    """The same known value (Within(x) is not x: one is exact, the other is not; nor is Inside(s, d) s)."""
     return a == b and type(a) is type(b)
+
+
+class Inside(str):
+    """Another module's object's address (a symbol the GOT gave) moved by ``offset`` bytes (None: by an amount
+    not known, a loop's moving pointer or an index). A str equal to the symbol's name, so that every access,
+    call argument or store through it is that object's as the symbol's are; only the word a load through it
+    names (see held) and the lattice tell it from the symbol: it never compares equal to the symbol, so no
+    state, dict or cache takes one for the other (str(value) is the name alone, what a report lists)."""
+
+    offset: int | None
+
+    def __new__(cls, name: str, offset: int | None) -> Inside:
+        self = super().__new__(cls, name)
+        self.offset = offset
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Inside and str.__eq__(self, other) and other.offset == self.offset
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((Inside, str(self), self.offset))
+
+    def __getnewargs__(self) -> tuple[str, int | None]:  # type: ignore[override]
+        return str(self), self.offset
+
+    def __repr__(self) -> str:
+        return f"Inside({str(self)!r}, {self.offset})"
+
+
+def symbol_moved(name: str, delta: int | None) -> str:
+    """Another module's object's address ``name`` (a symbol, or one already moved) moved by ``delta`` (None:
+    an amount not known)."""
+    base = name.offset if isinstance(name, Inside) else 0
+    offset = None if delta is None or base is None else base + delta
+    return str(name) if offset == 0 else Inside(str(name), offset)  # back at the start: the symbol itself
+
+
+def offset_of(value: str) -> int | None:
+    """How far a symbol's address was moved (0: not moved; None: by an amount not known)."""
+    return value.offset if isinstance(value, Inside) else 0
+
+
+def widened(a: object, b: object) -> Value | None:
+    """What two different values of the same other module's object join to (see state.State.join): addresses
+    in it at an offset not known (Inside), or a word of it at an offset not known (held); None for any other
+    pair (the join forgets it)."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        return None
+    wa, wb = held_by(a), held_by(b)
+    if wa is not None and wb is not None:
+        return held(wa[0], None) if wa[0] == wb[0] else None
+    if wa is None and wb is None and str(a) == str(b) and not a.endswith("()"):
+        return Inside(a, None)  # equal names: the same object, moved differently
+    return None
 
 
 # What a load of a word of another module's object yields: "*<symbol>+<offset>", the pointer that word holds
@@ -71,14 +128,22 @@ def same(a: Value, b: Value) -> bool:
 HELD = "*"
 
 
-def held(symbol: str, offset: int) -> str:
-    """The value a load of the word at ``symbol`` + ``offset`` (another module's object) gives."""
-    return f"{HELD}{symbol}+{offset}"
+UNKNOWN = "?"  # the offset of a word loaded through a pointer moved by an amount not known
 
 
-def held_by(value: object) -> tuple[str, int] | None:
-    """(symbol, offset) of the word whose pointer ``value`` is (see held), or None."""
+def held(symbol: str, offset: int | None) -> str:
+    """The value a load of the word at ``symbol`` + ``offset`` (another module's object; None: at an offset
+    not known, "*<symbol>+?") gives."""
+    return f"{HELD}{symbol}+{UNKNOWN if offset is None else offset}"
+
+
+def held_by(value: object) -> tuple[str, int | None] | None:
+    """(symbol, offset: None when not known) of the word whose pointer ``value`` is (see held), or None."""
     if not isinstance(value, str) or not value.startswith(HELD):
         return None
     name, _, offset = value[len(HELD):].rpartition("+")
-    return (name, int(offset)) if name and offset.lstrip("-").isdigit() else None
+    if not name:
+        return None
+    if offset == UNKNOWN:
+        return name, None
+    return (name, int(offset)) if offset.lstrip("-").isdigit() else None

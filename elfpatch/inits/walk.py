@@ -224,7 +224,7 @@ class _Acc:
     def unprove(self, via: tuple, insn: int, base: str | None, count: int = 1) -> None:
         self.unproven += count
         if base is not None:
-            self.foreign.add(base)
+            self.foreign.add(str(base))  # a symbol moved (values.Inside): its name
             self.foreign_unproven += count
         if len(self.unproven_at) < MAX_UNPROVEN_AT:
             self.unproven_at.append(Unproven(via, insn, base))
@@ -609,7 +609,7 @@ class Walker:
     def _written(v: object, write: bool, acc: _Acc) -> None:
         """Notes a store into another module's object (a symbol: not a pointer loaded from it, nor a result)."""
         if write and isinstance(v, str) and held_by(v) is None and not returned_by(v):
-            acc.foreign_written.add(v)
+            acc.foreign_written.add(str(v))
 
     def _access(self, ev: Access, acc: _Acc) -> None:
         """Notes a load or store of a global, and the guard what follows runs under."""

@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, held, held_by, plain
+from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, held, held_by, offset_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
 
@@ -471,6 +471,9 @@ class _X86:
             a = self._mem(parsed[0], st, nxt)
             if a is None:
                 a = _x86_provenance(parsed[1], st)  # an address inside the frame, an allocation or an argument
+            if isinstance(a, str):  # inside another module's object: [reg + d] moves it by d, an index by any
+                based = _based(parsed[0])
+                a = _moved(a, based[1] if based is not None and st.get(based[0]) is a else None, self.object_of)
         if dreg:
             _put(st, dreg, a)
 
@@ -562,11 +565,12 @@ class _X86:
 
 def _word_of(st: dict, based: tuple[str, int] | None) -> str | None:
     """The value (values.held) of the word at ``[reg + d]`` when reg holds another module's object's address
-    (a symbol the GOT gave), else None."""
+    (a symbol the GOT gave, maybe moved: the word at its offset plus d, or one not known), else None."""
     base = st.get(based[0]) if based is not None else None
     if based is None or not isinstance(base, str) or held_by(base) is not None or base.endswith("()"):
         return None
-    return held(base, based[1])
+    moved = offset_of(base)
+    return held(base, None if moved is None else moved + based[1])
 
 
 def _x86_args(st: dict) -> tuple:
