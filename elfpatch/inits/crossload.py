@@ -120,8 +120,9 @@ def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
 
 
 # object i, function addresses -> per function (objects its walk reads, the object whose address it returns,
-# proven); None: not walked
-Walk = Callable[[int, list[int]], "dict[int, tuple[set[int], int | None, bool]] | None"]
+# proven, the objects of i it may write (None: not known), other modules' functions it calls); None: not walked
+Walk = Callable[[int, list[int]], "dict[int, tuple[set[int], int | None, bool, set[int] | None, set[str]]] | None"]
+_UNWALKED: tuple[set[int], int | None, bool, set[int] | None, set[str]] = (set(), None, False, None, set())
 
 
 def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]],
@@ -162,7 +163,7 @@ def _judge_calls(load: Load, symbols: list[Symbols | None], listing_of: Callable
         assert d is not None and dsyms is not None  # cross_reads wants only names an object defines
         dpath = load.objects[d].info.path
         walked = walk(d, [dsyms.defined[name]])
-        read, returned, proven = (walked or {}).get(dsyms.defined[name], (set(), None, False))
+        read, returned, proven = (walked or {}).get(dsyms.defined[name], _UNWALKED)[:3]
         if returned is not None and name in through:
             read = read | {returned}
         built = {o["address"]: (o, c) for c in _entries(listing_of(d)) for o in c["analysis"]["constructs"]
@@ -191,6 +192,7 @@ class HeldWords:
         self._pointers: dict[int, tuple[Any, Any] | None] = {}
         self._reach: dict[int, set[int]] = {}
         self._bound: dict[str, int] = {}
+        self._walked: dict[tuple[int, int], tuple[set[int], int | None, bool, set[int] | None, set[str]]] = {}
 
     def judge(self, m: int, e: dict, findings: list[dict], notes: list[str]) -> None:
         """The findings (and notes) of entry ``e`` of object ``m`` through such words."""
@@ -242,7 +244,8 @@ class HeldWords:
     def _unwritten(self, m: int, d: int, word: tuple[str, int], e: dict) -> bool | None:
         """True: no object of the load but M and D imports the word's name, and no initializer of M up to ``e``
         stores into it (or hands it to another module's function) nor runs code that may: a call into a
-        function of D or of a module that may reach D's code (see _reaches), or of an object the load misses,
+        function of D (but one proven to store nowhere: see _inert) or of a module that may reach D's code (see
+        _reaches), or of an object the load misses,
         through a pointer word (its target may be D's), through a pointer not known or past --depth, or one it
         hands such a function to, which may call it back (the order of what ``e`` does is not known: ``e``
         counts too). None: so but for calls of ``e`` through this very
@@ -258,7 +261,7 @@ class HeldWords:
             if name in a.get("other_module_writes", []) or unseen.get("depth_limited", 1) \
                     or unseen.get("indirect_calls", 1) > len(own):  # past --depth (what they call is not seen)
                 return False
-            if any(self._may_run(d, c) for c in calls if c not in own) \
+            if any(self._may_run(d, c) and not self._inert(d, c, word[0]) for c in calls if c not in own) \
                     or any(self._callback(d, w) for w in a.get("other_module_writes", [])):
                 return False
             if x is e:
@@ -271,6 +274,21 @@ class HeldWords:
             return True  # through a pointer word: its target may be anywhere
         by = _definer(called, self.symbols)  # None: a weak reference left null, or a missing object's
         return bool(self.load.missing) if by is None else d in self._reaches(by)
+
+    def _inert(self, d: int, called: str, name: str) -> bool:
+        """Whether D's function ``called`` (a direct call) cannot repoint D's word ``name``: its walk in D is
+        proven complete, it stores into no object of D and hands none on (so it neither writes the word nor
+        leaves its address where a later store may reach it), does not return the word's address, and calls
+        no other module's function that may run D's code."""
+        dsyms = self.symbols[d]
+        if self.walk is None or dsyms is None or held_by(called) is not None or _definer(called, self.symbols) != d:
+            return False
+        at = dsyms.defined[called]
+        if (d, at) not in self._walked:
+            self._walked[d, at] = (self.walk(d, [at]) or {}).get(at, _UNWALKED)
+        _read, returned, proven, written, calls = self._walked[d, at]
+        return proven and written == set() and returned != dsyms.defined[name] \
+            and not any(self._may_run(d, c) for c in calls)
 
     def _callback(self, d: int, handed: str) -> bool:
         """Whether ``handed`` (another module's object the reader handed to another module's function) is a
@@ -323,7 +341,7 @@ class HeldWords:
     def _called(self, m: int, d: int, e: dict, name: str, target: int, findings: list[dict],
                 notes: list[str]) -> None:
         walked = self.walk(d, [target]) if self.walk is not None else None
-        read, _returned, proven = (walked or {}).get(target, (set(), None, False))
+        read, _returned, proven = (walked or {}).get(target, _UNWALKED)[:3]
         self._read(m, d, e, name, read, findings)
         if not proven:
             notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} calls through {name} of "

@@ -218,3 +218,32 @@ def test_a_word_the_reader_may_have_repointed_by_calling_the_program_is_not_foll
     out, load = _load(tmp_path, lib, _B2_MAIN)
     assert out.splitlines()[0] == "lib: p->v=0"  # read through p repointed at g, before g is built
     assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
+
+
+# the library first calls a getter of the program that only reads, then reads through the program's p
+_GETTER_LIB = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+int get_n();
+struct M { M() { int n = get_n(); std::printf("lib: p->v=%d n=%d\\n", p->v, n); } } m;
+"""
+_GETTER_MAIN = """#include <cstdio>
+struct Obj { int v; Obj(int x) : v(x) { std::printf("built %d\\n", x); } };
+extern Obj g;
+Obj* p = &g;
+const int n = 7;
+int get_n() { return n + 1; }
+Obj g(2);
+int main() { return 0; }
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_a_call_into_the_program_proven_to_store_nowhere_keeps_the_word_followed(tmp_path: Path) -> None:
+    """Guarantee: the library calls the program's get_n(), whose walk is proven complete and stores into no
+    object of the program (so cannot repoint p), then reads g through p before the program builds g (the run
+    shows it): p is followed at its load-time value, and the read is a `before-construction` finding via p."""
+    out, load = _load(tmp_path, _GETTER_LIB, _GETTER_MAIN)
+    assert out.splitlines()[0] == "lib: p->v=0 n=8"  # g read through p before it is built
+    assert [f["object"]["symbol"] for f in load["findings"] if f["via"] == ["p"]] == ["g"], load
+    assert not any("from p of" in n for n in load["analysis_notes"]), load
