@@ -192,6 +192,7 @@ class HeldWords:
         self._pointers: dict[int, tuple[Any, Any] | None] = {}
         self._reach: dict[int, set[int]] = {}
         self._bound: dict[str, int] = {}
+        self._busy: set[tuple[str, int, int]] = set()  # the held words _runs is judging (a cycle: not known)
         self._walked: dict[tuple[int, int], tuple[set[int], int | None, bool, set[int] | None, set[str]]] = {}
 
     def judge(self, m: int, e: dict, findings: list[dict], notes: list[str]) -> None:
@@ -244,12 +245,11 @@ class HeldWords:
     def _unwritten(self, m: int, d: int, word: tuple[str, int], e: dict) -> bool | None:
         """True: no object of the load but M and D imports the word's name, and no initializer of M up to ``e``
         stores into it (or hands it to another module's function) nor runs code that may: a call into a
-        function of D (but one proven to store nowhere: see _inert) or of a module that may reach D's code (see
-        _reaches), or of an object the load misses,
+        function of D or of a module that may reach D's code (see _reaches), or of an object the load misses,
         through a pointer word (its target may be D's), through a pointer not known or past --depth, or one it
         hands such a function to, which may call it back (the order of what ``e`` does is not known: ``e``
-        counts too). None: so but for calls of ``e`` through this very
-        word (its first load comes before them). False: otherwise."""
+        counts too), but for calls proven to store nowhere (see _inert). None: so but for calls of ``e``
+        through this very word (its first load comes before them). False: otherwise."""
         name = word[0]
         if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
             return False
@@ -257,16 +257,36 @@ class HeldWords:
             a = x["analysis"]
             calls = a.get("other_module_calls", [])
             own = {c for c in calls if x is e and held_by(c) == word}
+            inert = {c for c in calls if c not in own and not self._runs(m, d, c, x, word)}
             unseen = a.get("unanalyzed", {})  # calls not followed: through a pointer (each own call is one), or
             if name in a.get("other_module_writes", []) or unseen.get("depth_limited", 1) \
-                    or unseen.get("indirect_calls", 1) > len(own):  # past --depth (what they call is not seen)
-                return False
-            if any(self._may_run(d, c) and not self._inert(d, c, word[0]) for c in calls if c not in own) \
+                    or unseen.get("indirect_calls", 1) > len(own) + sum(1 for c in inert if held_by(c)) \
+                    or any(c not in own and c not in inert for c in calls) \
                     or any(self._callback(d, w) for w in a.get("other_module_writes", [])):
-                return False
+                return False  # past --depth (what they call is not seen)
             if x is e:
                 return None if own else True
         return True
+
+    def _runs(self, m: int, d: int, called: str, x: dict, word: tuple[str, int]) -> bool:
+        """Whether entry ``x``'s call of another module's function ``called`` may store into D's ``word``: it
+        may run D's code, and is no call of D's function proven to store nowhere (directly, or through D's
+        pointer word whose value at ``x`` is known, judged as this one is; a cycle of such words is not)."""
+        held = held_by(called)
+        dsyms = self.symbols[d]
+        assert dsyms is not None  # _definer found the word's name in it
+        if held is None:
+            return self._may_run(d, called) and not (_definer(called, self.symbols) == d
+                                                     and self._inert(d, dsyms.defined[called], word[0]))
+        if held[1] is None or _definer(held[0], self.symbols) != d or (held[0], held[1], x["index"]) in self._busy:
+            return True
+        key = (held[0], held[1], x["index"])
+        self._busy.add(key)
+        try:
+            target, _first = self._target(m, d, (held[0], held[1]), x)
+        finally:
+            self._busy.discard(key)
+        return target is None or not self._inert(d, target, word[0])
 
     def _may_run(self, d: int, called: str) -> bool:
         """Whether a call of the other module's function ``called`` may run code of object ``d``."""
@@ -275,15 +295,14 @@ class HeldWords:
         by = _definer(called, self.symbols)  # None: a weak reference left null, or a missing object's
         return bool(self.load.missing) if by is None else d in self._reaches(by)
 
-    def _inert(self, d: int, called: str, name: str) -> bool:
-        """Whether D's function ``called`` (a direct call) cannot repoint D's word ``name``: its walk in D is
-        proven complete, it stores into no object of D and hands none on (so it neither writes the word nor
-        leaves its address where a later store may reach it), does not return the word's address, and calls
-        no other module's function that may run D's code."""
+    def _inert(self, d: int, at: int, name: str) -> bool:
+        """Whether D's function at ``at`` cannot repoint D's word ``name``: its walk in D is proven complete, it
+        stores into no object of D and hands none on (so it neither writes the word nor leaves its address
+        where a later store may reach it), does not return the word's address, and calls no other module's
+        function that may run D's code."""
         dsyms = self.symbols[d]
-        if self.walk is None or dsyms is None or held_by(called) is not None or _definer(called, self.symbols) != d:
+        if self.walk is None or dsyms is None:
             return False
-        at = dsyms.defined[called]
         if (d, at) not in self._walked:
             self._walked[d, at] = (self.walk(d, [at]) or {}).get(at, _UNWALKED)
         _read, returned, proven, written, calls = self._walked[d, at]
