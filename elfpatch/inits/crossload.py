@@ -271,22 +271,38 @@ class HeldWords:
     def _runs(self, m: int, d: int, called: str, x: dict, word: tuple[str, int]) -> bool:
         """Whether entry ``x``'s call of another module's function ``called`` may store into D's ``word``: it
         may run D's code, and is no call of D's function proven to store nowhere (directly, or through D's
-        pointer word whose value at ``x`` is known, judged as this one is; a cycle of such words is not)."""
+        pointer word whose value at ``x`` is known, judged as this one is). In a cycle of such words (two
+        calls through D's words in one entry) a word is taken at its load-time value: every call of the cycle
+        is checked to reach a function that stores nowhere, so the first of them to run finds every word as
+        loaded, and so on."""
         held = held_by(called)
         dsyms = self.symbols[d]
         assert dsyms is not None  # _definer found the word's name in it
         if held is None:
             return self._may_run(d, called) and not (_definer(called, self.symbols) == d
                                                      and self._inert(d, dsyms.defined[called], word[0]))
-        if held[1] is None or _definer(held[0], self.symbols) != d or (held[0], held[1], x["index"]) in self._busy:
+        if held[1] is None or _definer(held[0], self.symbols) != d:
             return True
         key = (held[0], held[1], x["index"])
-        self._busy.add(key)
-        try:
-            target, _first = self._target(m, d, (held[0], held[1]), x)
-        finally:
-            self._busy.discard(key)
+        if key in self._busy:
+            target = self._load_time(d, (held[0], held[1]))
+        else:
+            self._busy.add(key)
+            try:
+                target, _first = self._target(m, d, (held[0], held[1]), x)
+            finally:
+                self._busy.discard(key)
         return target is None or not self._inert(d, target, word[0])
+
+    def _load_time(self, d: int, word: tuple[str, int]) -> int | None:
+        """The address of D the word holds when D's initializers have not run and nothing stored into it."""
+        dsyms, pointers = self.symbols[d], self._words(d)
+        if dsyms is None or pointers is None:
+            return None
+        at = dsyms.defined[word[0]] + word[1]
+        value = pointers[0].word(at)
+        value = pointers[1].word(at) if value is None else value
+        return value if isinstance(value, int) and value else None
 
     def _may_run(self, d: int, called: str) -> bool:
         """Whether a call of the other module's function ``called`` may run code of object ``d``."""

@@ -266,6 +266,15 @@ __attribute__((constructor(101))) static void first() { std::printf("lib: n=%d\\
 __attribute__((constructor(102))) static void second() { std::printf("lib: p->v=%d\\n", p->v); }
 """
 _FNPTR_MAIN = _GETTER_MAIN.replace("int main()", "int (*fp)() = get_n;\nint main()")
+# two such calls in one initializer, through fp and fq: each word's value rests on the other call's
+_TWO_LIB = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+extern int (*fp)();
+extern int (*fq)();
+struct M { M() { int a = fp(); int b = fq(); std::printf("lib: p->v=%d n=%d\\n", p->v, a + b); } } m;
+"""
+_TWO_MAIN = _FNPTR_MAIN.replace("int main()", "int (*fq)() = get_n;\nint main()")
 
 
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
@@ -279,3 +288,29 @@ def test_a_call_through_the_programs_function_pointer_proven_to_store_nowhere_ke
     assert out.splitlines()[:2] == ["lib: n=8", "lib: p->v=0"]  # g read through p before it is built
     assert [f["object"]["symbol"] for f in load["findings"] if f["via"] == ["p"]] == ["g"], load
     assert not any("from p of" in n for n in load["analysis_notes"]), load
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_two_calls_through_the_programs_function_pointers_in_one_initializer_keep_the_word_followed(
+        tmp_path: Path) -> None:
+    """Guarantee: one initializer of the library calls get_n() through the program's fp and through its fq
+    (whichever runs first finds both words at their load-time values, and neither call stores anywhere), then
+    reads g through p before the program builds g: a `before-construction` finding via p, none of the three
+    words left unjudged."""
+    out, load = _load(tmp_path, _TWO_LIB, _TWO_MAIN)
+    assert out.splitlines()[0] == "lib: p->v=0 n=16"  # g read through p before it is built
+    assert [f["object"]["symbol"] for f in load["findings"] if f["via"] == ["p"]] == ["g"], load
+    assert not any("not judged" in n for n in load["analysis_notes"]), load
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_two_calls_through_the_programs_function_pointers_one_repointing_the_word_leave_it_unfollowed(
+        tmp_path: Path) -> None:
+    """Guarantee: as above, but fq holds rep(), which repoints p at h: p is not followed at its load-time
+    value (no finding via p) and a note says so."""
+    main = _TWO_MAIN.replace("int (*fq)() = get_n;", "Obj h(3);\nint rep() { p = &h; return 8; }\n"
+                             "int (*fq)() = rep;")
+    out, load = _load(tmp_path, _TWO_LIB, main)
+    assert out.splitlines()[0] == "lib: p->v=0 n=16"  # read through p repointed at h, before h is built
+    assert not [f for f in load["findings"] if f["via"] == ["p"]], load
+    assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
