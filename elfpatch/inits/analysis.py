@@ -539,14 +539,15 @@ def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tup
         returned = {a: walker.result(a, ()) for a in addresses}
         return {a: (_named(image, set(s.reads)), _start(image, returned[a]),
                     _proven(s) and not image.stripped and not budget.cut and not s.initial
-                    and not walker.dis.unsettled, _written(s), set(s.foreign_calls)) for a, s in summaries.items()}
+                    and not walker.dis.unsettled, _written(s, returned[a]), set(s.foreign_calls))
+                for a, s in summaries.items()}
 
 
-def _written(s: Summary) -> set[int] | None:
+def _written(s: Summary, returned: Value | None) -> set[int] | None:
     """The objects of this file a walk stores into, has a callee store into, or hands to another module's
-    function (which may store into it); None when it stores into another module's object (held through this
-    file's GOT, it may be one of this file's own)."""
-    if s.foreign_written:
+    function (which may store into it); None when it stores into an object it names by a symbol (one its GOT
+    holds: it may be one of this file's own), or returns such an address (its caller may store through it)."""
+    if s.foreign_written or isinstance(returned, str):
         return None
     return set(s.constructs) | set(s.call_stores) | set(s.escaped) | set(s.guarded_builds) | set(s.this_builds)
 

@@ -303,6 +303,26 @@ def test_two_calls_through_the_programs_function_pointers_in_one_initializer_kee
     assert not any("not judged" in n for n in load["analysis_notes"]), load
 
 
+_GETPP_LIB = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+extern Obj g;
+Obj** getpp();
+struct M { M() { *getpp() = &g; std::printf("lib: p->v=%d\\n", p->v); } } m;
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_a_call_of_the_program_returning_the_words_address_leaves_it_unfollowed(tmp_path: Path) -> None:
+    """Guarantee: the program's getpp() stores nowhere but returns p's address, through which the library
+    repoints p at g before reading through it: p is not followed at its load-time value (constant data: a
+    false clean) and a note says so."""
+    main = _B2_MAIN.replace("int main()", "Obj** getpp() { return &p; }\nint main()")
+    out, load = _load(tmp_path, _GETPP_LIB, main)
+    assert out.splitlines()[0] == "lib: p->v=0"  # read through p repointed at g, before g is built
+    assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
+
+
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
 def test_two_calls_through_the_programs_function_pointers_one_repointing_the_word_leave_it_unfollowed(
         tmp_path: Path) -> None:
