@@ -315,15 +315,14 @@ class HeldWords:
         """Whether D's function at ``at`` cannot repoint D's word ``name``: its walk in D is proven complete, it
         stores into no object of D and hands none on (so it neither writes the word nor leaves its address
         where a later store may reach it), does not return the word's address, and calls no other module's
-        function that may run D's code."""
+        function (which may run D's code, or call back a function of D it is handed)."""
         dsyms = self.symbols[d]
         if self.walk is None or dsyms is None:
             return False
         if (d, at) not in self._walked:
             self._walked[d, at] = (self.walk(d, [at]) or {}).get(at, _UNWALKED)
         _read, returned, proven, written, calls = self._walked[d, at]
-        return proven and written == set() and returned != dsyms.defined[name] \
-            and not any(self._may_run(d, c) for c in calls)
+        return proven and written == set() and returned != dsyms.defined[name] and not calls
 
     def _callback(self, d: int, handed: str) -> bool:
         """Whether ``handed`` (another module's object the reader handed to another module's function) is a
