@@ -263,7 +263,8 @@ def _cross_module(listing: dict[str, Any], load: Load, args: argparse.Namespace)
                 analysed[i] = None  # not analysed: its reads and objects stay unjudged (a note says so)
         return analysed[i]
 
-    def walk(i: int, addresses: list[int]) -> dict[int, tuple[set[int], int | None, bool]] | None:
+    def walk(i: int, addresses: list[int]) -> dict[int, tuple[set[int], int | None, bool, set[int] | None,
+                                                             set[str]]] | None:
         try:
             return walk_functions(load.objects[i].info.path, addresses, max(args.depth - 1, 0))
         except ElfPatchError:

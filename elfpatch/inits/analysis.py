@@ -515,10 +515,12 @@ def _who(e: dict[str, Any]) -> dict[str, Any]:
     return {"index": e["index"], "symbol": e["symbol"], "source": e["source"]}
 
 
-def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tuple[set[int], int | None, bool]]:
+def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tuple[set[int], int | None, bool,
+                                                                                 set[int] | None, set[str]]]:
     """Per function of the file at ``path`` (its link-time address): the objects its walk reads, the object
-    whose address it returns (a getter's), and whether the walk is proven complete (another module's
-    initializer calls it: inits.crossload)."""
+    whose address it returns (a getter's), whether the walk is proven complete (another module's
+    initializer calls it: inits.crossload), the objects of this file it may write (see _written; None: not
+    known) and the other modules' functions it calls."""
     from capstone import CsError
 
     from elfpatch.fs.source import Source
@@ -537,7 +539,17 @@ def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tup
         returned = {a: walker.result(a, ()) for a in addresses}
         return {a: (_named(image, set(s.reads)), _start(image, returned[a]),
                     _proven(s) and not image.stripped and not budget.cut and not s.initial
-                    and not walker.dis.unsettled) for a, s in summaries.items()}
+                    and not walker.dis.unsettled, _written(s, returned[a]), set(s.foreign_calls))
+                for a, s in summaries.items()}
+
+
+def _written(s: Summary, returned: Value | None) -> set[int] | None:
+    """The objects of this file a walk stores into, has a callee store into, or hands to another module's
+    function (which may store into it); None when it stores into an object it names by a symbol (one its GOT
+    holds: it may be one of this file's own), or returns such an address (its caller may store through it)."""
+    if s.foreign_written or isinstance(returned, str):
+        return None
+    return set(s.constructs) | set(s.call_stores) | set(s.escaped) | set(s.guarded_builds) | set(s.this_builds)
 
 
 def _start(image: Image, value: Value | None) -> int | None:

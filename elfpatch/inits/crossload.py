@@ -120,8 +120,9 @@ def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
 
 
 # object i, function addresses -> per function (objects its walk reads, the object whose address it returns,
-# proven); None: not walked
-Walk = Callable[[int, list[int]], "dict[int, tuple[set[int], int | None, bool]] | None"]
+# proven, the objects of i it may write (None: not known), other modules' functions it calls); None: not walked
+Walk = Callable[[int, list[int]], "dict[int, tuple[set[int], int | None, bool, set[int] | None, set[str]]] | None"]
+_UNWALKED: tuple[set[int], int | None, bool, set[int] | None, set[str]] = (set(), None, False, None, set())
 
 
 def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]],
@@ -162,7 +163,7 @@ def _judge_calls(load: Load, symbols: list[Symbols | None], listing_of: Callable
         assert d is not None and dsyms is not None  # cross_reads wants only names an object defines
         dpath = load.objects[d].info.path
         walked = walk(d, [dsyms.defined[name]])
-        read, returned, proven = (walked or {}).get(dsyms.defined[name], (set(), None, False))
+        read, returned, proven = (walked or {}).get(dsyms.defined[name], _UNWALKED)[:3]
         if returned is not None and name in through:
             read = read | {returned}
         built = {o["address"]: (o, c) for c in _entries(listing_of(d)) for o in c["analysis"]["constructs"]
@@ -191,6 +192,8 @@ class HeldWords:
         self._pointers: dict[int, tuple[Any, Any] | None] = {}
         self._reach: dict[int, set[int]] = {}
         self._bound: dict[str, int] = {}
+        self._busy: set[tuple[str, int, int]] = set()  # the held words _runs is judging (a cycle: not known)
+        self._walked: dict[tuple[int, int], tuple[set[int], int | None, bool, set[int] | None, set[str]]] = {}
 
     def judge(self, m: int, e: dict, findings: list[dict], notes: list[str]) -> None:
         """The findings (and notes) of entry ``e`` of object ``m`` through such words."""
@@ -245,8 +248,8 @@ class HeldWords:
         function of D or of a module that may reach D's code (see _reaches), or of an object the load misses,
         through a pointer word (its target may be D's), through a pointer not known or past --depth, or one it
         hands such a function to, which may call it back (the order of what ``e`` does is not known: ``e``
-        counts too). None: so but for calls of ``e`` through this very
-        word (its first load comes before them). False: otherwise."""
+        counts too), but for calls proven to store nowhere (see _inert). None: so but for calls of ``e``
+        through this very word (its first load comes before them). False: otherwise."""
         name = word[0]
         if any(s is not None and name in s.imported for i, s in enumerate(self.symbols) if i not in (m, d)):
             return False
@@ -254,16 +257,52 @@ class HeldWords:
             a = x["analysis"]
             calls = a.get("other_module_calls", [])
             own = {c for c in calls if x is e and held_by(c) == word}
+            inert = {c for c in calls if c not in own and not self._runs(m, d, c, x, word)}
             unseen = a.get("unanalyzed", {})  # calls not followed: through a pointer (each own call is one), or
             if name in a.get("other_module_writes", []) or unseen.get("depth_limited", 1) \
-                    or unseen.get("indirect_calls", 1) > len(own):  # past --depth (what they call is not seen)
-                return False
-            if any(self._may_run(d, c) for c in calls if c not in own) \
+                    or unseen.get("indirect_calls", 1) > len(own) + sum(1 for c in inert if held_by(c)) \
+                    or any(c not in own and c not in inert for c in calls) \
                     or any(self._callback(d, w) for w in a.get("other_module_writes", [])):
-                return False
+                return False  # past --depth (what they call is not seen)
             if x is e:
                 return None if own else True
         return True
+
+    def _runs(self, m: int, d: int, called: str, x: dict, word: tuple[str, int]) -> bool:
+        """Whether entry ``x``'s call of another module's function ``called`` may store into D's ``word``: it
+        may run D's code, and is no call of D's function proven to store nowhere (directly, or through D's
+        pointer word whose value at ``x`` is known, judged as this one is). In a cycle of such words (two
+        calls through D's words in one entry) a word is taken at its load-time value: every call of the cycle
+        is checked to reach a function that stores nowhere, so the first of them to run finds every word as
+        loaded, and so on."""
+        held = held_by(called)
+        dsyms = self.symbols[d]
+        assert dsyms is not None  # _definer found the word's name in it
+        if held is None:
+            return self._may_run(d, called) and not (_definer(called, self.symbols) == d
+                                                     and self._inert(d, dsyms.defined[called], word[0]))
+        if held[1] is None or _definer(held[0], self.symbols) != d:
+            return True
+        key = (held[0], held[1], x["index"])
+        if key in self._busy:
+            target = self._load_time(d, (held[0], held[1]))
+        else:
+            self._busy.add(key)
+            try:
+                target, _first = self._target(m, d, (held[0], held[1]), x)
+            finally:
+                self._busy.discard(key)
+        return target is None or not self._inert(d, target, word[0])
+
+    def _load_time(self, d: int, word: tuple[str, int]) -> int | None:
+        """The address of D the word holds when D's initializers have not run and nothing stored into it."""
+        dsyms, pointers = self.symbols[d], self._words(d)
+        if dsyms is None or pointers is None:
+            return None
+        at = dsyms.defined[word[0]] + word[1]
+        value = pointers[0].word(at)
+        value = pointers[1].word(at) if value is None else value
+        return value if isinstance(value, int) and value else None
 
     def _may_run(self, d: int, called: str) -> bool:
         """Whether a call of the other module's function ``called`` may run code of object ``d``."""
@@ -271,6 +310,19 @@ class HeldWords:
             return True  # through a pointer word: its target may be anywhere
         by = _definer(called, self.symbols)  # None: a weak reference left null, or a missing object's
         return bool(self.load.missing) if by is None else d in self._reaches(by)
+
+    def _inert(self, d: int, at: int, name: str) -> bool:
+        """Whether D's function at ``at`` cannot repoint D's word ``name``: its walk in D is proven complete, it
+        stores into no object of D and hands none on (so it neither writes the word nor leaves its address
+        where a later store may reach it), does not return the word's address, and calls no other module's
+        function (which may run D's code, or call back a function of D it is handed)."""
+        dsyms = self.symbols[d]
+        if self.walk is None or dsyms is None:
+            return False
+        if (d, at) not in self._walked:
+            self._walked[d, at] = (self.walk(d, [at]) or {}).get(at, _UNWALKED)
+        _read, returned, proven, written, calls = self._walked[d, at]
+        return proven and written == set() and returned != dsyms.defined[name] and not calls
 
     def _callback(self, d: int, handed: str) -> bool:
         """Whether ``handed`` (another module's object the reader handed to another module's function) is a
@@ -323,7 +375,7 @@ class HeldWords:
     def _called(self, m: int, d: int, e: dict, name: str, target: int, findings: list[dict],
                 notes: list[str]) -> None:
         walked = self.walk(d, [target]) if self.walk is not None else None
-        read, _returned, proven = (walked or {}).get(target, (set(), None, False))
+        read, _returned, proven = (walked or {}).get(target, _UNWALKED)[:3]
         self._read(m, d, e, name, read, findings)
         if not proven:
             notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} calls through {name} of "

@@ -168,6 +168,13 @@ void set_p();
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 struct M { M() { pthread_once(&once, set_p); std::printf("lib: p->v=%d\\n", p->v); } } m;
 """
+# the same, set_p called through the program's function pointer fp
+_B2_PTR = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+extern void (*fp)();
+struct M { M() { fp(); std::printf("lib: p->v=%d\\n", p->v); } } m;
+"""
 _B2_MAIN = """#include <cstdio>
 struct Obj { int v; Obj(int x) : v(x) { std::printf("built %d\\n", x); } };
 struct Plain { int v; };
@@ -175,6 +182,7 @@ Plain c0 = {5};
 extern Obj g;
 Obj* p = (Obj*)&c0;
 void set_p() { p = &g; }
+void (*fp)() = set_p;
 Obj g(2);
 int main() { return 0; }
 """
@@ -208,13 +216,121 @@ def test_a_loop_over_the_other_modules_pointer_table_is_never_silent(tmp_path: P
 
 
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
-@pytest.mark.parametrize("lib", [_B2_LIB, _B2_ONCE], ids=["direct", "callback"])
+@pytest.mark.parametrize("lib", [_B2_LIB, _B2_ONCE, _B2_PTR], ids=["direct", "callback", "through-pointer"])
 def test_a_word_the_reader_may_have_repointed_by_calling_the_program_is_not_followed(tmp_path: Path,
                                                                                       lib: str) -> None:
-    """Guarantee: the library calls the program's set_p() (directly, or handing it to libc's pthread_once),
-    which repoints the writable word p at g (built later), then reads through p: p's load-time value (constant
-    data) is not what it reads. The load does not follow p at its load-time value (no judgement on that
-    target) and says so in a note."""
+    """Guarantee: the library calls the program's set_p() (directly, through the program's function pointer,
+    or handing it to libc's pthread_once), which repoints the writable word p at g (built later), then reads
+    through p: p's load-time value (constant data) is not what it reads. The load does not follow p at its
+    load-time value (no judgement on that target) and says so in a note."""
     out, load = _load(tmp_path, lib, _B2_MAIN)
     assert out.splitlines()[0] == "lib: p->v=0"  # read through p repointed at g, before g is built
+    assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
+
+
+# the library first calls a getter of the program that only reads, then reads through the program's p
+_GETTER_LIB = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+int get_n();
+struct M { M() { int n = get_n(); std::printf("lib: p->v=%d n=%d\\n", p->v, n); } } m;
+"""
+_GETTER_MAIN = """#include <cstdio>
+struct Obj { int v; Obj(int x) : v(x) { std::printf("built %d\\n", x); } };
+extern Obj g;
+Obj* p = &g;
+const int n = 7;
+int get_n() { return n + 1; }
+Obj g(2);
+int main() { return 0; }
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_a_call_into_the_program_proven_to_store_nowhere_keeps_the_word_followed(tmp_path: Path) -> None:
+    """Guarantee: the library calls the program's get_n(), whose walk is proven complete and stores into no
+    object of the program (so cannot repoint p), then reads g through p before the program builds g (the run
+    shows it): p is followed at its load-time value, and the read is a `before-construction` finding via p."""
+    out, load = _load(tmp_path, _GETTER_LIB, _GETTER_MAIN)
+    assert out.splitlines()[0] == "lib: p->v=0 n=8"  # g read through p before it is built
+    assert [f["object"]["symbol"] for f in load["findings"] if f["via"] == ["p"]] == ["g"], load
+    assert not any("from p of" in n for n in load["analysis_notes"]), load
+
+
+# the same getter, called through the program's function pointer fp, in an initializer before the reading one
+_FNPTR_LIB = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+extern int (*fp)();
+__attribute__((constructor(101))) static void first() { std::printf("lib: n=%d\\n", fp()); }
+__attribute__((constructor(102))) static void second() { std::printf("lib: p->v=%d\\n", p->v); }
+"""
+_FNPTR_MAIN = _GETTER_MAIN.replace("int main()", "int (*fp)() = get_n;\nint main()")
+# two such calls in one initializer, through fp and fq: each word's value rests on the other call's
+_TWO_LIB = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+extern int (*fp)();
+extern int (*fq)();
+struct M { M() { int a = fp(); int b = fq(); std::printf("lib: p->v=%d n=%d\\n", p->v, a + b); } } m;
+"""
+_TWO_MAIN = _FNPTR_MAIN.replace("int main()", "int (*fq)() = get_n;\nint main()")
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_a_call_through_the_programs_function_pointer_proven_to_store_nowhere_keeps_the_word_followed(
+        tmp_path: Path) -> None:
+    """Guarantee: the library's first initializer calls the program's get_n() through the program's function
+    pointer fp (its load-time value: nothing ran before), a walk proven complete that stores into no object of
+    the program; its second one reads g through p before the program builds g (the run shows it): p is
+    followed at its load-time value, and the read is a `before-construction` finding via p."""
+    out, load = _load(tmp_path, _FNPTR_LIB, _FNPTR_MAIN)
+    assert out.splitlines()[:2] == ["lib: n=8", "lib: p->v=0"]  # g read through p before it is built
+    assert [f["object"]["symbol"] for f in load["findings"] if f["via"] == ["p"]] == ["g"], load
+    assert not any("from p of" in n for n in load["analysis_notes"]), load
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_two_calls_through_the_programs_function_pointers_in_one_initializer_keep_the_word_followed(
+        tmp_path: Path) -> None:
+    """Guarantee: one initializer of the library calls get_n() through the program's fp and through its fq
+    (whichever runs first finds both words at their load-time values, and neither call stores anywhere), then
+    reads g through p before the program builds g: a `before-construction` finding via p, none of the three
+    words left unjudged."""
+    out, load = _load(tmp_path, _TWO_LIB, _TWO_MAIN)
+    assert out.splitlines()[0] == "lib: p->v=0 n=16"  # g read through p before it is built
+    assert [f["object"]["symbol"] for f in load["findings"] if f["via"] == ["p"]] == ["g"], load
+    assert not any("not judged" in n for n in load["analysis_notes"]), load
+
+
+_GETPP_LIB = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+extern Obj g;
+Obj** getpp();
+struct M { M() { *getpp() = &g; std::printf("lib: p->v=%d\\n", p->v); } } m;
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_a_call_of_the_program_returning_the_words_address_leaves_it_unfollowed(tmp_path: Path) -> None:
+    """Guarantee: the program's getpp() stores nowhere but returns p's address, through which the library
+    repoints p at g before reading through it: p is not followed at its load-time value (constant data: a
+    false clean) and a note says so."""
+    main = _B2_MAIN.replace("int main()", "Obj** getpp() { return &p; }\nint main()")
+    out, load = _load(tmp_path, _GETPP_LIB, main)
+    assert out.splitlines()[0] == "lib: p->v=0"  # read through p repointed at g, before g is built
+    assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+def test_two_calls_through_the_programs_function_pointers_one_repointing_the_word_leave_it_unfollowed(
+        tmp_path: Path) -> None:
+    """Guarantee: as above, but fq holds rep(), which repoints p at h: p is not followed at its load-time
+    value (no finding via p) and a note says so."""
+    main = _TWO_MAIN.replace("int (*fq)() = get_n;", "Obj h(3);\nint rep() { p = &h; return 8; }\n"
+                             "int (*fq)() = rep;")
+    out, load = _load(tmp_path, _TWO_LIB, main)
+    assert out.splitlines()[0] == "lib: p->v=0 n=16"  # read through p repointed at h, before h is built
+    assert not [f for f in load["findings"] if f["via"] == ["p"]], load
     assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
