@@ -280,7 +280,7 @@ class Image:
         """A stripped file's object without a symbol, known by its exact address ("" its name), in the sections
         that hold program data (not the GOT, RELRO constants, the init arrays or .tm_clone_table). Where an
         object starts and ends is not known: an address is one object, so an access at another offset is
-        another; analysis keeps only those an initializer builds or stores into (see analysis._unnamed_built)."""
+        another; analysis keeps only those an initializer builds or stores into (see inits.unnamed)."""
         if not self.stripped or any(lo <= addr < hi for lo, hi in self.got_ranges):
             return None
         if not self.elf.sections:  # the loader's view: writable, and not made read-only after relocation

@@ -109,7 +109,7 @@ class Summary(NamedTuple):
     # objects built between __cxa_guard_acquire and its release (a function-local static: on first use)
     guarded_builds: frozenset = frozenset()
     # objects a local function without a name (stripped) stores into through its first argument: built there
-    # unless an initializer builds them for sure (analysis._unnamed_built)
+    # unless an initializer builds them for sure (inits.unnamed)
     this_builds: frozenset = frozenset()
     # of those, the ones that callee loads through its first argument before it stores there: a read-modify-write
     # (a registrar's ``r->names[r->n++] = s``), not the first store a constructor makes
@@ -464,7 +464,7 @@ class Walker:
     def _built_through_first(self, sub: Summary, args: tuple, acc: _Acc) -> None:
         """A constructor that a stripped file does not export has no name: a local function that stores into
         the object its first argument (``this``) points to may build it (or insert into it: a registrar), so
-        a load of it before the call may be a read before construction (analysis._unnamed_built decides)."""
+        a load of it before the call may be a read before construction (inits.unnamed decides)."""
         a = address_of(args[0]) if args else None
         o = self.image.object_at(a) if a is not None else None
         deref = sub.arg_derefs.get(0)
