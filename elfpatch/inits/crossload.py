@@ -34,6 +34,7 @@ from elfpatch.elf.file import ElfFile
 from elfpatch.errors import ElfPatchError
 from elfpatch.fs.source import Source
 from elfpatch.inits.values import held_by
+from elfpatch.inits.walk import UNKNOWN_STORE, returned_by
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -259,7 +260,7 @@ class HeldWords:
             own = {c for c in calls if x is e and held_by(c) == word}
             inert = {c for c in calls if c not in own and not self._runs(m, d, c, x, word)}
             unseen = a.get("unanalyzed", {})  # calls not followed: through a pointer (each own call is one), or
-            if name in a.get("other_module_writes", []) or unseen.get("depth_limited", 1) \
+            if _may_write(name, a.get("other_module_writes", [])) or unseen.get("depth_limited", 1) \
                     or unseen.get("indirect_calls", 1) > len(own) + sum(1 for c in inert if held_by(c)) \
                     or any(c not in own and c not in inert for c in calls) \
                     or any(self._callback(d, w) for w in a.get("other_module_writes", [])):
@@ -381,6 +382,13 @@ class HeldWords:
             notes.append(f"{self.load.objects[m].info.path}: initializer {e['index']} calls through {name} of "
                          f"{self.load.objects[d].info.path}, initialized later, a function whose walk is not "
                          "proven complete: what it reads is not judged whole")
+
+
+def _may_write(name: str, writes: list[str]) -> bool:
+    """Whether stores an entry made (its ``other_module_writes``) may land in the word of object ``name``: a
+    store into it, or through a pointer loaded from another module's word or returned by its function, or not
+    known at all, any of which may point at it."""
+    return any(w == name or held_by(w) is not None or returned_by(w) or w == UNKNOWN_STORE for w in writes)
 
 
 def _built(listing: dict[str, Any] | None) -> dict[int, tuple[dict, dict]]:

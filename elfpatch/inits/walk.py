@@ -124,6 +124,10 @@ MAX_UNPROVEN_AT = 3
 RETURNED = "()"
 
 
+# In a walk's foreign_written: a store through a pointer the walk does not know, which may be another module's
+UNKNOWN_STORE = "?"
+
+
 def returned_by(value: object) -> str | None:
     """The function of another module whose result ``value`` is, or None."""
     return value[: -len(RETURNED)] if isinstance(value, str) and value.endswith(RETURNED) else None
@@ -600,16 +604,22 @@ class Walker:
         whose address it gets escape; another module's object handed on may be written)."""
         if name:
             acc.foreign_calls.add(name)
-        for v in ev.args:
-            self._written(v, True, acc)
+        for v in ev.args:  # most argument registers are not known: only another module's object handed on counts
+            if isinstance(v, str) and held_by(v) is None and not returned_by(v):
+                acc.foreign_written.add(str(v))
         acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
                            and (o := self.image.object_start(a)))
 
     @staticmethod
     def _written(v: object, write: bool, acc: _Acc) -> None:
-        """Notes a store into another module's object (a symbol: not a pointer loaded from it, nor a result)."""
-        if write and isinstance(v, str) and held_by(v) is None and not returned_by(v):
+        """Notes a store through ``v`` that may land in another module's object: into the object itself (its
+        symbol), or through a pointer loaded from one or returned by another module's function (its name:
+        "*p+0", "f()"), or through a pointer not known (UNKNOWN_STORE): the last two may point at any module's
+        word."""
+        if write and isinstance(v, str):
             acc.foreign_written.add(str(v))
+        elif write and v is None:
+            acc.foreign_written.add(UNKNOWN_STORE)
 
     def _access(self, ev: Access, acc: _Acc) -> None:
         """Notes a load or store of a global, and the guard what follows runs under."""

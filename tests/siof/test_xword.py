@@ -334,3 +334,31 @@ def test_two_calls_through_the_programs_function_pointers_one_repointing_the_wor
     assert out.splitlines()[0] == "lib: p->v=0 n=16"  # read through p repointed at h, before h is built
     assert not [f for f in load["findings"] if f["via"] == ["p"]], load
     assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
+
+
+# the library repoints the program's p itself, through the program's pp (== &p) or a pointer it cannot name
+_STORE_MAIN = _B2_MAIN.replace("int main()", "Obj** pp = &p;\nObj** get_pp() { return pp; }\nint main()")
+_STORE_THROUGH_WORD = """#include <cstdio>
+struct Obj { int v; Obj(int); };
+extern Obj* p;
+extern Obj** pp;
+extern Obj g;
+struct M { M() { *pp = &g; std::printf("lib: p->v=%d\\n", p->v); } } m;
+"""
+_STORE_THROUGH_RESULT = _STORE_THROUGH_WORD.replace("extern Obj** pp;", "Obj** get_pp();").replace(
+    "*pp = &g;", "*get_pp() = &g;")
+_STORE_THROUGH_UNKNOWN = _STORE_THROUGH_WORD.replace(
+    "struct M {", "Obj** volatile slot;\n__attribute__((constructor(101))) static void keep() { slot = pp; }\n"
+    "struct M {").replace("*pp = &g;", "*slot = &g;")
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 builds")
+@pytest.mark.parametrize("lib", [_STORE_THROUGH_WORD, _STORE_THROUGH_RESULT, _STORE_THROUGH_UNKNOWN],
+                         ids=["through-word", "through-result", "through-unknown"])
+def test_a_word_the_reader_repointed_through_a_pointer_is_not_followed(tmp_path: Path, lib: str) -> None:
+    """Guarantee: the library stores &g into the program's p through a pointer to it (the program's pp, a
+    getter's result, or a pointer the walk cannot name), then reads through p before g is built (the run
+    shows it): p's load-time value is not what it reads, so the load does not follow p there and says so."""
+    out, load = _load(tmp_path, lib, _STORE_MAIN)
+    assert out.splitlines()[0] == "lib: p->v=0"  # p repointed at g, read before g is built
+    assert any("from p of" in n and "not judged" in n for n in load["analysis_notes"]), load
