@@ -115,6 +115,7 @@ $(SB)/asan/got: $(SB)/asan/siof_main.o $(SB)/asan/libgot.so
 # The probe fixtures (probe.hpp): each program's initializers report what they observed (0: read before
 # construction), so running it is the truth; built with GCC and clang at -O0 and -O2 (GCC -O2 also with
 # -fcf-protection: notrack jump tables). NAME := units in link order.
+PROBE_PAIRS := ext dep xget xword
 PROBE_PROGS := probe_mul probe_ref probe_unit probe_tmpl probe_rec probe_init probe_share probe_ptr probe_move probe_clone probe_inl probe_tls probe_tlsin
 probe_mul := probe_mul_user probe_mul_obj probe_box
 probe_ref := probe_ref_user probe_ref_def probe_box
@@ -144,14 +145,6 @@ $(PB)/$(1)/%.o: %.cpp $(PROBE_HDRS) $(PB)/$(1)/.dir
 	$(call probe_cxx,$(1)) -std=c++20 $(call probe_opt,$(1)) -g -fPIE -DPROBE_UNIT='"$$(<F)"' -c -o $$@ $$<
 $(PB)/$(1)/pic_%.o: %.cpp $(PROBE_HDRS) $(PB)/$(1)/.dir
 	$(call probe_cxx,$(1)) -std=c++20 $(call probe_opt,$(1)) -g -fPIC -DPROBE_UNIT='"$$(<F)"' -c -o $$@ $$<
-$(PB)/$(1)/libprobe_ext.so: $(PB)/$(1)/pic_probe_ext_lib.o $(PB)/$(1)/pic_probe_box.o
-	$(call probe_cxx,$(1)) -shared -o $$@ $$^
-$(PB)/$(1)/probe_ext: $(PB)/$(1)/probe_ext_main.o $(PB)/$(1)/libprobe_ext.so
-	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_ext -Wl,-rpath,'$$$$ORIGIN'
-$(PB)/$(1)/libprobe_dep.so: $(PB)/$(1)/pic_probe_dep_lib.o $(PB)/$(1)/pic_probe_box.o
-	$(call probe_cxx,$(1)) -shared -o $$@ $$^
-$(PB)/$(1)/probe_dep: $(PB)/$(1)/probe_dep_main.o $(PB)/$(1)/libprobe_dep.so
-	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_dep -Wl,-rpath,'$$$$ORIGIN'
 $(PB)/$(1)/libprobe_xa.so: $(PB)/$(1)/pic_probe_xa_lib.o $(PB)/$(1)/pic_probe_box.o
 	$(call probe_cxx,$(1)) -shared -o $$@ $$^
 $(PB)/$(1)/libprobe_xb.so: $(PB)/$(1)/pic_probe_xb_lib.o $(PB)/$(1)/pic_probe_box.o
@@ -164,15 +157,15 @@ $(PB)/$(1)/probe_xab_first: $(PB)/$(1)/probe_xab_main.o $(PB)/$(1)/libprobe_xa.s
 	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -Wl,--no-as-needed -lprobe_xa -lprobe_xb -Wl,-rpath,'$$$$ORIGIN'
 $(PB)/$(1)/probe_xab_later: $(PB)/$(1)/probe_xab_main.o $(PB)/$(1)/libprobe_xa.so $(PB)/$(1)/libprobe_xb.so
 	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -Wl,--no-as-needed -lprobe_xb -lprobe_xa -Wl,-rpath,'$$$$ORIGIN'
-$(PB)/$(1)/libprobe_xget.so: $(PB)/$(1)/pic_probe_xget_lib.o $(PB)/$(1)/pic_probe_box.o
-	$(call probe_cxx,$(1)) -shared -o $$@ $$^
-$(PB)/$(1)/probe_xget: $(PB)/$(1)/probe_xget_main.o $(PB)/$(1)/libprobe_xget.so
-	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_xget -Wl,-rpath,'$$$$ORIGIN'
-$(PB)/$(1)/libprobe_xword.so: $(PB)/$(1)/pic_probe_xword_lib.o $(PB)/$(1)/pic_probe_box.o
-	$(call probe_cxx,$(1)) -shared -o $$@ $$^
-$(PB)/$(1)/probe_xword: $(PB)/$(1)/probe_xword_main.o $(PB)/$(1)/libprobe_xword.so
-	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_xword -Wl,-rpath,'$$$$ORIGIN'
 $(foreach p,$(PROBE_PROGS),$(eval $(call probe_prog,$(1),$(p))))
+$(foreach p,$(PROBE_PAIRS),$(eval $(call probe_pair,$(1),$(p))))
+endef
+# a program probe_NAME (probe_NAME_main.cpp) and the library it loads, libprobe_NAME.so (probe_NAME_lib.cpp)
+define probe_pair
+$(PB)/$(1)/libprobe_$(2).so: $(PB)/$(1)/pic_probe_$(2)_lib.o $(PB)/$(1)/pic_probe_box.o
+	$(call probe_cxx,$(1)) -shared -o $$@ $$^
+$(PB)/$(1)/probe_$(2): $(PB)/$(1)/probe_$(2)_main.o $(PB)/$(1)/libprobe_$(2).so
+	$(call probe_cxx,$(1)) -pie -o $$@ $$< -L$(PB)/$(1) -lprobe_$(2) -Wl,-rpath,'$$$$ORIGIN'
 endef
 define probe_prog
 $(PB)/$(1)/$(2): $(foreach u,$($(2)) siof_main,$(PB)/$(1)/$(u).o)
