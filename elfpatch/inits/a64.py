@@ -25,13 +25,14 @@ _A64_INDIRECT = ("blr", "br", "blraa", "braa", "blraaz", "braaz")
 _A64_QUIET = ("nop", "hint", "bti", "paciasp", "autiasp", "pacibsp", "autibsp", "prfm", "dmb", "dsb", "isb")
 
 
-def _a64_accesses(a: int | Within, mnem: str, is_store: bool) -> list[Access]:
-    """The global accesses of a load or store at ``a`` (atomics read, then write)."""
+def _a64_accesses(a: int | Within, mnem: str, is_store: bool, insn: int) -> list[Access]:
+    """The global accesses of a load or store at ``a`` by the instruction at ``insn`` (atomics read, then
+    write)."""
     if not is_store:
-        return [Access(a, False)]
+        return [Access(a, False, insn)]
     if mnem.startswith("st"):
-        return [Access(a, True)]
-    return [Access(a, False), Access(a, True)]
+        return [Access(a, True, insn)]
+    return [Access(a, False, insn), Access(a, True, insn)]
 
 
 def _a64(reg: str) -> str:
@@ -106,7 +107,7 @@ class _A64:
         if mnem == "ldr" and len(ops) == 2 and ops[1].startswith("#"):  # a literal load
             a = _imm(ops[1])
             if a is not None:
-                out.append(Access(a, False))
+                out.append(Access(a, False, addr))
         if dst:
             self._set(st, dst, None)
 
@@ -192,9 +193,9 @@ class _A64:
         a = self._address(m, st)
         word = None  # a pointer loaded from another module's object: that word's value (values.held)
         if a is not None:
-            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._pointer_load(a, ops[0], dst, st, out):
+            if not is_store and mnem == "ldr" and len(ops) >= 2 and self._pointer_load(addr, a, ops[0], dst, st, out):
                 return
-            out.extend(_a64_accesses(a, mnem, is_store))
+            out.extend(_a64_accesses(a, mnem, is_store, addr))
         elif not mnem.startswith("prf"):  # an operand the pattern does not parse is not resolved either
             word = self._through(addr, m, mnem, ops, is_store, st, out)
         if not is_store:
@@ -238,7 +239,7 @@ class _A64:
             return _moved(base, None, self.object_of)
         return _moved(base, int(m.group(2), 0) if m.group(2) else 0, self.object_of)
 
-    def _pointer_load(self, a: int | Within, reg: str, dst: str, st: dict, out: list) -> bool:
+    def _pointer_load(self, insn: int, a: int | Within, reg: str, dst: str, st: dict, out: list) -> bool:
         """An ``ldr`` of a 64-bit word whose relocated value is known (see _got_load); a pointer global's
         load-time value is still a read of the global. Within an object: the slot and the object looked up at
         its start."""
@@ -246,7 +247,7 @@ class _A64:
         if at is None or not reg.startswith("x") or not self._got_load(at, dst, st):
             return False
         if self.object_of(at) is not None:
-            out.extend(_a64_accesses(a, "ldr", False))
+            out.extend(_a64_accesses(a, "ldr", False, insn))
         return True
 
     def _got_load(self, a: int, dst: str, st: dict) -> bool:

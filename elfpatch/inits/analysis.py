@@ -16,6 +16,7 @@ from elfpatch.errors import ParseError
 from elfpatch.inits.budget import Budget
 from elfpatch.inits.constptr import ConstantPointers, InitialPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
+from elfpatch.inits.filled import inlined_builds
 from elfpatch.inits.image import Image
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
 from elfpatch.inits.unnamed import unnamed_built
@@ -59,7 +60,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                      "data objects without a symbol by address, where an initializer builds or stores into one")
     budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     summaries = [_ordered(s, before) for s in summaries]
-    summaries = unnamed_built(image, summaries)
+    summaries = inlined_builds(image, walker, entries, unnamed_built(image, summaries))
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "

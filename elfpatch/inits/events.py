@@ -10,6 +10,7 @@ from elfpatch.inits.values import Ptr, Value, Within
 class Access(NamedTuple):
     address: int | Within  # link-time address of the global memory touched, or Within the object touched
     write: bool
+    insn: int = -1  # the instruction's address (inits.filled asks which instruction stores what)
 
 
 class Call(NamedTuple):

@@ -261,6 +261,11 @@ class Image:
         hit = self.object_at(addr)
         return hit[0] if hit is not None else None
 
+    def object_size(self, start: int) -> int | None:
+        """The size the symbol of the data object starting at ``start`` gives (None: no such symbol, or 0)."""
+        j = self._objects.get(start)
+        return (self._sizes[j] or None) if j is not None else None
+
     def _find_object(self, addr: int) -> tuple[int, str] | None:
         if not any(lo <= addr < hi for lo, hi in self.writable):
             return None

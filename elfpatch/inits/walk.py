@@ -411,6 +411,13 @@ class Walker:
             self.dis.forget(addr, end)  # its events are what the walk needs again, not its instructions
         return events
 
+    def own_events(self, addr: int) -> list | None:
+        """The events of the function at ``addr`` swept with no argument known (an init entry's own code, as
+        its walk swept it); None when that sweep is not kept and the file's budget is spent (not swept again)."""
+        if (addr, ()) not in self._sweeps and self.dis.budget.exhausted():
+            return None
+        return self._events(addr, self.image.function_end(addr), ())
+
     def _deref(self, ev: Deref, acc: _Acc) -> None:
         """A load or store through a pointer not resolved to an address: the caller's to prove when it came
         in an argument register, else unproven."""

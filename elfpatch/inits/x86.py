@@ -88,9 +88,10 @@ def x86_memory_access(mnem: str, first: bool) -> tuple[bool, bool] | None:
     return True, True  # read-modify-write
 
 
-def _x86_accesses(a: int | Within, rw: tuple[bool, bool]) -> list[Access]:
-    """The global accesses of a memory operand at ``a`` that reads and/or writes (``rw``)."""
-    return [Access(a, w) for w, on in ((False, rw[0]), (True, rw[1])) if on]
+def _x86_accesses(a: int | Within, rw: tuple[bool, bool], insn: int) -> list[Access]:
+    """The global accesses of a memory operand at ``a`` that reads and/or writes (``rw``), by the instruction
+    at ``insn``."""
+    return [Access(a, w, insn) for w, on in ((False, rw[0]), (True, rw[1])) if on]
 
 
 def _x86_parse(inner: str) -> tuple[tuple, tuple]:
@@ -507,9 +508,9 @@ class _X86:
             at = a.start if isinstance(a, Within) else a  # Within an object: slot and object looked up at its start
             if got_load and dreg and self._got_load(at, dreg, st):
                 if self.object_of(at) is not None:  # a pointer global's initial value: still a read of it
-                    out.extend(_x86_accesses(a, rw))
+                    out.extend(_x86_accesses(a, rw, insn[0]))
                 return True
-            out.extend(_x86_accesses(a, rw))
+            out.extend(_x86_accesses(a, rw, insn[0]))
             return False
         if not (isinstance(base, Ptr) and base.kind != "arg"):
             out.append(Deref(insn[0], base, rw[1]))

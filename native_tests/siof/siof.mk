@@ -116,7 +116,7 @@ $(SB)/asan/got: $(SB)/asan/siof_main.o $(SB)/asan/libgot.so
 # construction), so running it is the truth; built with GCC and clang at -O0 and -O2 (GCC -O2 also with
 # -fcf-protection: notrack jump tables). NAME := units in link order.
 PROBE_PAIRS := ext dep xget xword
-PROBE_PROGS := probe_mul probe_ref probe_unit probe_tmpl probe_rec probe_init probe_share probe_ptr probe_move probe_clone probe_inl probe_tls probe_tlsin
+PROBE_PROGS := probe_mul probe_ref probe_unit probe_tmpl probe_rec probe_init probe_share probe_ptr probe_move probe_clone probe_inl probe_fill probe_tls probe_tlsin
 probe_mul := probe_mul_user probe_mul_obj probe_box
 probe_ref := probe_ref_user probe_ref_def probe_box
 probe_unit := probe_unit probe_box
@@ -128,6 +128,7 @@ probe_ptr := probe_ptr_user probe_ptr_def probe_box
 probe_move := probe_move_set probe_move_user probe_move_def probe_box
 probe_clone := probe_clone_user probe_clone_def probe_box
 probe_inl := probe_inl probe_box
+probe_fill := probe_fill probe_box
 probe_tls := probe_tls_a probe_tls_b probe_tls_var probe_tls_def probe_box
 probe_tlsin := probe_tlsin_var probe_tlsin_b probe_tlsin_def probe_box
 PROBE_HDRS := probe.hpp probe_tmpl.hpp probe_ptr.hpp probe_clone.hpp probe_tls.hpp probe_tlsin.hpp

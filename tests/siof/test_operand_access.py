@@ -112,7 +112,7 @@ def test_a_one_operand_divide_reads_the_global(tmp_path: Path) -> None:
     code = _assemble_x86(tmp_path, ["div dword ptr [rip + 0x100]", "ret"])
     dis = Disassembler(EM_X86_64, lambda a, n: code[a: a + n], lambda _a: None)
     events = [ev for ev in dis.sweep(0, len(code), {}) if isinstance(ev, Access)]
-    assert events == [Access(0x106, False)]
+    assert events == [Access(0x106, False, 0)]  # by the instruction at 0
 
 
 def test_the_table_agrees_with_capstone_on_compiled_code(siof_build: Path) -> None:

@@ -7,7 +7,8 @@ only another unit instantiates, a library reading the program's global, a read b
 summary was made while the other function was on the walk's stack, an object whose only builder is a plain
 function storing through the address it is passed, objects reached through writable pointer globals -- a
 pointer, a function pointer, a vptr -- holding their address from the load on, a reader defined before an object
-whose constructor is inlined into plain stores) report what each initializer observed:
+whose constructor is inlined into plain stores, and one whose inlined constructor fills it whole) report what
+each initializer observed:
 0 is a read before construction. Each such read must be a finding on that object by that reader, or lie in an
 entry of the reader's unit marked incomplete: never a clean, complete result."""
 from __future__ import annotations
@@ -21,7 +22,7 @@ from conftest import require_tool
 from helpers import case, run_main
 
 PROGRAMS = ["probe_mul", "probe_ref", "probe_unit", "probe_tmpl", "probe_ext", "probe_rec", "probe_init", "probe_ptr",
-            "probe_move", "probe_clone", "probe_inl"]
+            "probe_move", "probe_clone", "probe_inl", "probe_fill"]
 VARIANTS = {"gcc-O0": "g++", "gcc-O2": "g++", "gcc-O2-cet": "g++", "clang-O0": "clang++", "clang-O2": "clang++"}
 # The reader's file, when it is not the program: the library's initializer reads the program's global.
 READER_FILE = {"probe_ext": "libprobe_ext.so"}
@@ -31,7 +32,8 @@ READER_FILE = {"probe_ext": "libprobe_ext.so"}
 # instantiating unit runs.
 MUST_FIND = {"probe_mul": {"g_mul"}, "probe_ref": {"g_refd", "g_t1", "g_getb"}, "probe_unit": {"g_same", "g_attr"},
              "probe_tmpl": {"_ZN6HolderIiE1bE"}, "probe_init": {"g_inited"}, "probe_ptr": {"g_ptrd", "g_fnd", "g_vird"},
-             "probe_clone": {"_ZN12_GLOBAL__N_16g_soloE", "_ZN12_GLOBAL__N_18g_pair_bE"}}
+             "probe_clone": {"_ZN12_GLOBAL__N_16g_soloE", "_ZN12_GLOBAL__N_18g_pair_bE"},
+             "probe_fill": {"g_fill"}}
 
 
 def observed_early(exe: Path) -> list[tuple[str, str]]:
@@ -172,3 +174,36 @@ def test_a_thread_local_initialization_inlined_into_its_unit_runs_there_once(pro
     assert false_cleans(f, [("probe_tlsin_var.cpp", "g_tlsin")]) == []
     readers = {x["reader"]["source"] for x in f["findings"] if x["object"]["symbol"] == "g_tlsin"}
     assert readers == {"probe_tlsin_var.cpp"}
+
+
+@pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])
+def test_a_flag_checked_before_a_build_and_a_counter_are_no_findings(probe_build: Path, variant: str) -> None:
+    """probe_fill: the unit's initializer loads g_once (a flag checked before its build) and g_count (a counter
+    incremented) before it stores into them, as it loads g_fill before its inlined constructor fills it. The
+    run reads g_fill before construction (a finding, test_no_false_clean); the others are zero by design: no
+    finding, and the entry says it could not tell (incomplete)."""
+    require_tool(VARIANTS[variant], packages="g++, clang")
+    f = json.loads(run_main("inits", "--siof", "--json", str(probe_build / variant / "probe_fill"),
+                            check=True).stdout)["files"][0]
+    assert {x["object"]["symbol"] for x in f["findings"]} == {"g_fill"}
+    notes = [n for n in f["analysis_notes"] if "loads object(s) before it first stores" in n]
+    assert len(notes) == 1 and sorted(notes[0].rsplit(": ", 1)[1].split(", ")) == ["g_count", "g_once"]
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_the_inlined_constructor_on_aarch64(tmp_path: Path, opt: str) -> None:
+    """The same on AArch64, the run under qemu-user the truth: GCC -O2 stores g_fill's two members with one
+    ``stp`` (two registers: a build), g_once's and g_count's stay no findings."""
+    require_tool("aarch64-linux-gnu-g++", "qemu-aarch64", packages="g++-aarch64-linux-gnu, qemu-user")
+    src = Path(__file__).resolve().parents[2] / "native_tests" / "siof"
+    (tmp_path / "main.cpp").write_text("int main() { return 0; }\n")
+    exe = tmp_path / "probe_fill"
+    sources = [str(src / "probe_fill.cpp"), str(src / "probe_box.cpp"), str(tmp_path / "main.cpp")]
+    subprocess.run(["aarch64-linux-gnu-g++", opt, "-std=c++20", "-fPIE", "-pie", "-DPROBE_UNIT=\"probe_fill.cpp\"",
+                    "-o", str(exe), *sources], check=True, capture_output=True)
+    out = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(exe)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.split() == ["probe_fill.cpp", "g_fill", "0"]
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    assert [(x["verdict"], x["object"]["symbol"]) for x in f["findings"]] == [("before-construction", "g_fill")]
