@@ -14,6 +14,9 @@ ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
 # e_machine (those whose rules, multiarch directory or $PLATFORM differ somewhere in elfpatch)
 EM_386, EM_MIPS, EM_PPC, EM_PPC64, EM_S390 = 3, 8, 20, 21, 22
 EM_ARM, EM_SPARCV9, EM_X86_64, EM_AARCH64, EM_RISCV, EM_LOONGARCH = 40, 43, 62, 183, 243, 258
+# R_*_IRELATIVE per machine: the word is what the resolver at the addend returns, not the addend (an ifunc).
+R_IRELATIVE = {EM_X86_64: 37, EM_386: 42, EM_AARCH64: 1032, EM_PPC64: 248, EM_S390: 61, EM_ARM: 160,
+               EM_RISCV: 58, EM_LOONGARCH: 12}
 
 # Extended numbering: e_phnum == PN_XNUM puts the real count in section header 0's sh_info.
 PN_XNUM = 0xFFFF

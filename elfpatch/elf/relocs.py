@@ -20,7 +20,17 @@ from itertools import compress, repeat
 from operator import and_, rshift
 from typing import Iterable, NamedTuple
 
-from elfpatch.elf.const import DT_REL, DT_RELA, DT_RELAENT, DT_RELASZ, DT_RELENT, DT_RELSZ, EM_MIPS, SHN_UNDEF
+from elfpatch.elf.const import (
+    DT_REL,
+    DT_RELA,
+    DT_RELAENT,
+    DT_RELASZ,
+    DT_RELENT,
+    DT_RELSZ,
+    EM_MIPS,
+    R_IRELATIVE,
+    SHN_UNDEF,
+)
 from elfpatch.elf.file import ElfFile, SymbolTable
 from elfpatch.errors import ElfPatchError, ParseError
 
@@ -45,6 +55,8 @@ class Relocator:
         self.ranges = [(lo, hi) for lo, hi in ranges if hi > lo]
         self.wordsize = elf.elfclass // 8
         self._relocs: dict[int, _Reloc] = {}
+        self.ifunc: set[int] = set()  # words an R_*_IRELATIVE fills: their value is chosen at load, not known
+        self._irelative = R_IRELATIVE.get(elf.e_machine)
         self._dynsym: SymbolTable | None = None
         # EM_MIPS: its r_info layout differs (and its relocations add to the word in place): read the word.
         if self.ranges and elf.e_machine != EM_MIPS and elf.dynamic():
@@ -85,6 +97,8 @@ class Relocator:
             if r_info & mask == 0:  # R_*_NONE
                 continue
             self._relocs[r_offset] = _Reloc(r_info >> shift, entry[2] if rela else None)
+            if r_info & mask == self._irelative:
+                self.ifunc.add(r_offset)
 
     def _read_columns(self, blob: bytes, size: int, rela: bool, span: tuple[int, int, int, int]) -> None:
         """_read_table's loop for a table in the host's byte order, column by column at C speed (a 300k-entry
@@ -103,6 +117,9 @@ class Relocator:
         if len(self.ranges) > 1:  # in the span of all the ranges: asked of those entries only
             rows = [row for row in rows if self._wanted(row[0])]
         self._relocs.update(rows)
+        if self._irelative is not None and self._irelative in map(and_, infos, repeat(mask)):
+            self.ifunc.update(o for o, i in zip(offsets, infos)
+                              if i & mask == self._irelative and lo <= o < hi and self._wanted(o))
 
     def _in_span(self, blob: bytes, fmt: struct.Struct, lo: int, hi: int) -> Iterable[tuple]:
         """The entries whose r_offset is in [lo, hi): the r_offset column is filtered at C speed when the file's

@@ -7,12 +7,12 @@ symbol, by one rule for every user (the `inits` listing, the --siof/--dtors anal
    D1/D2 names), the entry latest in the table. The linker's order of aliases means nothing in itself; the
    rule is kept because --siof/--dtors have always named by it (the `inits` listing used to take the first);
 
-and data objects (STT_OBJECT, the latest entry at an address) apart. Named nothing, so never chosen, and dropped
-before any entry is ranked (so that none hides a real symbol at its address): undefined entries (st_shndx 0),
-unnamed ones (st_name 0), untyped ARM/AArch64 mapping symbols ``$x``/``$d`` and local labels ``.L``, and entries
-whose name offset is past the string table. That last is a malformed table, yet a warning on the file
-(``ElfFile.warn``), not a ParseError: the listing's addresses and order need no name, and an error would fail
-whole listings that work (the entry may be at no address anyone asks about).
+and data objects (STT_OBJECT, the latest sized entry at an address, else the latest) apart. Named nothing, so never
+chosen, and dropped before any entry is ranked (so that none hides a real symbol at its address): undefined entries
+(st_shndx 0), unnamed ones (st_name 0), untyped ARM/AArch64 mapping symbols ``$x``/``$d`` and local labels ``.L``,
+and entries whose name offset is past the string table. That last is a malformed table, yet a warning on the file
+(``ElfFile.warn``), not a ParseError: the listing's addresses and order need no name, and an error would fail whole
+listings that work (the entry may be at no address anyone asks about).
 
 Column by column at C speed: st_info classifies every entry through one translate(), st_name's and st_shndx's
 bytes (strided slices of the table) drop the unnamed and undefined ones, itertools.compress keeps the wanted
@@ -103,6 +103,13 @@ class TableSymbols:
             self.functions.update(zip(values_, index_))
         mask = classes.translate(_ONLY[_OBJECT])
         self.objects: dict[int, int] = dict(zip(compress(values, mask), compress(index, mask)))
+        # A zero-size marker (crtstuff's __TMC_END__, the linker's __bss_start) shares its address with the
+        # object laid out there: the sized one names the address, whatever the table's order.
+        markers = {a for a, j in self.objects.items() if not sizes[j]}
+        if markers:
+            for a, j in zip(compress(values, mask), compress(index, mask)):
+                if a in markers and sizes[j]:
+                    self.objects[a] = j
 
     def _past_strings(self, kept: int) -> int:
         """0xFF for each entry of ``kept`` whose name offset is past the string table (the file is warned)."""

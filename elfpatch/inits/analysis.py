@@ -50,7 +50,9 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     ``analysis_notes`` to ``listing`` (one file's ``inits`` listing), in place. ``before`` (``--deps``): the
     symbols the objects initialized before this one define; reads of those are ordered by the load."""
     entries = [e for e in listing["init"] if not e["toolchain"] and e["kind"] != "init"]
-    notes: list[str] = []
+    # A DT_INIT function that is not crti's _init (``-Wl,-init,fn``) runs first and is not walked: not seen.
+    notes: list[str] = [f"DT_INIT function {e['symbol'] or hex(e['address'] or 0)} is not analysed: what it reads "
+                        "and builds is not seen" for e in listing["init"] if not e["toolchain"] and e["kind"] == "init"]
     supported = elf.e_machine in SUPPORTED_MACHINES
     if not supported:
         notes.append(f"machine {elf.e_machine} is not disassembled (x86-64 and AArch64 are): nothing seen")

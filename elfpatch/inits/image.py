@@ -370,13 +370,19 @@ class Image:
     def read_code(self, addr: int, size: int) -> bytes:
         return self.elf.read(self.elf.vaddr_to_offset(addr, size), size)
 
+    def ifunc_slot(self, addr: int) -> bool:
+        """Whether an R_*_IRELATIVE fills the GOT slot at ``addr`` (an ifunc: its value is the implementation
+        the resolver picks when the file is loaded, never the resolver itself)."""
+        return self._reloc is not None and addr in self._reloc.ifunc
+
     def got(self, addr: int) -> Value | None:
         """What GOT slot ``addr`` holds once relocated: an address here, an external symbol's name, or None
         when ``addr`` is not a GOT slot."""
         if addr in self._got_cache:
             return self._got_cache[addr]
         value: Value | None = None
-        if self._reloc is not None and any(lo <= addr < hi for lo, hi in self.got_ranges):
+        if self._reloc is not None and any(lo <= addr < hi for lo, hi in self.got_ranges) \
+                and not self.ifunc_slot(addr):  # what an ifunc's resolver picks is not known
             value = self._reloc.pointee(addr)
         self._got_cache[addr] = value
         return value

@@ -274,6 +274,7 @@ class Walker:
         self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         self._kept: dict[int, frozenset] = {}
+        self._ifunc: set[int] = set()  # PLT stubs through an R_*_IRELATIVE slot (callee() finds them)
         # whether a function surely ran a thread_local's initialization
         self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
         dis.arch.result = self.result
@@ -306,6 +307,8 @@ class Walker:
                 stub = image.in_plt(target) if image.plt else image.in_code(target)
                 slot = self.dis.stub_slot(target, image.function_end(target)) if stub else None
                 bound = image.got(slot) if slot is not None else None
+                if slot is not None and image.ifunc_slot(slot):
+                    self._ifunc.add(target)  # what the resolver picks at load: no call to follow
                 if isinstance(bound, str):
                     out = (None, _SYMBOL_VERSION.sub("", bound))
                 elif isinstance(bound, int) and bound != target:
@@ -611,11 +614,20 @@ class Walker:
         whose address it gets escape; another module's object handed on may be written)."""
         if name:
             acc.foreign_calls.add(name)
+        # A function of this file handed on (qsort's comparator, pthread_once's routine, a signal handler) may be
+        # called back by it, now or later: an indirect call this walk does not follow.
+        acc.indirect += sum(1 for v in ev.args if isinstance(v, int) and self._code(v))
         for v in ev.args:  # most argument registers are not known: only another module's object handed on counts
             if isinstance(v, str) and held_by(v) is None and not returned_by(v):
                 acc.foreign_written.add(str(v))
         acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
                            and (o := self.image.object_start(a)))
+
+    def _code(self, addr: int) -> bool:
+        """Whether ``addr`` is code of this file (without section headers, whose executable segment may hold
+        constant data too: a function's start)."""
+        image = self.image
+        return image.in_code(addr) and (bool(image.elf.sections) or image.function_start(addr))
 
     @staticmethod
     def _written(v: object, write: bool, acc: _Acc) -> None:
@@ -663,6 +675,10 @@ class Walker:
         if isinstance(target, (Ptr, Within)) or target is None or (isinstance(target, int)
                                                                    and not self.image.in_code(target)):
             return None
+        if isinstance(target, int):
+            self.callee(target)  # finds the stubs of ifuncs
+            if target in self._ifunc:
+                return None  # the implementation an ifunc's resolver picks is not known here
         return None if returned_by(target) else target  # a pointer another module's function returned
 
     def _register(self, kind: str, args: tuple, acc: _Acc) -> int:

@@ -1,0 +1,74 @@
+"""Code an initializer runs without calling it itself is never taken as seen: a function of the file handed to
+another module's function (qsort's comparator, pthread_once's routine, a signal handler raised at once), an
+ifunc's implementation (the PLT slot an R_*_IRELATIVE fills: its resolver is not what runs), and a DT_INIT
+function named by ``-Wl,-init`` (it runs before the init arrays and is not walked). Each program's code reads
+g_obj, built by a later unit, and prints what it saw (0: before construction); the analysis must say the
+entry or the file is incomplete, where it used to say complete with no finding."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+from helpers import run_main
+
+OBJ = ('#include <stdio.h>\nextern "C" volatile int k_seven;\nstruct Obj { int built; Obj() : built(k_seven) {} };\n'
+       "extern Obj g_obj;\n")
+LATER = '#include "obj.hpp"\nvolatile int k_seven = 7;\nObj g_obj;\n'
+READ = 'static int look() { printf("g_obj %d\\n", g_obj.built); return 0; }\n'
+USERS = {
+    "qsort": "#include <stdlib.h>\n" + READ + "static int cmp(const void*, const void*) { return look(); }\n"
+             "static int run() { int v[2] = {2, 1}; qsort(v, 2, sizeof v[0], cmp); return 0; }\n"
+             "static int seen = run();\n",
+    "pthread_once": "#include <pthread.h>\n" + READ + "static pthread_once_t once = PTHREAD_ONCE_INIT;\n"
+                    "static void fn() { look(); }\nstatic int seen = pthread_once(&once, fn);\n",
+    "signal": "#include <signal.h>\n" + READ + "static void on(int) { look(); }\n"
+              "static int run() { signal(SIGUSR1, on); raise(SIGUSR1); return 0; }\nstatic int seen = run();\n",
+    "ifunc": READ + 'extern "C" { static int impl() { return look(); }\n'
+             "static int (*pick())() { return impl; }\nint chosen() __attribute__((ifunc(\"pick\"))); }\n"
+             "static int seen = chosen();\n",
+}
+
+
+def _build(tmp: Path, user: str, *link: str) -> Path:
+    (tmp / "obj.hpp").write_text(OBJ)
+    (tmp / "user.cpp").write_text('#include "obj.hpp"\n' + user)
+    (tmp / "later.cpp").write_text(LATER)
+    (tmp / "main.cpp").write_text("int main() {}\n")
+    exe = tmp / "prog"
+    subprocess.run(["g++", "-O2", "-o", str(exe), *(str(tmp / f) for f in ("user.cpp", "later.cpp", "main.cpp")),
+                    *link], check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split() == ["g_obj", "0"]
+    return exe
+
+
+def _analysis(path: Path) -> dict:
+    return json.loads(run_main("inits", "--dtors", "--siof", "--json", str(path), check=True).stdout)["files"][0]
+
+
+@pytest.mark.parametrize("how", sorted(USERS))
+def test_code_run_on_the_initializers_behalf_is_not_seen(tmp_path: Path, how: str) -> None:
+    require_tool("g++", packages="g++")
+    f = _analysis(_build(tmp_path, USERS[how], "-lpthread"))
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    found = {(x["reader"]["source"], x["object"]["symbol"]) for x in f["findings"]}
+    assert ("user.cpp", "g_obj") in found or not user["analysis"]["complete"]
+    assert not f["analysis_complete"]
+    if how != "ifunc":  # the callback: one indirect call the walk does not follow
+        assert user["analysis"]["unanalyzed"]["indirect_calls"] >= 1
+
+
+def test_a_dt_init_function_is_not_taken_as_seen(tmp_path: Path) -> None:
+    require_tool("g++", packages="g++")
+    (tmp_path / "lib.cpp").write_text(
+        '#include <stdio.h>\nstruct Obj { int built; Obj() : built(7) {} };\nObj g_lib_obj;\n'
+        'extern "C" void my_dt_init() { printf("g_lib_obj %d\\n", g_lib_obj.built); }\n')
+    lib = tmp_path / "libobj.so"
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-Wl,-init,my_dt_init", "-o", str(lib),
+                    str(tmp_path / "lib.cpp")], check=True, capture_output=True)
+    f = _analysis(lib)
+    assert any(e["kind"] == "init" and e["symbol"] == "my_dt_init" and not e["toolchain"] for e in f["init"])
+    assert not f["analysis_complete"]
+    assert any("DT_INIT function my_dt_init is not analysed" in n for n in f["analysis_notes"])
