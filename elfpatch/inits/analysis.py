@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from elfpatch.collector import few_collections
+from elfpatch.collector import no_collections
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.symbols import demangle
 from elfpatch.errors import ParseError
@@ -43,7 +43,7 @@ def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
             "section": image.section_name(value)}
 
 
-@few_collections
+@no_collections
 def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
             siof: bool = True, before: frozenset[str] | None = None) -> None:
     """Adds ``exit_time_destructors`` (dtors), per-entry ``analysis`` and ``findings`` (siof) and
@@ -73,14 +73,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                for names, s in zip(_initial_changed(image, summaries, constructors(summaries)), summaries)]
     if siof:
         notes += _siof(image, walker, entries, summaries, listing, lto, changed)
-    unsettled = walker.dis.unsettled if walker is not None else []
-    if unsettled:  # never expected (see Disassembler.sweep); if it happens, the result must not claim complete
-        assert image is not None  # the walker that found them reads the image
-        notes.append(f"{len(unsettled)} function(s) whose loops were cut short, what they store may be missed: "
-                     + ", ".join(image.function_name(a) or f"{a:#x}" for a in unsettled[:5]))
-        for e in entries:
-            if e.get("analysis"):
-                e["analysis"]["complete"] = False
+    unsettled = _unsettled(image, walker, entries, notes)
     complete = supported and not notes and not (image and image.stripped) and not lto and not unsettled \
         and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 for s in summaries) \
         and not any(changed)
@@ -89,6 +82,22 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         notes += _unseen(e, s, depth, supported, image) + _changed_note(e, names)
     listing["analysis_complete"] = complete
     listing["analysis_notes"] = notes
+
+
+def _unsettled(image: Image | None, walker: Walker | None, entries: list[dict], notes: list[str]) -> list[int]:
+    """The functions whose loops were cut short, noted in ``notes``; the walker is done with (closed)."""
+    if walker is None:
+        return []
+    walker.close()  # freed on return, not left to the collector (collector.no_collections)
+    unsettled = walker.dis.unsettled
+    if unsettled:  # never expected (see Disassembler.sweep); if it happens, the result must not claim complete
+        assert image is not None  # the walker that found them reads the image
+        notes.append(f"{len(unsettled)} function(s) whose loops were cut short, what they store may be missed: "
+                     + ", ".join(image.function_name(a) or f"{a:#x}" for a in unsettled[:5]))
+        for e in entries:
+            if e.get("analysis"):
+                e["analysis"]["complete"] = False
+    return unsettled
 
 
 # Walks of the entries that followed a pointer global by its load-time value, until none follows one that an
@@ -118,7 +127,7 @@ def _walked(elf: ElfFile, image: Image | None, entries: list[dict],
             break
         dropped = dropped | bad if n + 1 < MAX_INITIAL_WALKS else None
         unsettled += walker.dis.unsettled
-        walker.release()  # its caches, before the next walker builds its own
+        walker.close()  # its caches, before the next walker builds its own
         walker = _walker(image, budget, words, dropped)
         again, cut = _walk_all(walker, [entries[i] for i in redo], depth)
         for i, s in zip(redo, again):

@@ -16,6 +16,7 @@ from elfpatch.inits.budget import ARG_TUPLES
 from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Ret
 from elfpatch.inits.image import Image
+from elfpatch.inits.isa import no_result
 from elfpatch.inits.tlsonce import OnceRuns
 from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
 
@@ -331,6 +332,17 @@ class Walker:
         self._sweeps.clear()
         self._returns.clear()
         self.dis.forget_all()
+
+    def close(self) -> None:
+        """release(), and what its decoder and once_runs hold of this walker (bound methods, a closure) dropped:
+        nothing is then left in a cycle, so the walker and all it holds are freed by reference counting as soon
+        as it is dropped, a large library's millions of objects not traversed by a collection (see
+        collector.no_collections)."""
+        self.release()
+        self.dis.arch.result = no_result
+        if hasattr(self.dis.arch, "kept"):
+            self.dis.arch.kept = lambda _target: frozenset()
+        self.once_runs.resolve = lambda target: target
 
     def seed(self, args: tuple) -> dict:
         """The entry state of a walk: the argument registers known, the others pointers the caller passed."""
