@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from elfpatch.collector import COLLECT_AFTER, few_collections
+from elfpatch.collector import COLLECT_AFTER, few_collections, no_collections
 from elfpatch.elf import relocs
 from elfpatch.elf.const import EM_X86_64
 from elfpatch.elf.file import ElfFile
@@ -70,6 +70,49 @@ def test_the_collector_is_relaxed_only_while_a_file_is_analysed() -> None:
         assert gc.get_threshold() == (1234, old[1], old[2])  # put back, even when the analysis raised
     finally:
         gc.set_threshold(*old)
+
+
+def test_the_collector_is_off_only_while_a_file_is_analysed() -> None:
+    seen = []
+
+    @no_collections
+    def analysis() -> None:
+        seen.append(gc.isenabled())
+        raise ValueError("bad input")
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with pytest.raises(ValueError):
+            analysis()
+        assert seen == [False]
+        assert gc.isenabled()  # back on, even when the analysis raised
+    finally:
+        if not was:
+            gc.disable()
+
+
+def test_an_analysed_file_leaves_no_cycle_to_collect(siof_build: Path) -> None:
+    """The collector is off during an analysis (collector.no_collections): the walker, once done, holds no
+    reference cycle, so what the analysis built is freed by reference counting alone."""
+    from elfpatch.inits.analysis import analyze_path
+    from elfpatch.inits.order import list_initializers
+
+    lib = siof_build / "gcc-O2" / "libdtors.so"
+    if not lib.exists():
+        pytest.skip("native_tests/siof was not built with gcc")
+    listing = list_initializers(str(lib))
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        analyze_path(str(lib), listing)
+        gc.collect()
+        left = {type(o).__name__ for o in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert "analysis_notes" in listing
+    assert not left & {"Walker", "Disassembler", "Image", "OnceRuns"}
 
 
 @pytest.mark.parametrize("ranges", [[(0, 1 << 62)], [(0, 0x3000), (0x3000, 1 << 62)]])
