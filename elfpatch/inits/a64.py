@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
-from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, held, held_by, offset_of, plain
+from elfpatch.inits.values import FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
 
@@ -241,9 +241,9 @@ class _A64:
 
     def _pointer_load(self, insn: int, a: int | Within, reg: str, dst: str, st: dict, out: list) -> bool:
         """An ``ldr`` of a 64-bit word whose relocated value is known (see _got_load); a pointer global's
-        load-time value is still a read of the global. Within an object: the slot and the object looked up at
-        its start."""
-        at = address_of(a)
+        load-time value is still a read of the global. Within an object (an index not known) the word loaded
+        is not known: never the one at its start."""
+        at = a if isinstance(a, int) else None
         if at is None or not reg.startswith("x") or not self._got_load(at, dst, st):
             return False
         if self.object_of(at) is not None:

@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.values import FRAME, Ptr, Value, Within, address_of, held, held_by, offset_of, plain
+from elfpatch.inits.values import FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
 
@@ -365,19 +365,21 @@ class _X86:
         plan = self._plans[(mnem, op)] = _x86_plan(mnem, op)
         return plan
 
-    def _mem(self, terms: tuple, st: dict, ip_next: int) -> int | Within | None:
+    def _mem(self, terms: tuple, st: dict, ip_next: int) -> tuple[int | Within | None, bool]:
         """The address a memory operand names: exact, Within an object (a moving pointer, or a known address
-        plus an unknown index register), or None."""
+        plus an unknown index register), or None; and whether it is exact. A known address plus an unknown
+        scaled index outside any object (a constant table) is that table's start, not exact: what it reads
+        is no object, and no word of it is known to be the one loaded."""
         moving, total, known, index, scaled = _x86_terms(terms, st, ip_next)
         if moving is not None:
-            return moving
+            return moving, False
         if not known:
-            return None
+            return None, False
         if index or scaled:
             inside = _moved(total, None, self.object_of)
             if inside is not None:
-                return inside
-        return None if index else total  # unscaled: which register is the base is not known
+                return inside, False
+        return (None, False) if index else (total, not scaled)  # unscaled: which register is the base is not known
 
     def run(self, insns: list, plans: list, first: int, last: int, st: dict, out: list, start: int,
             end: int) -> None:
@@ -445,7 +447,8 @@ class _X86:
                 return False
             out.append(Call(target, None, args, tail))
         elif memory:
-            slot = address_of(self._mem(terms, st, insn[0] + insn[1])) if terms is not None else None
+            at, exact = self._mem(terms, st, insn[0] + insn[1]) if terms is not None else (None, False)
+            slot = at if exact and isinstance(at, int) else None  # a table's entry at an index not known: none
             word = _word_of(st, _based(terms)) if slot is None and terms is not None else None
             out.append(Call(word, slot, args, tail))  # word: a function pointer another module's object holds
             target = self.got(slot) if isinstance(slot, int) else None
@@ -469,7 +472,9 @@ class _X86:
         if rip is not None:  # [rip + d]: the address, whatever the state
             a = nxt + rip
         elif parsed is not None:
-            a = self._mem(parsed[0], st, nxt)
+            a, exact = self._mem(parsed[0], st, nxt)
+            if not exact and not isinstance(a, Within):
+                a = None  # plus an index not known, outside any object: not an address known
             if a is None:
                 a = _x86_provenance(parsed[1], st)  # an address inside the frame, an allocation or an argument
             if isinstance(a, str):  # inside another module's object: [reg + d] moves it by d, an index by any
@@ -503,10 +508,12 @@ class _X86:
         if stack == 1 or stack == 2 and st.get("rbp") == FRAME:
             _x86_stack_slot(slot, action, source, dreg, st)
             return True
-        a, base = self._address(operand, st, insn[0] + insn[1])
+        a, base, exact = self._address(operand, st, insn[0] + insn[1])
         if a is not None:
-            at = a.start if isinstance(a, Within) else a  # Within an object: slot and object looked up at its start
-            if got_load and dreg and self._got_load(at, dreg, st):
+            # Within an object, or plus an index not known: which word is loaded is not known, so the word at
+            # the start says nothing of the register (a loop over a pointer table reads every entry)
+            at = a.start if isinstance(a, Within) else a
+            if got_load and dreg and exact and self._got_load(at, dreg, st):
                 if self.object_of(at) is not None:  # a pointer global's initial value: still a read of it
                     out.extend(_x86_accesses(a, rw, insn[0]))
                 return True
@@ -520,22 +527,23 @@ class _X86:
                 return True
         return False
 
-    def _address(self, operand: tuple, st: dict, nxt: int) -> tuple[int | Within | None, Ptr | str | None]:
-        """(the address a memory operand names, None: not known; and then where its pointer comes from). The
-        two commonest forms are done without the general terms: ``[rip + d]`` and ``[reg + d]`` (the same
-        results as _mem and _x86_provenance give them)."""
+    def _address(self, operand: tuple, st: dict,
+                 nxt: int) -> tuple[int | Within | None, Ptr | str | None, bool]:
+        """(the address a memory operand names, None: not known; then where its pointer comes from; and whether
+        the address is exact). The two commonest forms are done without the general terms: ``[rip + d]`` and
+        ``[reg + d]`` (the same results as _mem and _x86_provenance give them)."""
         parsed, rip, based = operand[6], operand[8], operand[9]
         if rip is not None:
-            return nxt + rip, None
+            return nxt + rip, None, True
         if based is not None:
             v = st.get(based[0])
             if isinstance(v, Within):
-                return v, None
+                return v, None, False
             if isinstance(v, int):
-                return v + based[1], None
-            return None, v if isinstance(v, (Ptr, str)) else None
-        a = self._mem(parsed[0], st, nxt)
-        return a, (_x86_provenance(parsed[1], st) if a is None else None)
+                return v + based[1], None, True
+            return None, v if isinstance(v, (Ptr, str)) else None, False
+        a, exact = self._mem(parsed[0], st, nxt)
+        return a, (_x86_provenance(parsed[1], st) if a is None else None), exact
 
     def _got_load(self, a: int, dreg: str, st: dict) -> bool:
         """A load from a GOT slot: the register now holds the object's address (False: not a GOT slot)."""

@@ -98,7 +98,7 @@ def test_a_loop_invariant_base_with_an_index_register(tmp_path: Path) -> None:
         cmp dword ptr [rbp - 4], 0xff
         jle 1b
         ret""")
-    assert _stores(events) == [DATA]
+    assert _stores(events) == [Within(DATA)]  # some element: rcx (index * 4) is not known, and never 0
 
 
 def test_an_exact_address_stays_exact_when_the_loop_keeps_it(tmp_path: Path) -> None:
