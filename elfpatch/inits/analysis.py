@@ -290,6 +290,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     # callee merely stores through their address (a registrar's insert) does not build them.
     strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
     builders, inserters = _builders(summaries, "constructs"), _builders(summaries, "call_stores", "this_builds")
+    handers = _builders(summaries, "escaped")  # they hand the object to another module's function
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -313,12 +314,8 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             notes.append(
                 f"initializer {e['index']} ({e['symbol']}): reads inline or template variable(s) whose guarded "
                 "initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
-        shared = _inserted_too(s, reads, _others(inserters, s.reads, entries, pos))
-        if shared:
-            notes.append(
-                f"initializer {e['index']} ({e['symbol']}): passes object(s) to a function that stores through "
-                "their address, as another initializer does (a registrar's insert or a construction: not told "
-                "apart, so the order of the two is not judged): " + ", ".join(shared[:3]))
+        elsewhere = (_others(inserters, s.reads, entries, pos), _others(handers, s.reads, entries, pos))
+        shared = _written_elsewhere(image, e, s, reads, elsewhere, notes)
         built = [o for o in s.constructs if constructor.get(o) == pos or s.constructs[o]]
         built += [o for o in s.call_stores if constructor.get(o) == pos and o not in s.constructs]
         e["analysis"] = {
@@ -333,6 +330,34 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         }
     listing["findings"] = findings
     return notes
+
+
+def _written_elsewhere(image: Image, e: dict[str, Any], s: Summary, reads: list[dict[str, Any]],
+                       elsewhere: tuple[set[int], set[int]], notes: list[str]) -> bool:
+    """Whether a read of the entry is not judged because another initializer may build its object in a way not
+    told apart from an insert (a function storing through the address both pass), or not seen at all (another
+    module's function it is handed to); the notes say which (``elsewhere``: the objects other initializers pass
+    to a function that stores through them, and those they hand to another module's function)."""
+    shared = _inserted_too(s, reads, elsewhere[0])
+    if shared:
+        notes.append(
+            f"initializer {e['index']} ({e['symbol']}): passes object(s) to a function that stores through "
+            "their address, as another initializer does (a registrar's insert or a construction: not told "
+            "apart, so the order of the two is not judged): " + ", ".join(shared[:3]))
+    handed = _handed_on(image, reads, elsewhere[1])
+    if handed:
+        notes.append(
+            f"initializer {e['index']} ({e['symbol']}): reads object(s) that nothing here builds and that another "
+            "initializer hands to another module's function, which may store into them (snprintf(buf, ...): a "
+            "build not seen): " + ", ".join(handed[:3]))
+    return bool(shared or handed)
+
+
+def _handed_on(image: Image, reads: list[dict[str, Any]], elsewhere: set[int]) -> list[str]:
+    """The objects read as ``constant`` (nothing here builds them) that another initializer hands to another
+    module's function (``elsewhere``), whose stores into them the walk does not see."""
+    return [image.symbol_at(r["object"]["address"]) or f"{r['object']['address']:#x}" for r in reads
+            if r["status"] == "constant" and r["object"]["address"] in elsewhere]
 
 
 def _inserted_too(s: Summary, reads: list[dict[str, Any]], elsewhere: set[int]) -> list[str]:

@@ -1,7 +1,9 @@
 """Code an initializer runs without calling it itself is never taken as seen: a function of the file handed to
 another module's function (qsort's comparator, pthread_once's routine, a signal handler raised at once), an
 ifunc's implementation (the PLT slot an R_*_IRELATIVE fills: its resolver is not what runs), and a DT_INIT
-function named by ``-Wl,-init`` (it runs before the init arrays and is not walked). Each program's code reads
+function named by ``-Wl,-init`` (it runs before the init arrays and is not walked), and a libc function that
+fills a buffer another initializer reads (``snprintf(g_host, ...)``: nothing here builds it, so it read as
+constant). Each program's code reads
 g_obj, built by a later unit, and prints what it saw (0: before construction); the analysis must say the
 entry or the file is incomplete, where it used to say complete with no finding."""
 from __future__ import annotations
@@ -72,3 +74,19 @@ def test_a_dt_init_function_is_not_taken_as_seen(tmp_path: Path) -> None:
     assert any(e["kind"] == "init" and e["symbol"] == "my_dt_init" and not e["toolchain"] for e in f["init"])
     assert not f["analysis_complete"]
     assert any("DT_INIT function my_dt_init is not analysed" in n for n in f["analysis_notes"])
+
+
+def test_a_buffer_another_module_fills_is_not_constant(tmp_path: Path) -> None:
+    require_tool("g++", packages="g++")
+    (tmp_path / "user.cpp").write_text('#include <stdio.h>\nextern char g_host[16];\n'
+                                       'static int seen = printf("g_host %d\\n", g_host[0]);\nint main() {}\n')
+    (tmp_path / "host.cpp").write_text('#include <stdio.h>\nchar g_host[16];\n'
+                                       'static int n = snprintf(g_host, sizeof g_host, "host-%d", 7);\n')
+    exe = tmp_path / "prog"
+    subprocess.run(["g++", "-O2", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "host.cpp")],
+                   check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_host 0\n"
+    f = _analysis(exe)
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert not user["analysis"]["complete"] and not f["analysis_complete"]
+    assert any("hands to another module's function" in n and "g_host" in n for n in f["analysis_notes"])
