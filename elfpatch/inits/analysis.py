@@ -20,8 +20,8 @@ from elfpatch.inits.filled import inlined_builds
 from elfpatch.inits.image import Image
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
 from elfpatch.inits.unnamed import unnamed_built
-from elfpatch.inits.values import address_of
-from elfpatch.inits.walk import Registration, Summary, Walker
+from elfpatch.inits.values import address_of, held_by
+from elfpatch.inits.walk import UNKNOWN_STORE, Registration, Summary, Walker, returned_by
 
 DEFAULT_DEPTH = 3
 # GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file, and the
@@ -291,6 +291,8 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
     builders, inserters = _builders(summaries, "constructs"), _builders(summaries, "call_stores", "this_builds")
     handers = _builders(summaries, "escaped")  # they hand the object to another module's function
+    blind = {entries[pos]["address"]: entries[pos] for pos, s in enumerate(summaries) if s is not None
+             and any(_may_point_here(w) for w in s.foreign_written)}  # they store where the walk cannot see
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -316,6 +318,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
                 "initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
         elsewhere = (_others(inserters, s.reads, entries, pos), _others(handers, s.reads, entries, pos))
         shared = _written_elsewhere(image, e, s, reads, elsewhere, notes)
+        shared = _blind_builds(e, reads, [w for a, w in blind.items() if a != e["address"]], notes) or shared
         built = [o for o in s.constructs if constructor.get(o) == pos or s.constructs[o]]
         built += [o for o in s.call_stores if constructor.get(o) == pos and o not in s.constructs]
         e["analysis"] = {
@@ -351,6 +354,26 @@ def _written_elsewhere(image: Image, e: dict[str, Any], s: Summary, reads: list[
             "initializer hands to another module's function, which may store into them (snprintf(buf, ...): a "
             "build not seen): " + ", ".join(handed[:3]))
     return bool(shared or handed)
+
+
+def _may_point_here(written: str) -> bool:
+    """Whether a store an initializer's walk lists (``Summary.foreign_written``) may land in this file's objects:
+    through a pointer not known, one loaded from another module's word or one another module's function
+    returned (any of those may hold an address of this file)."""
+    return written == UNKNOWN_STORE or held_by(written) is not None or returned_by(written) is not None
+
+
+def _blind_builds(e: dict[str, Any], reads: list[dict[str, Any]], writers: list[dict[str, Any]],
+                  notes: list[str]) -> bool:
+    """Whether the entry reads an object as ``constant`` (nothing here builds it) while another initializer
+    (``writers``) stores through a pointer the walk does not know, which may build it; noted."""
+    constant = [r["object"]["symbol"] or f"{r['object']['address']:#x}" for r in reads if r["status"] == "constant"]
+    if not constant or not writers:
+        return False
+    notes.append(f"initializer {e['index']} ({e['symbol']}): reads object(s) nothing here builds, while "
+                 f"initializer(s) {', '.join(str(w['index']) for w in writers[:3])} store through a pointer not "
+                 "known, which may build them: " + ", ".join(constant[:3]))
+    return True
 
 
 def _handed_on(image: Image, reads: list[dict[str, Any]], elsewhere: set[int]) -> list[str]:

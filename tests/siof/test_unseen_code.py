@@ -90,3 +90,24 @@ def test_a_buffer_another_module_fills_is_not_constant(tmp_path: Path) -> None:
     user = next(e for e in f["init"] if e["source"] == "user.cpp")
     assert not user["analysis"]["complete"] and not f["analysis_complete"]
     assert any("hands to another module's function" in n and "g_host" in n for n in f["analysis_notes"])
+
+
+def test_a_read_of_what_a_store_not_seen_may_build_is_not_proven(tmp_path: Path) -> None:
+    """GCC -O2 builds g_b's array in a loop after registering g_a's destructors: the pointer it stores through
+    is no longer known (callee-saved registers across __cxa_atexit), so the walk does not see g_b built. An
+    earlier unit's read of g_b was "constant" in an entry that said complete (the file said incomplete)."""
+    require_tool("g++", packages="g++")
+    (tmp_path / "obj.hpp").write_text(OBJ.replace("extern Obj g_obj;\n", "")
+                                      + "struct ObjD { int built; ObjD() : built(k_seven) {} ~ObjD() {} };\n")
+    (tmp_path / "user.cpp").write_text('#include "obj.hpp"\nextern Obj g_b[4];\n'
+                                       'static int seen = printf("g_b %d\\n", g_b[k_seven & 3].built);\n'
+                                       "int main() {}\n")
+    (tmp_path / "arr.cpp").write_text('#include "obj.hpp"\nvolatile int k_seven = 7;\nObjD g_a[8];\nObj g_b[4];\n')
+    exe = tmp_path / "prog"
+    subprocess.run(["g++", "-O2", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "arr.cpp")],
+                   check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_b 0\n"
+    f = _analysis(exe)
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
+    assert "g_b" in found or not user["analysis"]["complete"]
