@@ -31,7 +31,7 @@ from elfpatch.elf.const import (
     R_IRELATIVE,
     SHN_UNDEF,
 )
-from elfpatch.elf.file import ElfFile, SymbolTable
+from elfpatch.elf.file import ElfFile, Symbol, SymbolTable
 from elfpatch.errors import ElfPatchError, ParseError
 
 
@@ -132,13 +132,29 @@ class Relocator:
 
     def _symbol(self, index: int) -> tuple[str, int | None]:
         """Name and link-time value (None when undefined here) of dynamic symbol ``index``."""
+        sym = self._table().symbol(index)
+        return sym.name, (None if sym.st_shndx == SHN_UNDEF else sym.st_value)
+
+    def _table(self) -> SymbolTable:
         if self._dynsym is None:  # r_info's symbol index is into the loader's table (DT_SYMTAB)
             self._dynsym = self.elf.loader_table() or next(
                 (t for t in self.elf.symbol_tables() if t.name == ".dynsym"), None)  # no hash table: sections
             if self._dynsym is None:
                 raise ParseError("symbol relocation without a dynamic symbol table", self.elf.path)
-        sym = self._dynsym.symbol(index)
-        return sym.name, (None if sym.st_shndx == SHN_UNDEF else sym.st_value)
+        return self._dynsym
+
+    def own_symbol(self, vaddr: int) -> Symbol | None:
+        """The dynamic symbol the relocation of the word at ``vaddr`` names when this file defines it (the
+        loader binds it to the first definition in the lookup scope: perhaps another object's); None for
+        none, an undefined one, or one that cannot be read."""
+        reloc = self._relocs.get(vaddr)
+        if reloc is None or reloc.sym == 0:
+            return None
+        try:
+            sym = self._table().symbol(reloc.sym)
+        except ElfPatchError:
+            return None
+        return sym if sym.st_shndx != SHN_UNDEF else None
 
     def word(self, vaddr: int) -> Target:
         """The relocated value of the word at link-time address ``vaddr``."""

@@ -246,8 +246,7 @@ class _A64:
         at = a if isinstance(a, int) else None
         if at is None or not reg.startswith("x") or not self._got_load(at, dst, st):
             return False
-        if self.object_of(at) is not None:
-            out.extend(_a64_accesses(a, "ldr", False, insn))
+        out.extend(_a64_accesses(a, "ldr", False, insn))  # a GOT slot too: the walk asks whose name it holds
         return True
 
     def _got_load(self, a: int, dst: str, st: dict) -> bool:

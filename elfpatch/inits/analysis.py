@@ -199,7 +199,8 @@ def _proven(s: Summary) -> bool:
     """"Complete is a proof": every call followed (within the depth), and every memory access reached has an
     address resolved to the frame, memory allocated, a named object, or a pointer derived from one of those
     (an access through the initializer's own argument registers is not)."""
-    return s.indirect == 0 and s.depth_limited == 0 and s.unproven == 0 and not s.arg_derefs and not s.strange
+    return s.indirect == 0 and s.depth_limited == 0 and s.unproven == 0 and not s.arg_derefs and not s.strange \
+        and not s.interposed
 
 
 def _where(image: Image, via: tuple, insn: int, e: dict[str, Any]) -> str:
@@ -229,6 +230,10 @@ def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool, i
     if s is None:
         return [f"initializer {e['index']}: its address is not in this file: not seen"] if supported else []
     notes = _unproven_notes(e, s, image)
+    if s.interposed:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): follows this file's own definition(s) of exported "
+                     "name(s) it reaches through its GOT, which an object loaded before it may interpose (judged "
+                     "by a program's load, --deps): " + ", ".join(sorted(s.interposed)[:3]))
     if s.indirect:
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.indirect} indirect call(s) not followed")
     if s.strange:
@@ -330,6 +335,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             "other_module_reads": sorted(s.foreign),  # judged by the whole load (inits.crossload, --deps)
             "other_module_calls": sorted(s.foreign_calls | s.held_calls),
             "other_module_writes": sorted(s.foreign_written),  # the load follows only words nothing wrote
+            "own_interposable": sorted(s.interposed),  # the load says which object's definition they bind to
         }
     listing["findings"] = findings
     return notes

@@ -113,9 +113,11 @@ def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
     rank = {obj: n for n, obj in enumerate(load.init_order)}
     wanted: dict[int, set[str]] = {}
     for m, s in enumerate(symbols):
-        for name in sorted(s.imported) if s is not None else ():
+        # what it imports, and what it defines itself but an object before it in the search order interposes
+        # (its own GOT slots bind there: the program's get_port for the library's call of its own)
+        for name in sorted(s.imported | s.defined.keys()) if s is not None else ():
             d = _definer(name, symbols)
-            if d is not None and rank.get(d, -1) > rank.get(m, -1):  # none: a weak reference left null
+            if d is not None and d != m and rank.get(d, -1) > rank.get(m, -1):  # none: a weak reference left null
                 wanted.setdefault(m, set()).add(name)
     return symbols, wanted
 
@@ -137,16 +139,30 @@ def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]]
     for m in sorted(wanted):
         reader = listing_of(m)
         for e in _entries(reader):
-            for name in e["analysis"].get("other_module_reads", []):
+            own = _interposed(e, wanted[m], symbols)
+            for name in [*e["analysis"].get("other_module_reads", []), *(n for n, f in own if not f)]:
                 if name in wanted[m] and not name.startswith("_ZZ"):
                     _judge_one(load, symbols, listing_of, m, e, name, findings, notes)
             # a load through what such a call returned is named "<function>()" (walk.returned_by): a getter's
             calls = [n for n in e["analysis"].get("other_module_calls", []) if n in wanted[m]]
+            calls += [n for n, f in own if f and n not in calls]
             through = {n[:-2] for n in e["analysis"].get("other_module_reads", []) if n.endswith("()")}
             if calls and walk is not None:
                 _judge_calls(load, symbols, listing_of, walk, m, e, (calls, through), findings, notes)
             words.judge(m, e, findings, notes)
     return findings, notes
+
+
+def _interposed(e: dict, wanted: set[str], symbols: list[Symbols | None]) -> list[tuple[str, bool]]:
+    """(name, a function) for each of the entry's own exported names reached through its GOT that the load
+    binds to an object initialized after it (``wanted``): judged as that object's function or data."""
+    out = []
+    for name in e["analysis"].get("own_interposable", []):
+        d = _definer(name, symbols) if name in wanted else None
+        dsyms = symbols[d] if d is not None else None
+        if dsyms is not None:
+            out.append((name, name in dsyms.functions))
+    return out
 
 
 def _judge_calls(load: Load, symbols: list[Symbols | None], listing_of: Callable[[int], dict[str, Any] | None],

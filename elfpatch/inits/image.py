@@ -12,6 +12,8 @@ from bisect import bisect_right
 from typing import Sequence, Union
 
 from elfpatch.elf.const import (
+    DF_SYMBOLIC,
+    DT_FLAGS,
     DT_JMPREL,
     DT_PLTGOT,
     DT_PLTREL,
@@ -19,6 +21,7 @@ from elfpatch.elf.const import (
     DT_RELA,
     DT_RELAENT,
     DT_RELENT,
+    DT_SYMBOLIC,
     EM_X86_64,
     PF_W,
     PF_X,
@@ -30,6 +33,7 @@ from elfpatch.elf.const import (
     SHF_TLS,
     SHF_WRITE,
     SHT_NOBITS,
+    STV_DEFAULT,
 )
 from elfpatch.elf.file import ElfFile, SymbolTable
 from elfpatch.elf.relocs import Relocator
@@ -131,6 +135,12 @@ class Image:
             self._plt_lo = min((lo for lo, _ in self.plt), default=0)
             self._plt_hi = max((hi for _, hi in self.plt), default=0)
         self._disagree: set[int] = set()  # sized function symbols whose FDE says another end
+        # A shared library's own exported names reached through its GOT bind to the first definition in the
+        # lookup scope, which an object loaded before it may hold (a program's): not when it is the program,
+        # or linked -Bsymbolic (its own definitions first).
+        self._interposable = not elf.is_executable() and elf.dynamic_value(DT_SYMBOLIC) is None \
+            and not (elf.dynamic_value(DT_FLAGS) or 0) & DF_SYMBOLIC
+        self._own: dict[int, str | None] = {}
 
     # -- symbols -------------------------------------------------------------------------------------
 
@@ -369,6 +379,16 @@ class Image:
 
     def read_code(self, addr: int, size: int) -> bytes:
         return self.elf.read(self.elf.vaddr_to_offset(addr, size), size)
+
+    def interposable(self, slot: int) -> str | None:
+        """The name of this file's own default-visibility definition that the GOT slot at ``slot`` is relocated
+        to, when another object's definition may interpose it (see __init__); None otherwise."""
+        if not self._interposable or self._reloc is None:
+            return None
+        if slot not in self._own:
+            sym = self._reloc.own_symbol(slot) if any(lo <= slot < hi for lo, hi in self.got_ranges) else None
+            self._own[slot] = sym.name if sym is not None and sym.st_other & 3 == STV_DEFAULT else None
+        return self._own[slot]
 
     def ifunc_slot(self, addr: int) -> bool:
         """Whether an R_*_IRELATIVE fills the GOT slot at ``addr`` (an ifunc: its value is the implementation

@@ -116,6 +116,9 @@ class Summary(NamedTuple):
     # (a registrar's ``r->names[r->n++] = s``), not the first store a constructor makes
     this_loads: frozenset = frozenset()
     arg_loads: frozenset = frozenset()  # argument registers whose first access through them is a load
+    # this file's own exported names the walk reached through its GOT (a call through the PLT, a load of the
+    # slot) and followed to its own definition, which an object loaded before it may interpose (a library's)
+    interposed: frozenset = frozenset()
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -212,6 +215,7 @@ class _Acc:
         self.this_builds: set[int] = set()  # see Summary.this_builds
         self.this_loads: set[int] = set()
         self.arg_loads: set[int] = set()
+        self.interposed: set[str] = set()
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -253,7 +257,7 @@ class _Acc:
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
                        frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written),
                        frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
-                       frozenset(self.arg_loads))
+                       frozenset(self.arg_loads), frozenset(self.interposed))
 
 
 class Walker:
@@ -276,6 +280,7 @@ class Walker:
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         self._kept: dict[int, frozenset] = {}
         self._ifunc: set[int] = set()  # PLT stubs through an R_*_IRELATIVE slot (callee() finds them)
+        self._interposed: dict[int, str] = {}  # PLT stubs through a slot of an own interposable name
         # whether a function surely ran a thread_local's initialization
         self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
         dis.arch.result = self.result
@@ -310,6 +315,9 @@ class Walker:
                 bound = image.got(slot) if slot is not None else None
                 if slot is not None and image.ifunc_slot(slot):
                     self._ifunc.add(target)  # what the resolver picks at load: no call to follow
+                own = image.interposable(slot) if slot is not None else None
+                if own is not None:
+                    self._interposed[target] = own
                 if isinstance(bound, str):
                     out = (None, _SYMBOL_VERSION.sub("", bound))
                 elif isinstance(bound, int) and bound != target:
@@ -447,6 +455,8 @@ class Walker:
         if target is None:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
             return
+        if isinstance(target, int) and target in self._interposed:
+            acc.interposed.add(self._interposed[target])
         where, name = self._entered(ev, *self.named(target), stack)
         if where == -1:
             acc.strange += 1  # a call no function starts at: not code a compiler calls
@@ -589,6 +599,7 @@ class Walker:
         acc.guarded |= sub.guarded_builds
         acc.this_builds |= sub.this_builds
         acc.this_loads |= sub.this_loads
+        acc.interposed |= sub.interposed
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads)
 
@@ -658,6 +669,9 @@ class Walker:
         assert addr is not None
         obj = self.image.object_at(addr)
         if obj is None:
+            own = self.image.interposable(addr) if not ev.write else None
+            if own is not None:  # a load of a GOT slot holding this file's own exported name
+                acc.interposed.add(own)
             if ev.write and self.image.is_guard(addr):
                 acc.guard = addr  # an inline variable's guard set: what follows runs once
                 acc.guards.add(addr)
@@ -681,6 +695,9 @@ class Walker:
         if target is None and ev.slot is not None:
             target = self.pointer(ev.slot)
             self._relied(ev.slot, acc)
+            own = self.image.interposable(ev.slot)
+            if own is not None:
+                acc.interposed.add(own)
         if isinstance(target, str) and held_by(target) is not None:
             acc.held_calls.add(target)  # another module's function pointer: indirect here, the load may read it
             return None

@@ -514,8 +514,9 @@ class _X86:
             # the start says nothing of the register (a loop over a pointer table reads every entry)
             at = a.start if isinstance(a, Within) else a
             if got_load and dreg and exact and self._got_load(at, dreg, st):
-                if self.object_of(at) is not None:  # a pointer global's initial value: still a read of it
-                    out.extend(_x86_accesses(a, rw, insn[0]))
+                # a pointer global's initial value: still a read of it; a GOT slot's load: the walk asks
+                # whether it names one of the file's own interposable definitions
+                out.extend(_x86_accesses(a, rw, insn[0]))
                 return True
             out.extend(_x86_accesses(a, rw, insn[0]))
             return False

@@ -40,7 +40,7 @@ def test_json_contract(gcc_build: Path) -> None:
     for e in analysed:
         a = e["analysis"]
         assert set(a) == {"constructs", "reads", "complete", "unanalyzed", "other_module_reads", "other_module_calls",
-                      "other_module_writes"}
+                      "other_module_writes", "own_interposable"}
         assert set(a["unanalyzed"]) == {"indirect_calls", "depth_limited"}
         for r in a["reads"]:
             assert set(r) == {"object", "status"} and set(r["object"]) == OBJ_KEYS

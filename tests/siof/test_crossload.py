@@ -49,7 +49,10 @@ def test_deps_finds_what_the_load_reads_early(probe_build: Path, program: str, v
     got = [(Path(f["reader"]["file"]).name, f["object"]["symbol"], Path(f["object"]["file"]).name, f["verdict"])
            for f in load["findings"]]
     assert got == ([(*expected, "before-construction")] if expected else [])
-    assert load["analysis_notes"] == []
+    # Every module links probe_box.cpp, so each library's own call of the exported Box::Box() binds to the first
+    # definition in the search order (interposed): judged in that module, whose walk through `this` is not proven
+    # complete -- a note on that name alone.
+    assert [n for n in load["analysis_notes"] if "calls _ZN3BoxC1Ev of " not in n] == []
     for f in load["findings"]:  # the constructor named is the definer's; a getter is the read's route
         assert f["constructor"]["file"] == f["object"]["file"]
         assert f["via"] == (["_Z7get_boxv"] if program == "probe_xget" else [])
@@ -65,7 +68,10 @@ def test_without_deps_a_cross_module_read_is_never_clean(probe_build: Path, vari
         f = _load_doc(str(d / lib))["files"][0]
         assert not f["analysis_complete"] and f["findings"] == []
         assert any("another module's" in n for n in f["analysis_notes"])
-    assert _load_doc("--deps", str(d / "libprobe_xbd.so"))["files"][0]["analysis_complete"]
+    ordered = _load_doc("--deps", str(d / "libprobe_xbd.so"))["files"][0]
+    assert not any("another module's" in n for n in ordered["analysis_notes"])  # libxa's read ordered
+    # what keeps it incomplete: its own call of the exported Box::Box(), which what loads it first may interpose
+    assert all("may interpose" in n for n in ordered["analysis_notes"]) and ordered["findings"] == []
     assert not _load_doc("--deps", str(d / "libprobe_xb.so"))["files"][0]["analysis_complete"]
 
 
@@ -81,7 +87,8 @@ def test_a_copy_is_bound_to_the_library_that_builds_it(probe_build: Path, varian
     if "g_lib_box" in program.copies:  # GCC's PIE code reads extern data through a copy; clang's through the GOT
         assert "g_lib_box" in program.defined
     assert _definer("g_lib_box", symbols) == 1
-    assert wanted == {}  # nothing in this load reads an object of a module initialized later
+    # nothing in this load reads an object of a module initialized later: the copy is the library's
+    assert all("g_lib_box" not in names for names in wanted.values())
 
 
 @pytest.mark.parametrize("variant", [case(v, needs=[VARIANTS[v]]) for v in sorted(VARIANTS)])

@@ -201,7 +201,10 @@ def _judge_read(prog: Program, mod: Module, cid: int, oid: int, where: dict, out
 # What keeps an entry from being complete, from the file's notes: (a phrase of the note, the cause's name).
 # The first that matches names a note; an entry's causes are those of the notes that name it, and the
 # file-wide ones (a stripped file, an LTO-merged initializer, the budget).
-_CAUSES = (
+_CAUSES = (  # the more specific phrases first: later notes name "another module's function" too
+    ("which an object loaded before it may interpose", "own exported name another object may interpose"),
+    ("store through a pointer not known, which may build", "a store not seen may build it"),
+    ("hands to another module's function", "handed to another module's function"),
     ("another module's", "unproven: another module's object"),
     ("pointer of unproven provenance", "unproven: pointer of unknown provenance"),
     ("through its own arguments", "access through the initializer's arguments"),
@@ -219,6 +222,7 @@ _FILE_CAUSES = (
     ("LTO-merged initializer", "LTO-merged initializer"),
     ("not seen whole", "work budget"),
     ("loops were cut short", "loop cut short"),
+    ("DT_INIT function", "DT_INIT function not analysed"),
 )
 
 

@@ -1,0 +1,59 @@
+"""A shared library's own exported names bind to the first definition in the lookup scope: a program that
+defines the same function or object interposes it, so the library's initializer calls the program's
+``get_port()`` (which reads the program's g_port, not yet built) or reads the program's g_cfg (built later by the
+program's initializer). The library alone used to say complete with no finding, following its own definition.
+Now it says incomplete (its own interposable names, named in a note); the program's load (--deps) binds the
+names as the loader does and finds the reads before construction (the run printed 0 for both)."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+from helpers import run_main
+
+CASES = {  # what the library's initializer reaches through its GOT, and the program's interposing definition
+    "function": ('extern "C" int get_port() { return 80; }\nstatic int lib_port = get_port();\n',
+                 '#include <stdio.h>\nstruct Obj { int built; Obj(); };\nextern "C" volatile int k_seven;\n'
+                 "volatile int k_seven = 7;\nObj::Obj() : built(k_seven) {}\nObj g_port;\n"
+                 'extern "C" int get_port() { printf("g_port %d\\n", g_port.built); return g_port.built; }\n'
+                 "int main() {}\n", "g_port"),
+    "data": ('#include <stdio.h>\nstruct Cfg { int built; };\nCfg g_cfg = {7};\n'
+             'static int lib_seen = printf("g_cfg %d\\n", g_cfg.built);\n',
+             'extern "C" volatile int k_seven;\nvolatile int k_seven = 7;\n'
+             "struct Cfg { int built; Cfg() : built(k_seven) {} };\nCfg g_cfg;\nint main() {}\n", "g_cfg"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_library_name_the_program_interposes(tmp_path: Path, case: str) -> None:
+    require_tool("g++", packages="g++")
+    lib_src, prog_src, obj = CASES[case]
+    (tmp_path / "lib.cpp").write_text(lib_src)
+    (tmp_path / "prog.cpp").write_text(prog_src)
+    lib, exe = tmp_path / "libcfg.so", tmp_path / "prog"
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(lib), str(tmp_path / "lib.cpp")], check=True,
+                   capture_output=True)
+    subprocess.run(["g++", "-O2", "-o", str(exe), str(tmp_path / "prog.cpp"), f"-L{tmp_path}", "-Wl,--no-as-needed",
+                    "-lcfg", "-Wl,-rpath,$ORIGIN"], check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == f"{obj} 0\n"
+    alone = json.loads(run_main("inits", "--siof", "--json", str(lib), check=True).stdout)["files"][0]
+    assert not alone["analysis_complete"]
+    assert any("may interpose" in n for n in alone["analysis_notes"])
+    load = json.loads(run_main("inits", "--siof", "--deps", "--json", str(exe), check=True).stdout)["loads"][0]
+    assert [(Path(f["reader"]["file"]).name, f["object"]["symbol"], f["verdict"]) for f in load["findings"]] \
+        == [("libcfg.so", obj, "before-construction")]
+
+
+def test_a_library_linked_symbolic_binds_its_own(tmp_path: Path) -> None:
+    """-Bsymbolic: the library's own definitions come first in its lookups, so nothing interposes them (no
+    note); the same holds for the program itself, first in every scope."""
+    require_tool("g++", packages="g++")
+    (tmp_path / "lib.cpp").write_text(CASES["function"][0])
+    lib = tmp_path / "libcfg.so"
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-Wl,-Bsymbolic", "-o", str(lib), str(tmp_path / "lib.cpp")],
+                   check=True, capture_output=True)
+    alone = json.loads(run_main("inits", "--siof", "--json", str(lib), check=True).stdout)["files"][0]
+    assert not any("may interpose" in n for n in alone["analysis_notes"])
