@@ -375,6 +375,8 @@ class ElfFile:
         self._loader: tuple[TableSpec | None] | None = None
         self._hashed: tuple[TableSpec | None] | None = None
         self.warnings: list[str] = []  # where the section view and the loader's view part ways
+        # relocs.Relocator's indexes of the relocation tables, built once per file (they point at no file)
+        self.relocation_indexes: dict[int, object] = {}
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import struct
 import sys
-from itertools import compress, repeat
-from operator import and_, rshift
+from itertools import compress, count, repeat
+from operator import and_
 from typing import Iterable, NamedTuple
 
 from elfpatch.elf.const import (
@@ -45,6 +45,35 @@ class Target(NamedTuple):
 class _Reloc(NamedTuple):
     sym: int
     addend: int | None  # None: the addend is the word in place (REL)
+    rtype: int = 0  # the relocation type (R_*), r_info's low bits
+
+
+class _Index:
+    """A relocation table in the host's byte order, indexed once per file and shared by its Relocators (a large
+    library's table is then read once, not once per set of ranges, and no Relocator copies its entries): each
+    word's last entry that is not R_*_NONE, found by r_offset. Its columns are read at C speed (a 300k-entry
+    table in a few hundredths of a second); the _Reloc is made for the words asked about alone."""
+
+    def __init__(self, blob: bytes, size: int, wordsize: int, rela: bool, info: tuple[int, int]) -> None:
+        self.shift, self.mask = info
+        mask = info[1]
+        k = size // wordsize
+        words = memoryview(blob).cast("Q" if wordsize == 8 else "I")
+        self.infos = words[1::k]
+        self.addends = memoryview(blob).cast("q" if wordsize == 8 else "i")[2::k] if rela else None
+        wanted = list(map(bool, map(and_, self.infos.tolist(), repeat(mask))))
+        self.rows = dict(zip(compress(words[0::k].tolist(), wanted), compress(count(), wanted)))  # the last wins
+
+    def get(self, vaddr: int) -> _Reloc | None:
+        row = self.rows.get(vaddr)
+        return None if row is None else self._reloc(row)
+
+    def items(self) -> Iterable[tuple[int, _Reloc]]:
+        return ((vaddr, self._reloc(row)) for vaddr, row in self.rows.items())
+
+    def _reloc(self, row: int) -> _Reloc:
+        info = self.infos[row]
+        return _Reloc(info >> self.shift, self.addends[row] if self.addends is not None else None, info & self.mask)
 
 
 class Relocator:
@@ -54,8 +83,9 @@ class Relocator:
         self.elf = elf
         self.ranges = [(lo, hi) for lo, hi in ranges if hi > lo]
         self.wordsize = elf.elfclass // 8
-        self._relocs: dict[int, _Reloc] = {}
-        self.ifunc: set[int] = set()  # words an R_*_IRELATIVE fills: their value is chosen at load, not known
+        # Each table read, in table order (a later one's entry for a word replaces an earlier one's): a dict of
+        # the entries in the ranges, or a file-wide _Index shared with the file's other Relocators.
+        self._tables: list[dict[int, _Reloc] | _Index] = []
         self._irelative = R_IRELATIVE.get(elf.e_machine)
         self._dynsym: SymbolTable | None = None
         # EM_MIPS: its r_info layout differs (and its relocations add to the word in place): read the word.
@@ -87,8 +117,13 @@ class Relocator:
         hi = max(r[1] for r in self.ranges)
         shift, mask = (32, 0xFFFFFFFF) if self.wordsize == 8 else (8, 0xFF)
         if self.elf.little == (sys.byteorder == "little"):
-            self._read_columns(blob, fmt.size, rela, (lo, hi, shift, mask))
+            index = self.elf.relocation_indexes.get(addr_tag)
+            if not isinstance(index, _Index):
+                index = _Index(blob, fmt.size, self.wordsize, rela, (shift, mask))
+                self.elf.relocation_indexes[addr_tag] = index
+            self._tables.append(index)
             return
+        relocs: dict[int, _Reloc] = {}
         for entry in self._in_span(blob, fmt, lo, hi):
             r_offset = entry[0]
             if not lo <= r_offset < hi or not self._wanted(r_offset):
@@ -96,30 +131,26 @@ class Relocator:
             r_info = entry[1]
             if r_info & mask == 0:  # R_*_NONE
                 continue
-            self._relocs[r_offset] = _Reloc(r_info >> shift, entry[2] if rela else None)
-            if r_info & mask == self._irelative:
-                self.ifunc.add(r_offset)
+            relocs[r_offset] = _Reloc(r_info >> shift, entry[2] if rela else None, r_info & mask)
+        self._tables.append(relocs)
 
-    def _read_columns(self, blob: bytes, size: int, rela: bool, span: tuple[int, int, int, int]) -> None:
-        """_read_table's loop for a table in the host's byte order, column by column at C speed (a 300k-entry
-        table in a few hundredths of a second, not half a second of unpacking entry by entry): the entries in
-        the ranges that are not R_*_NONE, a later one for the same word replacing an earlier one."""
-        lo, hi, shift, mask = span
-        k = size // self.wordsize
-        words = memoryview(blob).cast("Q" if self.wordsize == 8 else "I")
-        offsets, infos = words[0::k].tolist(), words[1::k].tolist()
-        keep = map(and_, map(lo.__le__, offsets), map(hi.__gt__, offsets))
-        wanted = list(map(and_, keep, map(bool, map(and_, infos, repeat(mask)))))
-        syms = map(rshift, compress(infos, wanted), repeat(shift))
-        addends: Iterable = compress(memoryview(blob).cast("q" if self.wordsize == 8 else "i")[2::k].tolist(),
-                                     wanted) if rela else repeat(None)
-        rows: Iterable = zip(compress(offsets, wanted), map(tuple.__new__, repeat(_Reloc), zip(syms, addends)))
-        if len(self.ranges) > 1:  # in the span of all the ranges: asked of those entries only
-            rows = [row for row in rows if self._wanted(row[0])]
-        self._relocs.update(rows)
-        if self._irelative is not None and self._irelative in map(and_, infos, repeat(mask)):
-            self.ifunc.update(o for o, i in zip(offsets, infos)
-                              if i & mask == self._irelative and lo <= o < hi and self._wanted(o))
+    @property
+    def _relocs(self) -> dict[int, _Reloc]:
+        """Every relocation in the ranges, as word() finds them, in one dict (for tests and debugging)."""
+        out: dict[int, _Reloc] = {}
+        for table in self._tables:
+            out.update((vaddr, reloc) for vaddr, reloc in table.items() if self._wanted(vaddr))
+        return out
+
+    def _entry(self, vaddr: int) -> _Reloc | None:
+        """The relocation of the word at ``vaddr`` (in the ranges), the last table's that names it."""
+        if not self._wanted(vaddr):
+            return None
+        for table in reversed(self._tables):
+            reloc = table.get(vaddr)
+            if reloc is not None:
+                return reloc
+        return None
 
     def _in_span(self, blob: bytes, fmt: struct.Struct, lo: int, hi: int) -> Iterable[tuple]:
         """The entries whose r_offset is in [lo, hi): the r_offset column is filtered at C speed when the file's
@@ -143,11 +174,17 @@ class Relocator:
                 raise ParseError("symbol relocation without a dynamic symbol table", self.elf.path)
         return self._dynsym
 
+    def ifunc(self, vaddr: int) -> bool:
+        """Whether an R_*_IRELATIVE fills the word at ``vaddr``: its value is what the resolver at the addend
+        returns when the file is loaded (an ifunc's implementation), not known here."""
+        reloc = self._entry(vaddr)
+        return reloc is not None and self._irelative is not None and reloc.rtype == self._irelative
+
     def own_symbol(self, vaddr: int) -> Symbol | None:
         """The dynamic symbol the relocation of the word at ``vaddr`` names when this file defines it (the
         loader binds it to the first definition in the lookup scope: perhaps another object's); None for
         none, an undefined one, or one that cannot be read."""
-        reloc = self._relocs.get(vaddr)
+        reloc = self._entry(vaddr)
         if reloc is None or reloc.sym == 0:
             return None
         try:
@@ -158,7 +195,7 @@ class Relocator:
 
     def word(self, vaddr: int) -> Target:
         """The relocated value of the word at link-time address ``vaddr``."""
-        reloc = self._relocs.get(vaddr)
+        reloc = self._entry(vaddr)
         if reloc is not None and reloc.addend is not None:
             base = reloc.addend
         else:
@@ -172,7 +209,7 @@ class Relocator:
 
     def relocated(self, vaddr: int) -> bool:
         """Whether a relocation (in ``ranges``) names the word at ``vaddr``."""
-        return vaddr in self._relocs
+        return self._entry(vaddr) is not None
 
     def pointee(self, vaddr: int) -> int | str | None:
         """What the word at ``vaddr`` points to once relocated: an address, or (bound to another module) a

@@ -393,7 +393,7 @@ class Image:
     def ifunc_slot(self, addr: int) -> bool:
         """Whether an R_*_IRELATIVE fills the GOT slot at ``addr`` (an ifunc: its value is the implementation
         the resolver picks when the file is loaded, never the resolver itself)."""
-        return self._reloc is not None and addr in self._reloc.ifunc
+        return self._reloc is not None and self._reloc.ifunc(addr)
 
     def got(self, addr: int) -> Value | None:
         """What GOT slot ``addr`` holds once relocated: an address here, an external symbol's name, or None
