@@ -260,6 +260,14 @@ class _Acc:
                        frozenset(self.arg_loads), frozenset(self.interposed))
 
 
+def _first_via(sub: dict, where: int, acc: dict) -> None:
+    """A callee's object -> path entries merged into its caller's, the caller's path first (made only for an
+    object the caller has not met yet)."""
+    for o, via in sub.items():
+        if o not in acc:
+            acc[o] = (where, *via)
+
+
 class Walker:
     def __init__(self, image: Image, dis: Disassembler, pointer: Callable[[int], Value | None] | None = None,
                  initial: Callable[[int], Value | None] | None = None) -> None:
@@ -281,6 +289,7 @@ class Walker:
         self._kept: dict[int, frozenset] = {}
         self._ifunc: set[int] = set()  # PLT stubs through an R_*_IRELATIVE slot (callee() finds them)
         self._interposed: dict[int, str] = {}  # PLT stubs through a slot of an own interposable name
+        self._once_fn: dict[int, bool] = {}  # function -> whether it is a thread_local's initialization
         # whether a function surely ran a thread_local's initialization
         self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
         dis.arch.result = self.result
@@ -569,15 +578,15 @@ class Walker:
             if r not in listed:
                 acc.regs.append(r)
                 listed.add(r)
-        for o, (load, via) in sub.touched.items():  # first: in the callee's order
-            acc.touched.setdefault(o, (load, (where, *via)))
+        touched = acc.touched
+        for o, (load, via) in sub.touched.items():  # first: in the callee's order (its path made if new)
+            if o not in touched:
+                touched[o] = (load, (where, *via))
         for o, strong in sub.constructs.items():
             acc.construct(o, strong)
-        for o, via in sub.reads.items():
-            acc.reads.setdefault(o, (where, *via))
+        _first_via(sub.reads, where, acc.reads)
         self._merge_once(sub, where, acc)
-        for o, via in sub.early.items():
-            acc.early.setdefault(o, (where, *via))
+        _first_via(sub.early, where, acc.early)
         acc.indirect += sub.indirect
         acc.depth_limited += sub.depth_limited
         acc.unresolved += sub.unresolved
@@ -605,8 +614,13 @@ class Walker:
 
     def _merge_once(self, sub: Summary, where: int, acc: _Acc) -> None:
         """Which of the callee's reads come only through a once-per-thread initialization (see Summary.once)."""
-        once = _TLS_INIT.search(self.image.function_name(where) or "") is not None
+        once = self._once_fn.get(where)
+        if once is None:
+            once = self._once_fn[where] = _TLS_INIT.search(self.image.function_name(where) or "") is not None
         acc.once |= sub.once | ({where} if once else set())
+        if not once and not sub.via_once:  # the common case: every read a direct one
+            acc.direct.update(sub.reads)
+            return
         for o in sub.reads:
             if once or o in sub.via_once:
                 acc.via_once.setdefault(o, set()).update({where} if once else sub.via_once[o])
