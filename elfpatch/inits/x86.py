@@ -385,7 +385,7 @@ class _X86:
             end: int) -> None:
         """step() over the instructions [first, last) of a block, the commonest plans done in line (a register
         move, lea of a rip-relative address): one call per block, not one per instruction."""
-        step, pop, get = self.step, st.pop, st.get
+        step, pop, get, register, memory = self.step, st.pop, st.get, self._register, self._memory
         for n in range(first, last):
             plan = plans[n]
             kind = plan[1]
@@ -410,6 +410,13 @@ class _X86:
                     pop(key, None)
                 else:
                     st[key] = value
+            elif kind == _K_REG and plan[2] is None:  # no compare: its register alone (or nothing: a test)
+                pop("cmp", None)
+                if plan[3] != _R_NONE or plan[6]:
+                    register(plan, st)
+            elif kind == _K_MEM and plan[2] is None:
+                pop("cmp", None)
+                memory(insns[n], plan, st, out)
             else:
                 step(insns[n], plan, st, out, start, end)
 
@@ -457,9 +464,8 @@ class _X86:
             out.append(Call(target, None, args, tail))
         kept = self.kept(target) if isinstance(target, int) and not tail else None
         pop = st.pop
-        for r in X86_CLOBBER:  # rax among them
-            if not kept or r not in kept:
-                pop(r, None)
+        for r in X86_CLOBBER if not kept else [r for r in X86_CLOBBER if r not in kept]:  # rax among them
+            pop(r, None)
         value = self.result(target, args)  # what the callee returns, when the walker knows it
         if value is not None:
             st["rax"] = value
