@@ -420,7 +420,8 @@ class Disassembler:
             if marks is not None and p in dec.back:
                 marks[p] = _Mark(p, out, incoming, back_in, used, live, walked)
             st = self._block_state(dec, p, entry, incoming, heads, used, live, marks is not None)
-            st = _with(st, late.get(p), object_of)  # what blocks walked after it bring (the walk before said)
+            if late:
+                st = _with(st, late.get(p), object_of)  # what blocks walked after it bring (the walk before said)
             if p and first > dec.table:  # may be a case of a jump table: what the table jumps bring too
                 early = early or jumps is None
                 st = _case_state(st, p in dec.has_pred, _case_base(preset, jumps, frame), object_of)
@@ -437,16 +438,29 @@ class Disassembler:
             if tables and _table_jump(insns[last][2]):
                 jumps = _meet(jumps, st, object_of)
             taken_known = _decided(cmp, insns[last][2]) if cmp is not None else None
-            for s, taken in dec.succs.get(p, ()):
-                if taken is not None and taken_known is not None and taken != taken_known:
-                    continue
-                if s <= p:
-                    back_in[s] = _meet(back_in.get(s), st, object_of)
-                    continue
-                live.add(s)
-                incoming[s] = _meet(incoming.get(s), st, object_of)
+            self._hand_on(dec.succs.get(p, ()), p, st, taken_known, (incoming, back_in, live))
         self.budget.walked += walked
         return out, back_in, used, (jumps if early and preset is not _FRAME_ONLY and jumps is not None else None)
+
+    def _hand_on(self, edges: list, p: int, st: State, taken_known: bool | None,
+                 tables: tuple[dict[int, State], dict[int, State], set[int]]) -> None:
+        """Block ``p``'s state met into its successors' along the edges a decided compare leaves open: a loop
+        head's back edges into ``back_in``, the others into ``incoming`` (the last forward edge to a block with
+        no state yet takes ``st`` itself: it is the block's last use, and a copy would be all the same)."""
+        incoming, back_in, live = tables
+        object_of = self.object_of
+        for s, taken in edges:
+            if taken is not None and taken_known is not None and taken != taken_known:
+                continue
+            if s <= p:
+                back_in[s] = _meet(back_in.get(s), st, object_of)
+                continue
+            live.add(s)
+            if s == edges[-1][0] and s not in incoming:
+                st.values.pop("cmp", None)  # as _meet's fresh copy drops it
+                incoming[s] = st
+            else:
+                incoming[s] = _meet(incoming.get(s), st, object_of)
 
     def _block_state(self, dec: Decoded, p: int, entry: State, incoming: dict, heads: dict, used: dict,
                      live: set, marked: bool = False) -> State | None:
