@@ -189,6 +189,7 @@ class _Acc:
     def __init__(self, addr: int) -> None:
         self.addr = addr
         self.regs: list = []
+        self.listed: set = set()  # the registrations in regs (kept as they come: no set built per merge)
         self.constructs: dict[int, bool] = {}
         self.reads: dict[int, tuple] = {}
         self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = 0
@@ -426,11 +427,12 @@ class Walker:
     def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
         acc = _Acc(addr)
         for ev in self._events(addr, end, args):
-            if isinstance(ev, Access):
+            kind = type(ev)  # the event types are final (NamedTuples): no isinstance chain per event
+            if kind is Access:
                 self._access(ev, acc)
-            elif isinstance(ev, Deref):
+            elif kind is Deref:
                 self._deref(ev, acc)
-            elif isinstance(ev, Call):
+            elif kind is Call:
                 self._call(ev, acc, depth, stack)
         return acc.summary()
 
@@ -572,7 +574,7 @@ class Walker:
 
     def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc) -> None:
         guard = acc.guard
-        listed = set(acc.regs) if sub.registrations else set()  # one site once: a call tree reaching it 2^k ways
+        listed = acc.listed  # one site once: a call tree reaching it 2^k ways
         for r in sub.registrations:
             r = r if r.guard is not None or guard is None else r._replace(guard=guard)
             if r not in listed:
@@ -730,7 +732,9 @@ class Walker:
         dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) and held_by(dtor) is None else None
         obj = None if returned_by(obj) or held_by(obj) is not None else obj
         obj = obj if not isinstance(obj, Ptr) else None
-        acc.regs.append(Registration(kind, dtor, obj, acc.guard, acc.addr))
+        reg = Registration(kind, dtor, obj, acc.guard, acc.addr)
+        acc.regs.append(reg)
+        acc.listed.add(reg)
         if isinstance(obj, int):
             o = self.image.object_at(obj)
             if o is not None:

@@ -448,7 +448,8 @@ class _X86:
         """A call, or a jmp out of the function (a tail call): records it and clobbers the caller-saved
         registers. False for a jmp inside the function: control flow, not a call."""
         _flow, _kind, tail, target, memory, terms, reg, notrack = plan
-        args = _x86_args(st)
+        get = st.get
+        args = get("rdi"), get("rsi"), get("rdx"), get("rcx"), get("r8"), get("r9")  # _x86_args, in line
         if target is not None:  # an immediate
             if tail and start <= target < end:
                 return False
