@@ -8,6 +8,7 @@ followed like direct calls (a -fPIC library reaches its exported functions so).
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable, NamedTuple
 
@@ -158,6 +159,7 @@ _CLONE = re.compile(r"\.(?:constprop|isra|part)\.\d+|\.cold(?:\.\d+)?$")
 _CLONE_MARKERS = (b".constprop.", b".isra.", b".part.", b".cold")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # asked at every call the walk follows, of a few thousand names
 def is_constructor_clone(name: str | None) -> bool:
     """A GCC clone of a constructor: it builds its object, but which argument (if any) is ``this`` is not
     known, so what it builds is what its code stores into (Walker._credit)."""
@@ -173,6 +175,7 @@ _PLACEMENT_NEW = frozenset({"_ZnwmPv", "_ZnamPv", "_ZnwjPv", "_ZnajPv"})
 _TM_CLONES = frozenset({"_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable"})
 
 
+@functools.lru_cache(maxsize=1 << 16)  # asked at every call, of a few thousand names (regexes on long ones)
 def constructed_argument(name: str | None) -> int | None:
     """Which argument of a call to ``name`` is the object it constructs: a constructor's ``this`` (0), placement
     new's storage (1); None for any other function (its global arguments are reads)."""
@@ -286,6 +289,7 @@ class Walker:
         self._sweeps: dict[tuple, list] = {}
         self._returning: list[int] = []  # getters being swept for their result (a chain, bounded)
         self._foreign: frozenset[str] | None = None  # objects other modules define (undefined STT_OBJECT)
+        self._foreign_names: dict[str, bool] = {}  # foreign_object's answers, by the name asked about
         self._tuples: dict[int, set] = {}  # function -> the argument tuples it was walked with (ARG_TUPLES)
         self._kept: dict[int, frozenset] = {}
         self._ifunc: set[int] = set()  # PLT stubs through an R_*_IRELATIVE slot (callee() finds them)
@@ -743,10 +747,13 @@ class Walker:
 
     def foreign_object(self, name: str) -> bool:
         """Whether ``name`` is a data object another module defines (an undefined STT_OBJECT symbol here)."""
-        if self._foreign is None:
-            tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
-            self._foreign = frozenset(n for t in tables for n in t.names_of(False, STT_OBJECT))
-        return _SYMBOL_VERSION.sub("", name) in self._foreign
+        hit = self._foreign_names.get(name)
+        if hit is None:
+            if self._foreign is None:
+                tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
+                self._foreign = frozenset(n for t in tables for n in t.names_of(False, STT_OBJECT))
+            hit = self._foreign_names[name] = _SYMBOL_VERSION.sub("", name) in self._foreign
+        return hit
 
     def _arguments(self, name: str | None, args: tuple, acc: _Acc) -> None:
         """Globals passed to a call: the object a constructor or placement new builds is constructed, any other
