@@ -73,7 +73,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                for names, s in zip(_initial_changed(image, summaries, constructors(summaries)), summaries)]
     if siof:
         notes += _siof(image, walker, entries, summaries, listing, lto, changed)
-    unsettled = _unsettled(image, walker, entries, notes)
+    unsettled = _walks_done(image, walker, entries, notes)
     complete = supported and not notes and not (image and image.stripped) and not lto and not unsettled \
         and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 for s in summaries) \
         and not any(changed)
@@ -84,8 +84,9 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     listing["analysis_notes"] = notes
 
 
-def _unsettled(image: Image | None, walker: Walker | None, entries: list[dict], notes: list[str]) -> list[int]:
-    """The functions whose loops were cut short, noted in ``notes``; the walker is done with (closed)."""
+def _walks_done(image: Image | None, walker: Walker | None, entries: list[dict], notes: list[str]) -> list[int]:
+    """Closes the walker (no walk follows) and returns the functions whose loops it cut short, noted in
+    ``notes``."""
     if walker is None:
         return []
     walker.close()  # freed on return, not left to the collector (collector.no_collections)
