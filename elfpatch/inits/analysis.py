@@ -348,19 +348,18 @@ def _written_elsewhere(image: Image, e: dict[str, Any], s: Summary, reads: list[
     told apart from an insert (a function storing through the address both pass), or not seen at all (another
     module's function it is handed to); the notes say which (``elsewhere``: the objects other initializers pass
     to a function that stores through them, and those they hand to another module's function)."""
-    shared = _inserted_too(s, reads, elsewhere[0])
-    if shared:
-        notes.append(
-            f"initializer {e['index']} ({e['symbol']}): passes object(s) to a function that stores through "
-            "their address, as another initializer does (a registrar's insert or a construction: not told "
-            "apart, so the order of the two is not judged): " + ", ".join(shared[:3]))
-    handed = _handed_on(image, reads, elsewhere[1])
-    if handed:
-        notes.append(
-            f"initializer {e['index']} ({e['symbol']}): reads object(s) that nothing here builds and that another "
-            "initializer hands to another module's function, which may store into them (snprintf(buf, ...): a "
-            "build not seen): " + ", ".join(handed[:3]))
-    return bool(shared or handed)
+    unjudged = False
+    for names, why in ((_inserted_too(s, reads, elsewhere[0]),
+                        "passes object(s) to a function that stores through their address, as another initializer "
+                        "does (a registrar's insert or a construction: not told apart, so the order of the two is "
+                        "not judged)"),
+                       (_handed_on(image, reads, elsewhere[1]),
+                        "reads object(s) that nothing here builds and that another initializer hands to another "
+                        "module's function, which may store into them (snprintf(buf, ...): a build not seen)")):
+        if names:
+            notes.append(f"initializer {e['index']} ({e['symbol']}): {why}: " + ", ".join(names[:3]))
+            unjudged = True
+    return unjudged
 
 
 def _may_point_here(written: str) -> bool:

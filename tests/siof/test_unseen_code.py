@@ -76,18 +76,26 @@ def test_a_dt_init_function_is_not_taken_as_seen(tmp_path: Path) -> None:
     assert any("DT_INIT function my_dt_init is not analysed" in n for n in f["analysis_notes"])
 
 
+def _two_units(tmp: Path, files: dict[str, str], printed: str) -> tuple[dict, dict]:
+    """The file's analysis and user.cpp's entry, of a program of ``files`` built with g++ -O2 whose run prints
+    ``printed`` (the truth: a read before construction)."""
+    for name, text in files.items():
+        (tmp / name).write_text(text)
+    exe = tmp / "prog"
+    subprocess.run(["g++", "-O2", "-o", str(exe), *(str(tmp / n) for n in files if n.endswith(".cpp"))],
+                   check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == printed
+    f = _analysis(exe)
+    return f, next(e for e in f["init"] if e["source"] == "user.cpp")
+
+
 def test_a_buffer_another_module_fills_is_not_constant(tmp_path: Path) -> None:
     require_tool("g++", packages="g++")
-    (tmp_path / "user.cpp").write_text('#include <stdio.h>\nextern char g_host[16];\n'
-                                       'static int seen = printf("g_host %d\\n", g_host[0]);\nint main() {}\n')
-    (tmp_path / "host.cpp").write_text('#include <stdio.h>\nchar g_host[16];\n'
-                                       'static int n = snprintf(g_host, sizeof g_host, "host-%d", 7);\n')
-    exe = tmp_path / "prog"
-    subprocess.run(["g++", "-O2", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "host.cpp")],
-                   check=True, capture_output=True)
-    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_host 0\n"
-    f = _analysis(exe)
-    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    f, user = _two_units(tmp_path, {
+        "user.cpp": '#include <stdio.h>\nextern char g_host[16];\n'
+                    'static int seen = printf("g_host %d\\n", g_host[0]);\nint main() {}\n',
+        "host.cpp": '#include <stdio.h>\nchar g_host[16];\n'
+                    'static int n = snprintf(g_host, sizeof g_host, "host-%d", 7);\n'}, "g_host 0\n")
     assert not user["analysis"]["complete"] and not f["analysis_complete"]
     assert any("hands to another module's function" in n and "g_host" in n for n in f["analysis_notes"])
 
@@ -97,17 +105,11 @@ def test_a_read_of_what_a_store_not_seen_may_build_is_not_proven(tmp_path: Path)
     is no longer known (callee-saved registers across __cxa_atexit), so the walk does not see g_b built. An
     earlier unit's read of g_b was "constant" in an entry that said complete (the file said incomplete)."""
     require_tool("g++", packages="g++")
-    (tmp_path / "obj.hpp").write_text(OBJ.replace("extern Obj g_obj;\n", "")
-                                      + "struct ObjD { int built; ObjD() : built(k_seven) {} ~ObjD() {} };\n")
-    (tmp_path / "user.cpp").write_text('#include "obj.hpp"\nextern Obj g_b[4];\n'
-                                       'static int seen = printf("g_b %d\\n", g_b[k_seven & 3].built);\n'
-                                       "int main() {}\n")
-    (tmp_path / "arr.cpp").write_text('#include "obj.hpp"\nvolatile int k_seven = 7;\nObjD g_a[8];\nObj g_b[4];\n')
-    exe = tmp_path / "prog"
-    subprocess.run(["g++", "-O2", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "arr.cpp")],
-                   check=True, capture_output=True)
-    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_b 0\n"
-    f = _analysis(exe)
-    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    f, user = _two_units(tmp_path, {
+        "obj.hpp": OBJ.replace("extern Obj g_obj;\n", "")
+        + "struct ObjD { int built; ObjD() : built(k_seven) {} ~ObjD() {} };\n",
+        "user.cpp": '#include "obj.hpp"\nextern Obj g_b[4];\n'
+                    'static int seen = printf("g_b %d\\n", g_b[k_seven & 3].built);\nint main() {}\n',
+        "arr.cpp": '#include "obj.hpp"\nvolatile int k_seven = 7;\nObjD g_a[8];\nObj g_b[4];\n'}, "g_b 0\n")
     found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
     assert "g_b" in found or not user["analysis"]["complete"]
