@@ -30,6 +30,7 @@ from elfpatch.inits.a64 import _A64
 from elfpatch.inits.budget import CHUNK, FUNCTION_BYTES, Budget
 from elfpatch.inits.events import Access, Call
 from elfpatch.inits.isa import Isa
+from elfpatch.inits.isa import imm as _imm
 from elfpatch.inits.jumptable import (
     A64_TABLE_JUMP,
     a64_case_targets,
@@ -221,6 +222,8 @@ class Disassembler:
         self._decoded: dict[tuple[int, int], Decoded] = {}
         self._held = 0  # instructions the cache holds
         self.unsettled: list[int] = []  # functions whose loops were cut short (loop heads assumed nothing)
+        # whether the function at an address never returns (the walker, which knows names, sets it)
+        self.noreturn: Callable[[int], bool] = lambda _a: False
 
     @property
     def arg_registers(self) -> tuple:
@@ -262,6 +265,7 @@ class Disassembler:
         insns = (marked_tables if self.machine == EM_X86_64 else a64_marked_tables)(insns, self.read_code)
         plans = self.arch.plans(insns)
         kinds = [p[0] for p in plans]
+        self._no_return(insns, kinds)
         # The instructions that end a block (jumps, returns): the only ones the block structure looks at,
         # picked out at C speed, as is the address -> index map.
         flows = list(compress(count(), map(ne, kinds, repeat(_NO_FLOW))))
@@ -278,6 +282,15 @@ class Disassembler:
         table = len(insns) if cases is not None else \
             next((n for n in flows if _table_jump(insns[n][2])), len(insns))
         return Decoded(insns, plans, blocks, succs, frozenset(pos[b] for b in back if b in pos), has_pred, table)
+
+    def _no_return(self, insns: list, kinds: list) -> None:
+        """A call of a function that never returns (``__cxa_throw``, ``std::__throw_length_error``, ``abort``)
+        ends its block: the code after it in address order is another path's (often a landing pad that only
+        the unwinder enters, after what the function built), not where the call goes on."""
+        for n in [n for n, insn in enumerate(insns) if insn[2] in ("call", "bl")]:
+            target = _imm(insns[n][3].lstrip("#"))
+            if target is not None and self.noreturn(target):
+                kinds[n] = ("end", None)
 
     def _cases(self, insns: list, index: dict[int, int], flows: list[int]) -> dict[int, list[int]] | None:
         """Each table jump's case instructions (jump's index -> theirs), when every table jump of the function

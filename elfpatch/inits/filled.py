@@ -127,9 +127,10 @@ def _must_store(dec: Decoded, preds: dict[int, list[int]], gen: list[int], full:
 
 def _way_out(dec: Decoded, p: int, start: int, end: int) -> bool:
     """Whether the block leaves the function on some way: no successor (a return, a tail call, a jump the
-    blocks have no edge for), or a conditional jump out of it (a conditional tail call)."""
+    blocks have no edge for; not a call that never returns, such as a throw), or a conditional jump out of it
+    (a conditional tail call)."""
     if not dec.succs.get(p):
-        return True
+        return dec.insns[dec.blocks[p][1]][2] not in ("call", "bl")
     kind, target = dec.plans[dec.blocks[p][1]][0]
     return kind == "cond" and not (isinstance(target, int) and start <= target < end)
 

@@ -37,6 +37,13 @@ _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction
 # Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
 # the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
 MAX_CHAIN = 16
+# Functions that never return (the C++ ABI's throws, libstdc++'s std::__throw_*, C's aborts): a call of one ends
+# its block (disasm.Disassembler._no_return).
+NO_RETURN = frozenset({"__cxa_throw", "__cxa_rethrow", "_Unwind_Resume", "abort", "exit", "_exit", "_Exit",
+                       "__stack_chk_fail", "__assert_fail", "__cxa_pure_virtual", "__cxa_bad_cast",
+                       "__cxa_bad_typeid", "__cxa_throw_bad_array_new_length", "_ZSt9terminatev",
+                       "__cxa_call_terminate", "__cxa_call_unexpected"})
+_STD_THROW = re.compile(r"^_ZSt\d+__throw_")  # std::__throw_length_error(char const*) and its kin
 # How deep below an initializer a stripped file's unnamed local functions are taken for its unit's helpers.
 UNNAMED_HELPER_LEVELS = 2
 
@@ -298,6 +305,7 @@ class Walker:
         # whether a function surely ran a thread_local's initialization
         self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
         dis.arch.result = self.result
+        dis.noreturn = self.no_return
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
 
@@ -339,6 +347,13 @@ class Walker:
         self._callee[target] = out
         return out
 
+    def no_return(self, target: int) -> bool:
+        """Whether a call to ``target`` never returns (NO_RETURN, std::__throw_*), by the name the PLT binds."""
+        where, name = self.callee(target)
+        if where is not None or not name:
+            return False  # a function of this file: not known never to return
+        return name in NO_RETURN or _STD_THROW.match(name) is not None
+
     def named(self, target: int | str) -> tuple[int | None, str | None]:
         """callee(), with the name of a function defined here even when no rule of the walk needed it (a
         constructor check does)."""
@@ -365,6 +380,7 @@ class Walker:
         if hasattr(self.dis.arch, "kept"):
             self.dis.arch.kept = lambda _target: frozenset()
         self.once_runs.resolve = lambda target: target
+        self.dis.noreturn = lambda _target: False
 
     def seed(self, args: tuple) -> dict:
         """The entry state of a walk: the argument registers known, the others pointers the caller passed."""
