@@ -6,13 +6,14 @@ initializer reaching it reads nothing only where an earlier one ran it for sure 
 a call to it, the guard set in its own code (GCC and clang inline a unit's ``__tls_init`` into the unit's
 initializers), or the way out of a test of that guard taken when it is set. Reaching it on some path only
 (``if (...) use(t)``) proves nothing. The guard is the byte the initialization tests before it sets it, never a
-``thread_local bool`` its constructor merely stores ``true`` into (x86-64 executables' TLS; elsewhere only a
-call to the initialization counts)."""
+``thread_local bool`` its constructor merely stores ``true`` into (x86-64: ``fs:[X]``; AArch64: the byte at
+an offset from ``tpidr_el0``, a64_tls_bytes)."""
 from __future__ import annotations
 
 import re
 from typing import Any, Callable, NamedTuple
 
+from elfpatch.elf.const import EM_AARCH64
 from elfpatch.inits.disasm import Decoded, Disassembler
 from elfpatch.inits.image import Image
 
@@ -29,6 +30,97 @@ _WIDTH = {"byte": 1, "word": 2, "dword": 4, "qword": 8, "xmmword": 16, "ymmword"
 _IMM = re.compile(r"[a-z0-9]+, (0x[0-9a-f]+|[0-9]+)")
 _FORMS = {"edi": ("rdi", "edi", "di", "dil"), "esi": ("rsi", "esi", "si", "sil")}
 DEPTH = 4  # calls followed below the initializer: its constructor, a wrapper (_ZTW), the initialization
+# AArch64: the thread pointer read (mrs), moved by immediates (add ..., #imm[, lsl #12]), then a byte loaded or
+# stored through it: ldrb w0, [x3] / strb w4, [x3] (with mov w4, #0x1 before)
+_A64_TP = re.compile(r"(x\d+), tpidr_el0")
+_A64_ADD = re.compile(r"(x\d+), (x\d+), #(0x[0-9a-f]+|\d+)(?:, lsl #(\d+))?")
+_A64_BYTE = re.compile(r"(w\d+), \[(x\d+)(?:, #(0x[0-9a-f]+|\d+))?\]")
+_A64_ONE = re.compile(r"(w\d+), #(?:0x1|1)")
+_A64_BRANCH = re.compile(r"(w\d+), (0x[0-9a-f]+)")  # cbz/cbnz wN, target
+_A64_SET_WAY = {"cbz": False, "cbnz": True}  # the way a test of the loaded guard byte takes when it is set
+_A64_COND = ("b.", "cbz", "cbnz", "tbz", "tbnz")
+
+
+def a64_tls_bytes(dec: Decoded) -> dict[int, tuple[str, int, str]]:
+    """Per instruction index, the thread-pointer offset an AArch64 ``ldrb`` loads ("load") or an ``strb`` of a
+    register holding 1 stores ("set"), with the byte register: the registers' thread-pointer offsets (and
+    which hold 1) propagated over the blocks, a value kept at a join only where every way in agrees."""
+    preds: dict[int, list[int]] = {}
+    for p, edges in dec.succs.items():
+        for q, _taken in edges:
+            preds.setdefault(q, []).append(p)
+    ends: dict[int, dict[str, object]] = {}
+    out: dict[int, tuple[str, int, str]] = {}
+    for _ in range(8):  # to a fixpoint: loops nest far less deep
+        changed = False
+        for p, (first, last) in enumerate(dec.blocks):
+            ins = [ends[q] for q in preds.get(p, ()) if q in ends]
+            st = dict(ins[0]) if ins and p else {}
+            for other in ins[1:] if p else ():
+                st = {r: v for r, v in st.items() if other.get(r) == v}
+            for n in range(first, last + 1):
+                _a64_step(dec.insns[n], n, st, out)
+            if ends.get(p) != st:
+                ends[p], changed = st, True
+        if not changed:
+            return out
+    return {}  # not settled: nothing known (proves nothing)
+
+
+def _a64_reg(name: str) -> str:
+    return "r" + name[1:] if name[:1] in "wx" and name[1:].isdigit() else name
+
+
+def _a64_step(insn: tuple, n: int, st: dict[str, object], out: dict[int, tuple[str, int, str]]) -> None:
+    """One instruction's effect on the known registers (a thread-pointer offset, or 1), and the TLS byte it
+    loads or sets."""
+    _a, _size, mnem, op = insn
+    if _a64_value(mnem, op, st):
+        return
+    if mnem in ("ldrb", "strb") and (m := _A64_BYTE.fullmatch(op)):
+        base = st.get(_a64_reg(m.group(2)))
+        if isinstance(base, tuple):
+            at = base[1] + int(m.group(3) or "0", 0)
+            if mnem == "ldrb":
+                out[n] = ("load", at, m.group(1))
+            elif st.get(_a64_reg(m.group(1))) == 1:
+                out[n] = ("set", at, m.group(1))
+    for r in _a64_written(mnem, op, st):
+        st.pop(r, None)
+
+
+def _a64_value(mnem: str, op: str, st: dict[str, object]) -> bool:
+    """The instructions that give a register a value followed here: the thread pointer read, moved by an
+    immediate, and a 1 (True: done)."""
+    if mnem == "mrs" and (m := _A64_TP.fullmatch(op)):
+        st[_a64_reg(m.group(1))] = ("tp", 0)
+    elif mnem == "add" and (m := _A64_ADD.fullmatch(op)):
+        base = st.get(_a64_reg(m.group(2)))
+        st.pop(_a64_reg(m.group(1)), None)
+        if isinstance(base, tuple):
+            st[_a64_reg(m.group(1))] = ("tp", base[1] + (int(m.group(3), 0) << int(m.group(4) or 0)))
+    elif mnem == "mov" and (m := _A64_ONE.fullmatch(op)):
+        st[_a64_reg(m.group(1))] = 1
+    else:
+        return False
+    return True
+
+
+def _a64_written(mnem: str, op: str, st: dict[str, object]) -> list[str]:
+    """The registers (as _a64_reg names them) an instruction may change: a call's caller-saved ones, a load's
+    destinations, most instructions' first operand, a pre- or post-indexed access's base."""
+    if mnem.startswith(("bl", "blr")) or mnem == "svc":
+        return [r for r in st if r[1:].isdigit() and (int(r[1:]) <= 18 or r == "r30")]
+    ops = op.split(", ")
+    if mnem.startswith(("st", "cmp", "cmn", "tst", "b", "cb", "tb", "ret", "nop", "prfm", "dmb", "dsb", "isb")):
+        written: list[str] = []
+    elif mnem.startswith(("ldp", "ldnp", "ldxp", "ldaxp")):
+        written = ops[:2]
+    else:
+        written = ops[:1]
+    if "]!" in op or "], #" in op:  # pre- or post-index: the base moves
+        written.append(op[op.index("[") + 1:].split("]")[0].split(",")[0])
+    return [_a64_reg(r.strip()) for r in written]
 
 
 class OnceRuns:
@@ -48,6 +140,13 @@ class OnceRuns:
     def guard(self, once: int) -> int | None:
         """The thread-pointer offset of the guard byte the initialization at ``once`` tests in its entry block
         and sets (a byte its constructors test later is no guard)."""
+        if once not in self._guard and self.dis.machine == EM_AARCH64:
+            dec = self.dis.decode(once, self.image.function_end(once))
+            first, last = dec.blocks[0] if dec.blocks else (0, -1)
+            tls = a64_tls_bytes(dec)
+            tested = {tls[i][1] for i in range(first, last + 1) if i in tls and tls[i][0] == "load"}
+            self._guard[once] = next((at for _i, (kind, at, _r) in sorted(tls.items())
+                                      if kind == "set" and at in tested), None)
         if once not in self._guard:
             dec = self.dis.decode(once, self.image.function_end(once))
             first, last = dec.blocks[0] if dec.blocks else (0, -1)
@@ -61,9 +160,12 @@ class OnceRuns:
     def sets_guard(self, fn: int, once: int) -> bool:
         """The function's own code sets the guard of the initialization at ``once`` (a unit's inlined copy)."""
         guard = self.guard(once)
+        dec = self.dis.decode(fn, self.image.function_end(fn))
+        if guard is not None and self.dis.machine == EM_AARCH64:
+            return any(kind == "set" and at == guard for kind, at, _r in a64_tls_bytes(dec).values())
         return guard is not None and any(
             mnem == "mov" and (m := _SET.fullmatch(op)) is not None and int(m.group(1), 16) == guard
-            for _a, _size, mnem, op in self.dis.decode(fn, self.image.function_end(fn)).insns)
+            for _a, _size, mnem, op in dec.insns)
 
     def runs(self, fn: int, once: int, depth: int = DEPTH, args: tuple = ()) -> bool:
         """Whether the function at ``fn`` has run the initialization at ``once`` whenever it returns, called
@@ -85,17 +187,19 @@ class OnceRuns:
         if not dec.blocks:
             return False
         slots = _arg_slots(dec, args)
+        tls = a64_tls_bytes(dec) if self.dis.machine == EM_AARCH64 else None
         seen = {0}
         todo = [0]
         while todo:
             p = todo.pop()
             first, last = dec.blocks[p]
-            if any(self._covers(dec, i, first, w) for i in range(first, last + 1)):
+            if any(self._covers(dec, i, first, w, tls) for i in range(first, last + 1)):
                 continue
             edges = dec.succs.get(p, ())
             if not edges:
                 return False  # a return, a tail call that does not run it, or a jump the walk cannot follow
-            skip = self._settled_way(dec, first, last, w.guard, slots)
+            skip = self._settled_way(dec, first, last, w.guard, slots) if tls is None else \
+                _a64_settled_way(dec, first, last, w.guard, tls)
             if skip is not True and _jumps_out(dec.insns[last], w):
                 return False  # a conditional jump out of the function (a conditional tail call): its way out
             for s, taken in edges:
@@ -123,33 +227,53 @@ class OnceRuns:
         word: Any = self.got(where) if kind == "slot" else where
         return (not nonzero) if isinstance(word, int) and word != 0 and self.image.function_start(word) else None
 
-    def _covers(self, dec: Decoded, i: int, first: int, w: _Walk) -> bool:
+    def _covers(self, dec: Decoded, i: int, first: int, w: _Walk,
+                tls: dict[int, tuple[str, int, str]] | None = None) -> bool:
         """Instruction ``i`` runs the initialization: sets its guard, or calls (or tail-calls: a jump out of the
-        function) a function that runs it."""
+        function) a function that runs it. ``tls``: AArch64's TLS bytes (a64_tls_bytes), None on x86-64."""
         _a, _size, mnem, op = dec.insns[i]
         word = mnem.rsplit(" ", 1)[-1]
+        if tls is not None and i in tls:
+            kind, at, _reg = tls[i]
+            return kind == "set" and at == w.guard
         if word == "mov" and w.guard is not None and (m := _SET.fullmatch(op)):
             return int(m.group(1), 16) == w.guard
-        if word not in ("call", "jmp"):
+        if word not in ("call", "jmp", "bl", "b"):
             return False
         try:
-            target = int(op, 16)
+            target = int(op.lstrip("#"), 16)
         except ValueError:
             return False  # through a register or memory: not known
-        if word == "jmp" and w.fn <= target < w.end:
+        if word in ("jmp", "b") and w.fn <= target < w.end:
             return False  # a jump inside the function: one of its blocks' edges
         where = self.resolve(target)
         return where is not None and self.image.function_start(where) and self.runs(
-            where, w.once, w.depth - 1, _constant_args(dec, i, first))
+            where, w.once, w.depth - 1, _constant_args(dec, i, first) if tls is None else ())
+
+
+def _a64_settled_way(dec: Decoded, first: int, last: int, guard: int | None,
+                     tls: dict[int, tuple[str, int, str]]) -> bool | None:
+    """AArch64: the way out of a block no path needs to follow -- the way ``cbz``/``cbnz`` of the guard byte
+    loaded in the block takes when it is set (the initialization ran). None: none."""
+    mnem, op = dec.insns[last][2], dec.insns[last][3]
+    m = _A64_BRANCH.fullmatch(op.replace("#", ""))
+    if guard is None or mnem not in _A64_SET_WAY or m is None:
+        return None
+    loads = [tls[i] for i in range(first, last) if i in tls and tls[i][0] == "load"]
+    return _A64_SET_WAY[mnem] if loads and loads[-1][1] == guard and loads[-1][2] == m.group(1) else None
 
 
 def _jumps_out(insn: tuple, w: _Walk) -> bool:
     """A conditional jump whose target is not inside the function (the blocks have no edge for that way)."""
     word = insn[2].rsplit(" ", 1)[-1]
-    if not word.startswith(("j", "loop")) or word == "jmp":
+    if word.startswith(_A64_COND):  # b.eq #0x..., cbz w0, #0x..., tbz w0, #0, #0x...
+        target = insn[3].rsplit(", ", 1)[-1].lstrip("#")
+    elif not word.startswith(("j", "loop")) or word == "jmp":
         return False
+    else:
+        target = insn[3]
     try:
-        return not w.fn <= int(insn[3], 16) < w.end
+        return not w.fn <= int(target, 16) < w.end
     except ValueError:
         return True
 

@@ -69,3 +69,56 @@ def test_a_later_reader_of_a_thread_locals_initialization_is_judged_unless_an_ea
     user = next(e for e in f["init"] if (e["symbol"] or "").startswith("_GLOBAL__sub_I_") and e["source"] == "b.cpp")
     found = {(x["reader"]["index"], x["object"]["symbol"]) for x in f["findings"]}
     assert (user["index"], "g") in found or not user["analysis"]["complete"], (found, user["analysis"])
+
+
+_A64 = ("aarch64-linux-gnu-g++", "qemu-aarch64", "/usr/aarch64-linux-gnu")
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+@pytest.mark.parametrize("program", sorted(_READERS))
+def test_the_same_on_aarch64(sources: Path, program: str, opt: str) -> None:
+    """AArch64's guard is the byte at an offset from tpidr_el0 (inits.tlsonce.a64_tls_bytes): the same traps
+    (a thread_local bool stored true, a reach on one path only) prove nothing there either."""
+    cxx, qemu, sysroot = _A64
+    require_tool(cxx, qemu, packages="g++-aarch64-linux-gnu, qemu-user")
+    d = sources / program
+    exe = d / f"a64{opt}"
+    subprocess.run([cxx, opt, "-o", str(exe), "b.cpp", str(sources / "c.cpp")], cwd=d, check=True,
+                   capture_output=True)
+    out = subprocess.run([qemu, "-L", sysroot, str(exe)], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    assert "U 0" in out.splitlines()
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    user = next(e for e in f["init"] if (e["symbol"] or "").startswith("_GLOBAL__sub_I_") and e["source"] == "b.cpp")
+    found = {(x["reader"]["index"], x["object"]["symbol"]) for x in f["findings"]}
+    assert (user["index"], "g") in found or not user["analysis"]["complete"], (found, user["analysis"])
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("probe", ["probe_tls", "probe_tlsin"])
+def test_aarch64_drops_a_read_only_where_an_earlier_initializer_surely_ran_it(tmp_path: Path, probe: str) -> None:
+    """GCC -O2 for AArch64: probe_tls's second reader and probe_tlsin's out-of-line reader reach the
+    initialization after the first initializer ran it (a call, or its guard set inline): the run reads the
+    object early once, in the first, and the analysis finds that read alone (it used to judge every reader)."""
+    cxx, qemu, sysroot = _A64
+    require_tool(cxx, qemu, packages="g++-aarch64-linux-gnu, qemu-user")
+    src = Path(__file__).resolve().parents[2] / "native_tests" / "siof"
+    units = {"probe_tls": ["probe_tls_a", "probe_tls_b", "probe_tls_var", "probe_tls_def"],
+             "probe_tlsin": ["probe_tlsin_var", "probe_tlsin_b", "probe_tlsin_def"]}[probe]
+    (tmp_path / "main.cpp").write_text("int main() { return 0; }\n")
+    exe = tmp_path / probe
+    objects = []
+    for u in [*units, "probe_box"]:  # each unit named by its own file, as the native fixtures' builds do
+        obj = tmp_path / f"{u}.o"
+        subprocess.run([cxx, "-O2", "-std=c++20", "-fPIE", f"-I{src}", f'-DPROBE_UNIT="{u}.cpp"', "-c", "-o", str(obj),
+                        str(src / f"{u}.cpp")], check=True, capture_output=True)
+        objects.append(str(obj))
+    subprocess.run([cxx, "-pie", "-o", str(exe), *objects, str(tmp_path / "main.cpp")], check=True,
+                   capture_output=True)
+    out = subprocess.run([qemu, "-L", sysroot, str(exe)], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    obj, first = {"probe_tls": ("g_tlsd", "probe_tls_a.cpp"), "probe_tlsin": ("g_tlsin", "probe_tlsin_var.cpp")}[probe]
+    assert [line.split()[1] for line in out.splitlines() if line.endswith(" 0")] == [obj]  # read early once
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    assert {x["reader"]["source"] for x in f["findings"] if x["object"]["symbol"] == obj} == {first}
