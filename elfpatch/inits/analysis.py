@@ -295,6 +295,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     # Objects some initializer builds for sure (a constructor call, a registered destructor): a reader whose
     # callee merely stores through their address (a registrar's insert) does not build them.
     strong = {o for s in summaries if s is not None for o, sure in s.constructs.items() if sure}
+    sure = frozenset(strong)
     builders, inserters = _builders(summaries, "constructs"), _builders(summaries, "call_stores", "this_builds")
     handers = _builders(summaries, "escaped")  # they hand the object to another module's function
     blind = {entries[pos]["address"]: entries[pos] for pos, s in enumerate(summaries) if s is not None
@@ -311,7 +312,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             if o in s.via_once and _ran_once(walker, s.via_once[o], entries[:pos], summaries[:pos]):
                 continue  # read only in a thread_local's initialization an earlier initializer ran
             name = image.symbol_at(o) or ""
-            c, status = read_status(o, name, pos, s, constructor, guards, entries, built_elsewhere)
+            c, status = read_status(o, name, pos, s, constructor, guards, entries, built_elsewhere, sure)
             if status == "constant" and image.guarded(name):
                 status = "guarded"
                 unseen_guard.append(name)  # no initializer here runs its guarded initialization: not proven

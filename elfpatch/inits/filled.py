@@ -11,7 +11,9 @@ that is zero-initialized by design. What tells them apart here, every condition 
   from its entry to each of its ways out, by plain stores (no read-modify-write instruction) of two
   registers at least (a scalar counter's ``mov eax, [c]; add eax, 1; mov [c], eax`` stores one; AArch64's
   ``stp`` two);
-- and it loaded the object before it stored into it (the walk's run order: ``Summary.touched``).
+- it loaded the object before it stored into it (the walk's run order: ``Summary.touched``);
+- and no other initializer stores into it, builds it or hands it on (then the fill is a reset of what that one
+  built, or precedes the real constructor).
 
 A flag checked before a build stores on one way only; a counter is one store. What is left with that shape --
 a zero-initialized aggregate of several members all of which the initializer overwrites unconditionally after
@@ -141,11 +143,18 @@ def inlined_builds(image: Image | None, walker: Walker | None, entries: list[dic
     counted as built for sure there, and read before that build (``early``)."""
     if image is None or walker is None:
         return summaries
+    builders: dict[int, set[int]] = {}  # object -> the initializers (by address) that may build it
+    for e, s in zip(entries, summaries):
+        for o in (*s.constructs, *s.call_stores, *s.this_builds, *s.escaped) if s is not None else ():
+            builders.setdefault(o, set()).add(e["address"])
     out = list(summaries)
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or e["address"] is None:
             continue
-        loaded = [o for o, (load, _via) in s.touched.items() if load and s.constructs.get(o) is False]
+        # only the object's one builder: another initializer's stores (an inlined constructor that ran before,
+        # or a constructor call after) make this one's fill a reset, not the build
+        loaded = [o for o, (load, _via) in s.touched.items() if load and s.constructs.get(o) is False
+                  and builders.get(o) == {e["address"]}]
         if not loaded:
             continue
         filled = _filled(image, walker, e["address"], loaded)

@@ -37,13 +37,16 @@ def constructors(summaries: list) -> dict[int, int]:
 
 
 def read_status(o: int, name: str, pos: int, s: Summary, constructor: dict[int, int], guards: dict[str, int],
-                entries: list[dict], strong: set[int]) -> tuple[int | None, str]:
-    """(constructor position, status) of a read of ``o`` by the initializer at ``pos``."""
+                entries: list[dict], strong: set[int], sure: frozenset[int] = frozenset()) -> tuple[int | None, str]:
+    """(constructor position, status) of a read of ``o`` by the initializer at ``pos``; ``sure``: the objects
+    some initializer builds for sure (a constructor call, a registered destructor)."""
     c = constructor.get(o)
     if name.startswith("_ZZ"):
         return c, "function-local-static"
     if c == pos and o in s.early:
         return c, "before-construction"  # read, then built, by the same initializer (a unit read before it)
+    if c is not None and c != pos and o in sure and s.constructs.get(o) is False and s.touched.get(o, (False,))[0]:
+        return c, order_verdict(pos, c, entries)  # loaded, then reset by plain stores, but built by another
     if o in s.constructs or (o in s.call_stores and o not in strong):
         return c, "own"  # a shared helper that builds it on first use, whichever initializer runs first
     guard = guard_variable(name)
