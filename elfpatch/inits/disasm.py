@@ -224,6 +224,7 @@ class Disassembler:
         self.unsettled: list[int] = []  # functions whose loops were cut short (loop heads assumed nothing)
         # whether the function at an address never returns (the walker, which knows names, sets it)
         self.noreturn: Callable[[int], bool] = lambda _a: False
+        self._in_stub = False  # stub_slot is sweeping a stub (it never nests)
 
     @property
     def arg_registers(self) -> tuple:
@@ -503,7 +504,13 @@ class Disassembler:
                 if head[skip: skip + 2] == b"\xff\x25" and head[:skip] in (b"", b"\xf2", b"\xf3\x0f\x1e\xfa",
                                                                         b"\xf3\x0f\x1e\xfa\xf2"):
                     return start + skip + 6 + int.from_bytes(head[skip + 2: skip + 6], "little", signed=True)
-        for ev in self.sweep(start, min(end, start + 32), {}):
-            if isinstance(ev, Call):
-                return ev.slot
-        return None
+        if self._in_stub:  # a stub's sweep asks what a call in it returns, which asks for another stub: no chain
+            return None
+        self._in_stub = True
+        try:
+            for ev in self.sweep(start, min(end, start + 32), {}):
+                if isinstance(ev, Call):
+                    return ev.slot
+            return None
+        finally:
+            self._in_stub = False

@@ -113,3 +113,17 @@ def test_a_read_of_what_a_store_not_seen_may_build_is_not_proven(tmp_path: Path)
         "arr.cpp": '#include "obj.hpp"\nvolatile int k_seven = 7;\nObjD g_a[8];\nObj g_b[4];\n'}, "g_b 0\n")
     found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
     assert "g_b" in found or not user["analysis"]["complete"]
+
+
+@pytest.mark.cross
+def test_an_aarch64_static_program_is_analysed(tmp_path: Path) -> None:
+    """A static AArch64 C++ program has no .plt section (its ifuncs' stubs are .iplt): every call target was
+    then swept as a possible stub, each sweep asking for the next -- a RecursionError, exit 2 on a valid file."""
+    require_tool("aarch64-linux-gnu-g++", packages="g++-aarch64-linux-gnu")
+    (tmp_path / "s.cpp").write_text("#include <string>\nstd::string g_s(40, (char)120);\nint main() {}\n")
+    exe = tmp_path / "prog"
+    subprocess.run(["aarch64-linux-gnu-g++", "-O2", "-static", "-o", str(exe), str(tmp_path / "s.cpp")], check=True,
+                   capture_output=True)
+    proc = run_main("inits", "--dtors", "--siof", "--json", str(exe))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert json.loads(proc.stdout)["files"][0]["init"]
