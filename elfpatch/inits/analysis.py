@@ -249,14 +249,18 @@ def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool, i
     return notes
 
 
-def _registration_key(r: Registration) -> tuple:
+def _registration_key(r: Registration, initializer: int) -> tuple:
     """What makes two registrations one. A destructor registered on an object of this file runs once per
     object (a second registration would destroy it twice): one entry, however many initializers reach it (a
     guarded variable's initialization inlined into each unit that uses it, its guard unnamed in a stripped
-    file). Any other registration is one per site: a site reached again (a shared helper) is the same call."""
+    file); so does a guarded one, and a thread_local's (its TLS guard runs it once per thread). Any other is
+    one per site and initializer: a helper's ``atexit(fn)`` called by two initializers registers twice, and
+    one initializer's call tree reaching the site again (2^k ways) is the same call."""
     if r.guard is not None or (isinstance(r.obj, int) and r.obj and r.dtor is not None):
         return (r.kind, r.dtor, r.obj)
-    return (r.site, r.kind, r.dtor, r.obj)
+    if r.kind == "thread_atexit":
+        return (r.site, r.kind, r.dtor, r.obj)
+    return (initializer, r.site, r.kind, r.dtor, r.obj)
 
 
 def _registrations(image: Image | None, entries: list[dict], summaries: list) -> list[dict[str, Any]]:
@@ -269,7 +273,7 @@ def _registrations(image: Image | None, entries: list[dict], summaries: list) ->
             continue
         for r in s.registrations:
             assert isinstance(r, Registration)
-            key = _registration_key(r)
+            key = _registration_key(r, e["index"])
             if key in once:
                 continue
             once.add(key)
