@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from elfpatch.inits.events import Access, Call, Deref, Ret
+from elfpatch.inits.events import Access, Call, Deref, Ret, Stash
 from elfpatch.inits.isa import decides as _decides
 from elfpatch.inits.isa import imm as _imm
 from elfpatch.inits.isa import moved as _moved
@@ -64,6 +64,8 @@ class _A64:
         self.got = got
         self.object_of = object_of
         self.result: Callable[[Value | None, tuple], Value | None] = _no_result
+        # whether a value is an address of this file's code or vtables (the walker knows the image)
+        self.handed: Callable[[object], bool] = lambda _v: False
 
     def plans(self, insns: list) -> list:
         """Each instruction's plan: its control flow alone (the AArch64 walk parses as it goes)."""
@@ -180,12 +182,21 @@ class _A64:
             return False
         return True
 
+    def _stash(self, mnem: str, ops: list, m: re.Match | None, frame: bool, st: dict, out: list) -> None:
+        """A store of a callback or vptr (a Stash event: where it went)."""
+        if m is not None and mnem.startswith(("str", "stur", "stp")) and \
+                any(self.handed(st.get(_a64(r))) for r in (ops[:2] if mnem.startswith("stp") else ops[:1])):
+            base = FRAME if frame else self._address(m, st)
+            out.append(Stash(base.start if isinstance(base, Within) else base if base is not None
+                             else st.get(_a64(m.group(1)))))
+
     def _memory(self, addr: int, mnem: str, op: str, ops: list, dst: str, st: dict, out: list) -> None:
         """A load or store: a stack slot, a GOT load, an access to global memory, or one through a pointer
         not resolved here (a Deref); then the registers it writes."""
         m = _A64_MEM.search(op)
         is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
         frame = m is not None and (m.group(1) == "sp" or m.group(1) == "x29" and st.get("x29") == FRAME)
+        self._stash(mnem, ops, m, frame, st, out)
         if frame and m is not None and not (m.group(3) or m.group(4) or m.group(5)) \
                 and mnem in ("str", "stur", "ldr", "ldur"):
             self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)

@@ -302,8 +302,11 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
     sure = frozenset(strong)
     builders, inserters = _builders(summaries, "constructs"), _builders(summaries, "call_stores", "this_builds")
     handers = _builders(summaries, "escaped")  # they hand the object to another module's function
+    # they store where the walk cannot see: through a pointer not known, or in code not followed (an indirect
+    # call, a call past --depth or to no function start, a recursive call)
     blind = {entries[pos]["address"]: entries[pos] for pos, s in enumerate(summaries) if s is not None
-             and any(_may_point_here(w) for w in s.foreign_written)}  # they store where the walk cannot see
+             and (any(_may_point_here(w) for w in s.foreign_written) or s.indirect or s.depth_limited
+                  or s.strange or s.cut)}
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         if s is None or image is None:
             e["analysis"] = {"constructs": [], "reads": [], "complete": False,
@@ -383,7 +386,7 @@ def _blind_builds(e: dict[str, Any], reads: list[dict[str, Any]], writers: list[
         return False
     notes.append(f"initializer {e['index']} ({e['symbol']}): reads object(s) nothing here builds, while "
                  f"initializer(s) {', '.join(str(w['index']) for w in writers[:3])} store through a pointer not "
-                 "known, which may build them: " + ", ".join(constant[:3]))
+                 "known or run code not followed, which may build them: " + ", ".join(constant[:3]))
     return True
 
 

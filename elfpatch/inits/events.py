@@ -36,5 +36,13 @@ class Ret(NamedTuple):
     value: Value | None
 
 
+class Stash(NamedTuple):
+    """A store of an address of this file's code or vtables (a callback, a vptr) into memory another module may
+    reach it through: ``dest`` is where (Ptr "frame"/"alloc"/"arg", a global's address, another module's object
+    by name, or None: a pointer not known)."""
+
+    dest: object
+
+
 # Events a sweep yields, in code order.
-Event = Union[Access, Call, Deref, Ret]
+Event = Union[Access, Call, Deref, Ret, Stash]

@@ -76,6 +76,7 @@ class Isa(Protocol):
 
     args: tuple
     result: Callable[[Value | None, tuple], Value | None]
+    handed: Callable[[object], bool]  # a value stored is this file's code or vtable address (Stash events)
 
     def plans(self, insns: list) -> list: ...
 

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 from elfpatch.elf.const import STT_OBJECT
 from elfpatch.inits.budget import ARG_TUPLES
 from elfpatch.inits.disasm import Disassembler
-from elfpatch.inits.events import Access, Call, Deref, Ret
+from elfpatch.inits.events import Access, Call, Deref, Ret, Stash
 from elfpatch.inits.image import Image
 from elfpatch.inits.isa import no_result
 from elfpatch.inits.tlsonce import OnceRuns
@@ -24,6 +24,8 @@ from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
          "__cxa_thread_atexit_impl": "thread_atexit"}
 GUARD_ACQUIRE, GUARD_RELEASE = "__cxa_guard_acquire", "__cxa_guard_release"
+# Calls that load an object and run its initializers (which may call back into this file): not followed.
+RUNS_INITIALIZERS = frozenset({"dlopen", "dlmopen", "__libc_dlopen_mode"})
 _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
                         r"|_GLOBAL__I_\d|__tls_init|^_ZTH")  # _ZTH<var>: a thread_local's init, __tls_init's alias
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
@@ -127,6 +129,11 @@ class Summary(NamedTuple):
     # this file's own exported names the walk reached through its GOT (a call through the PLT, a load of the
     # slot) and followed to its own definition, which an object loaded before it may interpose (a library's)
     interposed: frozenset = frozenset()
+    # A callback or vptr of this file stored where another module may reach it (a frame or heap object handed
+    # to another module's function, an exported object, another module's object): its calls may call back.
+    stashed_global: bool = False
+    stash_args: frozenset = frozenset()  # argument registers through which the walk stored one (the caller's)
+    stashed_objects: frozenset = frozenset()  # this file's objects (not exported) it stored one into
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -227,6 +234,10 @@ class _Acc:
         self.this_loads: set[int] = set()
         self.arg_loads: set[int] = set()
         self.interposed: set[str] = set()
+        self.stashed_local = False  # a callback or vptr stored in this function's frame or heap memory
+        self.stashed_global = False
+        self.stash_args: set[int] = set()
+        self.stashed_objects: set[int] = set()
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -268,7 +279,8 @@ class _Acc:
                        {o: frozenset(k) for o, k in self.via_once.items() if o not in self.direct},
                        frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written),
                        frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
-                       frozenset(self.arg_loads), frozenset(self.interposed))
+                       frozenset(self.arg_loads), frozenset(self.interposed), self.stashed_global,
+                       frozenset(self.stash_args), frozenset(self.stashed_objects))
 
 
 def _first_via(sub: dict, where: int, acc: dict) -> None:
@@ -306,6 +318,9 @@ class Walker:
         self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
         dis.arch.result = self.result
         dis.noreturn = self.no_return
+        dis.arch.handed = self.handed
+        self._exported: frozenset[str] | None = None
+        self._handed: dict[int, bool] = {}
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
 
@@ -347,6 +362,40 @@ class Walker:
         self._callee[target] = out
         return out
 
+    def handed(self, value: object) -> bool:
+        """Whether a value stored is an address of this file's code (a callback) or inside one of its vtables (a
+        vptr): what another module reaching that memory may call."""
+        if not isinstance(value, int) or value <= 0:
+            return False
+        hit = self._handed.get(value)
+        if hit is None:
+            name = self.image.symbol_at(value) if not self._code(value) else None
+            hit = self._handed[value] = self._code(value) or bool(name and name.startswith("_ZTV"))
+        return hit
+
+    def _stash(self, dest: object, acc: _Acc) -> None:
+        """Notes where a callback or vptr was stored (see Summary.stashed_global)."""
+        if isinstance(dest, Ptr):
+            if dest.kind == "arg":
+                acc.stash_args.add(dest.n)
+            else:
+                acc.stashed_local = True
+        elif isinstance(dest, int):
+            o = self.image.object_at(dest)
+            if o is not None and o[1] and o[1] in self.exported():
+                acc.stashed_global = True
+            elif o is not None:
+                acc.stashed_objects.add(o[0])
+        else:  # another module's object, or a pointer not known
+            acc.stashed_global = True
+
+    def exported(self) -> frozenset[str]:
+        """The names this file's dynamic symbol table defines (another module may name those)."""
+        if self._exported is None:
+            tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
+            self._exported = frozenset(n for t in tables for n in t.names_of(True))
+        return self._exported
+
     def no_return(self, target: int) -> bool:
         """Whether a call to ``target`` never returns (NO_RETURN, std::__throw_*), by the name the PLT binds."""
         where, name = self.callee(target)
@@ -381,6 +430,7 @@ class Walker:
             self.dis.arch.kept = lambda _target: frozenset()
         self.once_runs.resolve = lambda target: target
         self.dis.noreturn = lambda _target: False
+        self.dis.arch.handed = lambda _v: False
 
     def seed(self, args: tuple) -> dict:
         """The entry state of a walk: the argument registers known, the others pointers the caller passed."""
@@ -454,6 +504,8 @@ class Walker:
                 self._deref(ev, acc)
             elif kind is Call:
                 self._call(ev, acc, depth, stack)
+            elif kind is Stash:
+                self._stash(ev.dest, acc)
         return acc.summary()
 
     def _events(self, addr: int, end: int, args: tuple) -> list:
@@ -631,6 +683,10 @@ class Walker:
         acc.this_builds |= sub.this_builds
         acc.this_loads |= sub.this_loads
         acc.interposed |= sub.interposed
+        acc.stashed_global |= sub.stashed_global
+        acc.stashed_objects |= sub.stashed_objects
+        for n in sub.stash_args:  # stored through what this function passed: its own frame, object, ...
+            self._stash(args[n] if n < len(args) else None, acc)
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads)
 
@@ -674,8 +730,19 @@ class Walker:
         if name:
             acc.foreign_calls.add(name)
         # A function of this file handed on (qsort's comparator, pthread_once's routine, a signal handler) may be
-        # called back by it, now or later: an indirect call this walk does not follow.
-        acc.indirect += sum(1 for v in ev.args if isinstance(v, int) and self._code(v))
+        # called back by it, now or later: an indirect call this walk does not follow. So may another module's
+        # function handed on (std::call_once hands pthread_once libstdc++'s __once_proxy, which calls the
+        # callable the caller stored in libstdc++'s TLS), and dlopen runs the opened object's initializers.
+        acc.indirect += sum(1 for v in ev.args if isinstance(v, int) and self._code(v) or isinstance(v, str)
+                            and held_by(v) is None and not returned_by(v) and not self.foreign_object(v))
+        if name in RUNS_INITIALIZERS:
+            acc.indirect += 1
+        # a callback or vptr stored where this call can reach it: in memory it is handed (the frame, the heap, an
+        # object of this file whose address it gets) or anywhere another module can name
+        if acc.stashed_global or any(isinstance(v, Ptr) and v.kind in ("frame", "alloc") and acc.stashed_local
+                                     or (a := address_of(v)) is not None
+                                     and self.image.object_start(a) in acc.stashed_objects for v in ev.args):
+            acc.indirect += 1
         for v in ev.args:  # most argument registers are not known: only another module's object handed on counts
             if isinstance(v, str) and held_by(v) is None and not returned_by(v):
                 acc.foreign_written.add(str(v))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from elfpatch.inits.events import Access, Call, Deref, Ret
+from elfpatch.inits.events import Access, Call, Deref, Ret, Stash
 from elfpatch.inits.isa import decides as _decides
 from elfpatch.inits.isa import imm as _imm
 from elfpatch.inits.isa import moved as _moved
@@ -349,6 +349,8 @@ class _X86:
         self.object_of = object_of
         self.result: Callable[[Value | None, tuple], Value | None] = _no_result
         self.kept: Callable[[int], frozenset] = lambda _target: frozenset()  # registers a direct call keeps
+        # whether a value is an address of this file's code or vtables (the walker knows the image)
+        self.handed: Callable[[object], bool] = lambda _v: False
         self._plans: dict[tuple[str, str], tuple] = {}
 
     def plans(self, insns: list) -> list:
@@ -406,10 +408,9 @@ class _X86:
                 action, slot, source = plan[6]
                 key, value = (slot, source[1] if source[0] else get(source[1])) if action == _S_STORE else \
                     (plan[5], get(slot))
-                if value is None:
-                    pop(key, None)
-                else:
-                    st[key] = value
+                if action == _S_STORE and type(value) is int and self.handed(value):
+                    out.append(Stash(FRAME))  # a callback or vptr stored in the frame
+                _put(st, key, value)
             elif kind == _K_REG and plan[2] is None:  # no compare: its register alone (or nothing: a test)
                 pop("cmp", None)
                 if plan[3] != _R_NONE or plan[6]:
@@ -512,10 +513,15 @@ class _X86:
     def _operand(self, insn: tuple, operand: tuple, dreg: str | None, st: dict, out: list) -> bool:
         """One memory operand; True when the instruction is fully handled (a stack slot or a GOT load)."""
         _first, rw, stack, slot, action, source, _parsed, got_load, _rip, _based = operand
+        handed = action == _S_STORE and self.handed(_get(st, source))  # a callback or vptr stored
         if stack == 1 or stack == 2 and st.get("rbp") == FRAME:
+            if handed:
+                out.append(Stash(FRAME))
             _x86_stack_slot(slot, action, source, dreg, st)
             return True
         a, base, exact = self._address(operand, st, insn[0] + insn[1])
+        if handed:
+            out.append(Stash(a.start if isinstance(a, Within) else a if a is not None else base))
         if a is not None:
             # Within an object, or plus an index not known: which word is loaded is not known, so the word at
             # the start says nothing of the register (a loop over a pointer table reads every entry)

@@ -1,7 +1,10 @@
 """Code an initializer runs without calling it itself is never taken as seen: a function of the file handed to
 another module's function (qsort's comparator, pthread_once's routine, a signal handler raised at once), an
 ifunc's implementation (the PLT slot an R_*_IRELATIVE fills: its resolver is not what runs), and a DT_INIT
-function named by ``-Wl,-init`` (it runs before the init arrays and is not walked), and a libc function that
+function named by ``-Wl,-init`` (it runs before the init arrays and is not walked), a callback or vptr stored
+in memory another module's function is handed or can name (a sigaction struct, a streambuf's vptr, a
+library's hook), std::call_once's callable (stored in libstdc++'s TLS), a dlopen'ed plugin's initializers
+calling back into the program, and a libc function that
 fills a buffer another initializer reads (``snprintf(g_host, ...)``: nothing here builds it, so it read as
 constant). Each program's code reads
 g_obj, built by a later unit, and prints what it saw (0: before construction); the analysis must say the
@@ -28,6 +31,14 @@ USERS = {
                     "static void fn() { look(); }\nstatic int seen = pthread_once(&once, fn);\n",
     "signal": "#include <signal.h>\n" + READ + "static void on(int) { look(); }\n"
               "static int run() { signal(SIGUSR1, on); raise(SIGUSR1); return 0; }\nstatic int seen = run();\n",
+    "sigaction": "#include <signal.h>\n" + READ + "static void on(int) { look(); }\n"
+                 "static int run() { struct sigaction sa = {}; sa.sa_handler = on; sigaction(SIGUSR1, &sa, 0);\n"
+                 "  raise(SIGUSR1); return 0; }\nstatic int seen = run();\n",
+    "streambuf": "#include <ostream>\n#include <streambuf>\n" + READ
+                 + "struct Buf : std::streambuf { int overflow(int c) override { look(); return c; } };\n"
+                 "static int run() { Buf b; std::ostream os(&b); os.put('x'); return 0; }\nstatic int seen = run();\n",
+    "call_once": "#include <mutex>\n" + READ + "static std::once_flag fl;\n"
+                 "static int seen = [] { std::call_once(fl, [] { look(); }); return 0; }();\n",
     "ifunc": READ + 'extern "C" { static int impl() { return look(); }\n'
              "static int (*pick())() { return impl; }\nint chosen() __attribute__((ifunc(\"pick\"))); }\n"
              "static int seen = chosen();\n",
@@ -127,3 +138,58 @@ def test_an_aarch64_static_program_is_analysed(tmp_path: Path) -> None:
     proc = run_main("inits", "--dtors", "--siof", "--json", str(exe))
     assert proc.returncode in (0, 1), proc.stderr
     assert json.loads(proc.stdout)["files"][0]["init"]
+
+
+LIB = ('extern "C" { struct Ops { int (*cb)(); };\nvoid run_ops(Ops* o) { o->cb(); }\n'
+       "int (*lib_hook)();\nvoid lib_fire() { lib_hook(); }\n}\n")
+LIB_USERS = {
+    "struct": 'extern "C" { struct Ops { int (*cb)(); }; void run_ops(Ops*); }\n' + READ
+              + "static int cb() { return look(); }\n"
+              "static int seen = [] { Ops o = {cb}; run_ops(&o); return 0; }();\n",
+    "hook": 'extern "C" { extern int (*lib_hook)(); void lib_fire(); }\n' + READ
+            + "static int cb() { return look(); }\nstatic int seen = [] { lib_hook = cb; lib_fire(); return 0; }();\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(LIB_USERS))
+def test_a_callback_a_library_reaches_through_memory(tmp_path: Path, how: str) -> None:
+    require_tool("g++", packages="g++")
+    (tmp_path / "lib.cpp").write_text(LIB)
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(tmp_path / "libcb.so"), str(tmp_path / "lib.cpp")],
+                   check=True, capture_output=True)
+    f = _analysis(_build(tmp_path, LIB_USERS[how], f"-L{tmp_path}", "-lcb", "-Wl,-rpath,$ORIGIN"))
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert not user["analysis"]["complete"] and user["analysis"]["unanalyzed"]["indirect_calls"] >= 1
+
+
+def test_a_plugin_opened_by_an_initializer_is_not_seen(tmp_path: Path) -> None:
+    """dlopen runs the plugin's initializers, which here call the program's exported host_get (reading g_obj
+    before later.cpp builds it): the call of dlopen is an indirect call."""
+    require_tool("g++", packages="g++")
+    (tmp_path / "plug.cpp").write_text('extern "C" int host_get();\nstatic int p = host_get();\n')
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(tmp_path / "libplug.so"), str(tmp_path / "plug.cpp")],
+                   check=True, capture_output=True)
+    user = ("#include <dlfcn.h>\n" + READ + 'extern "C" int host_get() { return look(); }\n'
+            'static void* h = dlopen("' + str(tmp_path / "libplug.so") + '", RTLD_NOW);\n')
+    f = _analysis(_build(tmp_path, user, "-rdynamic", "-ldl"))
+    entry = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert not entry["analysis"]["complete"] and entry["analysis"]["unanalyzed"]["indirect_calls"] >= 1
+
+
+def test_a_read_of_what_code_not_followed_may_build_is_not_proven(tmp_path: Path) -> None:
+    """GCC -O0 builds a std::string array in a helper past --depth: the reader of an element said complete with
+    the array "constant" (the builder's entry, and the file, said incomplete)."""
+    require_tool("g++", packages="g++")
+    (tmp_path / "user.cpp").write_text('#include <stdio.h>\n#include <string>\nextern std::string g_names[3];\n'
+                                       'static int a = printf("g_names %d\\n", (int)g_names[1].size());\n'
+                                       "int main() {}\n")
+    (tmp_path / "names.cpp").write_text('#include <string>\nstd::string g_names[3] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaa",'
+                                        ' "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "c"};\n')
+    exe = tmp_path / "prog"
+    subprocess.run(["g++", "-O0", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "names.cpp")],
+                   check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_names 0\n"
+    f = _analysis(exe)
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
+    assert "_Z7g_namesB5cxx11" in found or not user["analysis"]["complete"]

@@ -203,7 +203,7 @@ def _judge_read(prog: Program, mod: Module, cid: int, oid: int, where: dict, out
 # file-wide ones (a stripped file, an LTO-merged initializer, the budget).
 _CAUSES = (  # the more specific phrases first: later notes name "another module's function" too
     ("which an object loaded before it may interpose", "own exported name another object may interpose"),
-    ("store through a pointer not known, which may build", "a store not seen may build it"),
+    ("store through a pointer not known or run code not followed", "a store not seen may build it"),
     ("hands to another module's function", "handed to another module's function"),
     ("another module's", "unproven: another module's object"),
     ("pointer of unproven provenance", "unproven: pointer of unknown provenance"),
