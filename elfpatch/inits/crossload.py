@@ -157,8 +157,9 @@ def _interposed(e: dict, wanted: set[str], symbols: list[Symbols | None]) -> lis
     """(name, a function) for each of the entry's own exported names reached through its GOT that the load
     binds to an object initialized after it (``wanted``): judged as that object's function or data."""
     out = []
+    built = {o["symbol"] for o in e["analysis"].get("constructs", []) if o}  # it builds the bound one itself
     for name in e["analysis"].get("own_interposable", []):
-        d = _definer(name, symbols) if name in wanted else None
+        d = _definer(name, symbols) if name in wanted and name not in built else None
         dsyms = symbols[d] if d is not None else None
         if dsyms is not None:
             out.append((name, name in dsyms.functions))

@@ -57,3 +57,21 @@ def test_a_library_linked_symbolic_binds_its_own(tmp_path: Path) -> None:
                    check=True, capture_output=True)
     alone = json.loads(run_main("inits", "--siof", "--json", str(lib), check=True).stdout)["files"][0]
     assert not any("may interpose" in n for n in alone["analysis_notes"])
+
+
+def test_a_library_that_builds_the_interposing_object_itself_reads_it_built(tmp_path: Path) -> None:
+    """The library's initializer constructs g_obj through its GOT (bound to the program's g_obj), then reads it:
+    built (the run prints 7), though the program's initializer builds it again later -- no finding of the load."""
+    require_tool("g++", packages="g++")
+    obj = ('#include <stdio.h>\nextern "C" volatile int k_seven;\n'
+           "struct Obj { int built; Obj() : built(k_seven) {} ~Obj() {} };\n")
+    (tmp_path / "lib.cpp").write_text(obj + 'Obj g_obj;\nstatic int a = printf("g_obj %d\\n", g_obj.built);\n')
+    (tmp_path / "prog.cpp").write_text(obj + "volatile int k_seven = 7;\nObj g_obj;\nint main() {}\n")
+    lib, exe = tmp_path / "libobj.so", tmp_path / "prog"
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(lib), str(tmp_path / "lib.cpp")], check=True,
+                   capture_output=True)
+    subprocess.run(["g++", "-O2", "-o", str(exe), str(tmp_path / "prog.cpp"), f"-L{tmp_path}", "-Wl,--no-as-needed",
+                    "-lobj", "-Wl,-rpath,$ORIGIN"], check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_obj 7\n"
+    load = json.loads(run_main("inits", "--siof", "--deps", "--json", str(exe), check=True).stdout)["loads"][0]
+    assert load["findings"] == []
