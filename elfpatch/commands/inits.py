@@ -176,16 +176,16 @@ def _listing(path: str, args: argparse.Namespace, load_of: _LoadOnce) -> dict[st
     if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
         from elfpatch.inits.analysis import analyze_path  # imports capstone: only for these flags
 
-        before = None
+        before = loaded = None
         if args.deps:  # reads of what earlier objects of the load define are ordered by it
-            from elfpatch.inits.deporder import defined_before
+            from elfpatch.inits.deporder import defined_before, defined_in
 
             try:
-                before = defined_before(load_of())
+                before, loaded = defined_before(load_of()), defined_in(load_of())
             except ElfPatchError:
-                before = None  # an unresolved load orders nothing; the whole load's listing says why
+                before = loaded = None  # an unresolved load orders nothing; the whole load's listing says why
         analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
-                     siof=args.siof or bool(args.fail_on), before=before)
+                     siof=args.siof or bool(args.fail_on), before=before, loaded=loaded)
     return listing
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from elfpatch.collector import no_collections
+from elfpatch.elf.const import SHN_UNDEF, STB_WEAK
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.symbols import demangle
 from elfpatch.errors import ParseError
@@ -45,10 +46,11 @@ def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
 
 @no_collections
 def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
-            siof: bool = True, before: frozenset[str] | None = None) -> None:
+            siof: bool = True, before: frozenset[str] | None = None, loaded: frozenset[str] | None = None) -> None:
     """Adds ``exit_time_destructors`` (dtors), per-entry ``analysis`` and ``findings`` (siof) and
     ``analysis_notes`` to ``listing`` (one file's ``inits`` listing), in place. ``before`` (``--deps``): the
-    symbols the objects initialized before this one define; reads of those are ordered by the load."""
+    symbols the objects initialized before this one define; reads of those are ordered by the load;
+    ``loaded``: those any object of its load defines (a call of a function none defines is not seen)."""
     entries = [e for e in listing["init"] if not e["toolchain"] and e["kind"] != "init"]
     # A DT_INIT function that is not crti's _init (``-Wl,-init,fn``) runs first and is not walked: not seen.
     notes: list[str] = [f"DT_INIT function {e['symbol'] or hex(e['address'] or 0)} is not analysed: what it reads "
@@ -62,6 +64,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                      "data objects without a symbol by address, where an initializer builds or stores into one")
     budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     summaries = [_ordered(s, before) for s in summaries]
+    unbound = _unbound_calls(elf, entries, summaries, loaded)
+    notes += [n for _e, n in unbound]
     summaries = inlined_builds(image, walker, entries, unnamed_built(image, summaries))
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
@@ -73,6 +77,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                for names, s in zip(_initial_changed(image, summaries, constructors(summaries)), summaries)]
     if siof:
         notes += _siof(image, walker, entries, summaries, listing, lto, changed)
+        for e, _n in unbound:
+            e["analysis"]["complete"] = False
     unsettled = _walks_done(image, walker, entries, notes)
     complete = supported and not notes and not (image and image.stripped) and not lto and not unsettled \
         and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 for s in summaries) \
@@ -170,6 +176,24 @@ def _limits(image: Image | None, budget: Budget, cut: list[dict]) -> list[str]:
         if e.get("analysis"):
             e["analysis"]["complete"] = False
     return image.notes() + budget.notes(lambda a: image.function_name(a) or f"{a:#x}")
+
+
+def _unbound_calls(elf: ElfFile, entries: list[dict], summaries: list,
+                   loaded: frozenset[str] | None) -> list[tuple[dict, str]]:
+    """Notes on calls of other modules' functions that no object of the load defines (``--deps``): a plugin's
+    call of the program that dlopens it, whose code (and what it reads) is not seen; a weak reference none
+    defines is null, not called."""
+    if loaded is None:
+        return []
+    weak = {sym.name for t in elf.symbol_tables() if t.name == ".dynsym" for sym in t
+            if sym.st_shndx == SHN_UNDEF and sym.bind == STB_WEAK}
+    notes = []
+    for e, s in zip(entries, summaries):
+        unbound = sorted(n for n in s.foreign_calls if n not in loaded and n not in weak) if s is not None else []
+        if unbound:
+            notes.append((e, f"initializer {e['index']} ({e['symbol']}): calls function(s) no object of its load "
+                          "defines (the program that loads it?), whose code is not seen: " + ", ".join(unbound[:3])))
+    return notes
 
 
 def _ordered(s: Summary | None, before: frozenset[str] | None) -> Summary | None:
@@ -570,7 +594,8 @@ def _named(image: Image, objects: set[int]) -> set[int]:
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
-                 siof: bool = True, before: frozenset[str] | None = None) -> None:
+                 siof: bool = True, before: frozenset[str] | None = None,
+                 loaded: frozenset[str] | None = None) -> None:
     """analyze() for the file at ``path`` (``listing`` is its list_initializers() result)."""
     from capstone import CsError
 
@@ -578,6 +603,6 @@ def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH,
 
     with Source(path) as src:
         try:
-            analyze(ElfFile(src.data, path), listing, depth, dtors, siof, before)
+            analyze(ElfFile(src.data, path), listing, depth, dtors, siof, before, loaded)
         except CsError as exc:  # the disassembler refused the bytes: a bad file, said in one line
             raise ParseError(f"disassembly failed: {exc}", path) from None

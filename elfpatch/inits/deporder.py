@@ -36,3 +36,15 @@ def defined_before(load: Load) -> frozenset[str] | None:
     except (ElfPatchError, OSError):
         return None
     return frozenset(names)
+
+
+def defined_in(load: Load) -> frozenset[str] | None:
+    """The symbols some object of ``load`` defines (None: one could not be read): a function the root calls that
+    none defines is its loader's (a program that dlopens it, with -rdynamic) or no one's."""
+    names: set[str] = set()
+    try:
+        for o in load.objects:
+            names |= _exported(o.info.path)
+    except (ElfPatchError, OSError):
+        return None
+    return frozenset(names)

@@ -174,6 +174,12 @@ def test_a_plugin_opened_by_an_initializer_is_not_seen(tmp_path: Path) -> None:
     f = _analysis(_build(tmp_path, user, "-rdynamic", "-ldl"))
     entry = next(e for e in f["init"] if e["source"] == "user.cpp")
     assert not entry["analysis"]["complete"] and entry["analysis"]["unanalyzed"]["indirect_calls"] >= 1
+    # the plugin's own load (--deps) has no object defining host_get: its call is not seen, never clean
+    plug = json.loads(run_main("inits", "--siof", "--deps", "--json", str(tmp_path / "libplug.so"),
+                               check=True).stdout)["files"][0]
+    assert not plug["analysis_complete"] and not any(e["analysis"]["complete"] for e in plug["init"]
+                                                     if e.get("analysis"))
+    assert any("no object of its load defines" in n and "host_get" in n for n in plug["analysis_notes"])
 
 
 def test_a_read_of_what_code_not_followed_may_build_is_not_proven(tmp_path: Path) -> None:
