@@ -472,7 +472,7 @@ def _initial_changed(image: Image | None, summaries: list, constructor: dict[int
     out: list[list[str]] = [[] for _ in summaries]
     if image is None:
         return out
-    exported = _exported(image)
+    exported = image.exported()
     escaped: set[int] = set()
     sound = True  # every initializer before this one proven
     for pos, s in enumerate(summaries):
@@ -513,11 +513,6 @@ def _changed_note(e: dict[str, Any], names: list[str]) -> list[str]:
                      "them (an inlined constructor run after the read, or a flag checked before a build: not "
                      "told apart): " + ", ".join(loaded[:3]))
     return notes
-
-
-def _exported(image: Image) -> frozenset[str]:
-    """The names this file's dynamic symbol table defines (another module may name those)."""
-    return frozenset(n for t in image.elf.symbol_tables() if t.name == ".dynsym" for n in t.names_of(True))
 
 
 def _guards_run(image: Image | None, summaries: list) -> dict[str, int]:

@@ -141,6 +141,7 @@ class Image:
         self._interposable = not elf.is_executable() and elf.dynamic_value(DT_SYMBOLIC) is None \
             and not (elf.dynamic_value(DT_FLAGS) or 0) & DF_SYMBOLIC
         self._own: dict[int, str | None] = {}
+        self._exported: frozenset[str] | None = None
 
     # -- symbols -------------------------------------------------------------------------------------
 
@@ -379,6 +380,13 @@ class Image:
 
     def read_code(self, addr: int, size: int) -> bytes:
         return self.elf.read(self.elf.vaddr_to_offset(addr, size), size)
+
+    def exported(self) -> frozenset[str]:
+        """The names this file's dynamic symbol table defines (another module may name those)."""
+        if self._exported is None:
+            self._exported = frozenset(n for t in self.elf.symbol_tables() if t.name == ".dynsym"
+                                       for n in t.names_of(True))
+        return self._exported
 
     def interposable(self, slot: int) -> str | None:
         """The name of this file's own default-visibility definition that the GOT slot at ``slot`` is relocated

@@ -319,7 +319,6 @@ class Walker:
         dis.arch.result = self.result
         dis.noreturn = self.no_return
         dis.arch.handed = self.handed
-        self._exported: frozenset[str] | None = None
         self._handed: dict[int, bool] = {}
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
@@ -382,19 +381,12 @@ class Walker:
                 acc.stashed_local = True
         elif isinstance(dest, int):
             o = self.image.object_at(dest)
-            if o is not None and o[1] and o[1] in self.exported():
+            if o is not None and o[1] and o[1] in self.image.exported():
                 acc.stashed_global = True
             elif o is not None:
                 acc.stashed_objects.add(o[0])
         else:  # another module's object, or a pointer not known
             acc.stashed_global = True
-
-    def exported(self) -> frozenset[str]:
-        """The names this file's dynamic symbol table defines (another module may name those)."""
-        if self._exported is None:
-            tables = [t for t in self.image.elf.symbol_tables() if t.name == ".dynsym"]
-            self._exported = frozenset(n for t in tables for n in t.names_of(True))
-        return self._exported
 
     def no_return(self, target: int) -> bool:
         """Whether a call to ``target`` never returns (NO_RETURN, std::__throw_*), by the name the PLT binds."""
