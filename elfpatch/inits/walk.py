@@ -320,6 +320,7 @@ class Walker:
         dis.noreturn = self.no_return
         dis.arch.handed = self.handed
         self._handed: dict[int, bool] = {}
+        self._no_return: dict[int, bool] = {}
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
 
@@ -372,6 +373,13 @@ class Walker:
             hit = self._handed[value] = self._code(value) or bool(name and name.startswith("_ZTV"))
         return hit
 
+    def handed_function(self, v: Value) -> bool:
+        """Whether a call's argument is a function it may call back: one of this file's, or another module's
+        function (a name that is no other module's data object, nor a word loaded from one or a result)."""
+        if isinstance(v, int):
+            return self._code(v)
+        return isinstance(v, str) and held_by(v) is None and not returned_by(v) and not self.foreign_object(v)
+
     def _stash(self, dest: object, acc: _Acc) -> None:
         """Notes where a callback or vptr was stored (see Summary.stashed_global)."""
         if isinstance(dest, Ptr):
@@ -390,10 +398,15 @@ class Walker:
 
     def no_return(self, target: int) -> bool:
         """Whether a call to ``target`` never returns (NO_RETURN, std::__throw_*), by the name the PLT binds."""
-        where, name = self.callee(target)
-        if where is not None or not name:
-            return False  # a function of this file: not known never to return
-        return name in NO_RETURN or _STD_THROW.match(name) is not None
+        hit = self._no_return.get(target)
+        if hit is None:
+            if self.image.plt and not self.image.in_plt(target):
+                hit = False  # a function of this file (another module's is called through a PLT stub)
+            else:
+                where, name = self.callee(target)  # a function of this file: not known never to return
+                hit = where is None and name is not None and (name in NO_RETURN or _STD_THROW.match(name) is not None)
+            self._no_return[target] = hit
+        return hit
 
     def named(self, target: int | str) -> tuple[int | None, str | None]:
         """callee(), with the name of a function defined here even when no rule of the walk needed it (a
@@ -725,15 +738,16 @@ class Walker:
         # called back by it, now or later: an indirect call this walk does not follow. So may another module's
         # function handed on (std::call_once hands pthread_once libstdc++'s __once_proxy, which calls the
         # callable the caller stored in libstdc++'s TLS), and dlopen runs the opened object's initializers.
-        acc.indirect += sum(1 for v in ev.args if isinstance(v, int) and self._code(v) or isinstance(v, str)
-                            and held_by(v) is None and not returned_by(v) and not self.foreign_object(v))
+        known = [v for v in ev.args if v is not None]  # most argument registers are not known
+        acc.indirect += sum(1 for v in known if self.handed_function(v))
         if name in RUNS_INITIALIZERS:
             acc.indirect += 1
         # a callback or vptr stored where this call can reach it: in memory it is handed (the frame, the heap, an
         # object of this file whose address it gets) or anywhere another module can name
-        if acc.stashed_global or any(isinstance(v, Ptr) and v.kind in ("frame", "alloc") and acc.stashed_local
-                                     or (a := address_of(v)) is not None
-                                     and self.image.object_start(a) in acc.stashed_objects for v in ev.args):
+        if acc.stashed_global or (acc.stashed_local or acc.stashed_objects) and any(
+                isinstance(v, Ptr) and v.kind in ("frame", "alloc") and acc.stashed_local
+                or (a := address_of(v)) is not None and self.image.object_start(a) in acc.stashed_objects
+                for v in known):
             acc.indirect += 1
         for v in ev.args:  # most argument registers are not known: only another module's object handed on counts
             if isinstance(v, str) and held_by(v) is None and not returned_by(v):

@@ -513,7 +513,8 @@ class _X86:
     def _operand(self, insn: tuple, operand: tuple, dreg: str | None, st: dict, out: list) -> bool:
         """One memory operand; True when the instruction is fully handled (a stack slot or a GOT load)."""
         _first, rw, stack, slot, action, source, _parsed, got_load, _rip, _based = operand
-        handed = action == _S_STORE and self.handed(_get(st, source))  # a callback or vptr stored
+        stored = _get(st, source) if action == _S_STORE else None
+        handed = type(stored) is int and self.handed(stored)  # a callback or vptr stored
         if stack == 1 or stack == 2 and st.get("rbp") == FRAME:
             if handed:
                 out.append(Stash(FRAME))
