@@ -280,10 +280,10 @@ def _registration_key(r: Registration, initializer: int) -> tuple:
     file); so does a guarded one, and a thread_local's (its TLS guard runs it once per thread). Any other is
     one per site and initializer: a helper's ``atexit(fn)`` called by two initializers registers twice, and
     one initializer's call tree reaching the site again (2^k ways) is the same call."""
+    if r.kind == "thread_atexit":  # whatever guard the initializer reaching it runs under
+        return (r.site, r.kind, r.dtor, r.obj)
     if r.guard is not None or (isinstance(r.obj, int) and r.obj and r.dtor is not None):
         return (r.kind, r.dtor, r.obj)
-    if r.kind == "thread_atexit":
-        return (r.site, r.kind, r.dtor, r.obj)
     return (initializer, r.site, r.kind, r.dtor, r.obj)
 
 

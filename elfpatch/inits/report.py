@@ -52,7 +52,8 @@ def write_cross_module(out: TextIO, load: dict[str, Any]) -> None:
     out.write(f"  across the load's modules: {len(findings)} finding(s)\n")
     for x in findings:
         r, c, o = x["reader"], x["constructor"], x["object"]
-        out.write(f"    {x['verdict']}: {one_line(o['demangled'] or o['symbol'])} of {one_line(o['file'])} is read "
+        name = one_line(o["demangled"] or o["symbol"]) if o["demangled"] or o["symbol"] else _name(o)  # stripped
+        out.write(f"    {x['verdict']}: {name} of {one_line(o['file'])} is read "
                   f"by initializer {r['index']} ({one_line(r['source'] or r['symbol'] or '?')}) of "
                   f"{one_line(r['file'])}, which runs first, and constructed by initializer {c['index']} "
                   f"({one_line(c['source'] or c['symbol'] or '?')})\n")

@@ -29,3 +29,16 @@ def test_a_helpers_registration_is_listed_once_per_initializer(tmp_path: Path) -
     listed = [(r["kind"], r["dtor"]["symbol"], r["initializer"]) for r in f["exit_time_destructors"]]
     by = {e["source"]: e["index"] for e in f["init"] if not e["toolchain"]}
     assert sorted(listed) == sorted([("atexit_c", "_ZL3byev", by["a.cpp"]), ("atexit_c", "_ZL3byev", by["b.cpp"])])
+
+
+def test_a_thread_locals_registration_is_one_whatever_guard_its_reacher_runs_under() -> None:
+    """GCC -O1: two units' initializers call the one _ZTH<var> that registers the thread_local's destructor,
+    one of them under an inline variable's guard: listed twice (the run registers it once per thread)."""
+    from elfpatch.inits.analysis import _registration_key
+    from elfpatch.inits.walk import Registration
+
+    plain = Registration("thread_atexit", 0x40120E, None, None, 0x4012B9)
+    guarded = plain._replace(guard=0x404200)
+    assert _registration_key(plain, 2) == _registration_key(guarded, 7)
+    helper = Registration("atexit_c", 0x401170, None, None, 0x401200)
+    assert _registration_key(helper, 1) != _registration_key(helper, 2)  # a helper's atexit: once per caller
