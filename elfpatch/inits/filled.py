@@ -29,12 +29,12 @@ from elfpatch.errors import ElfPatchError
 from elfpatch.inits.disasm import Decoded
 from elfpatch.inits.events import Access
 from elfpatch.inits.image import Image
+from elfpatch.inits.isa import X86_WIDTH
 from elfpatch.inits.walk import Summary, Walker
 
 MAX_SIZE = 1024  # bytes: a larger object is filled by loops or memset, which no block-wise proof follows
 MAX_PASSES = 64  # of the must-store data flow over a function's blocks (loops nest far less deep)
 
-_X86_WIDTH = {"byte": 1, "word": 2, "dword": 4, "qword": 8, "xmmword": 16, "ymmword": 32, "zmmword": 64}
 _X86_PTR = re.compile(r"\b(byte|word|dword|qword|xmmword|ymmword|zmmword) ptr\b")
 _A64_REG_WIDTH = {"w": 4, "x": 8, "q": 16, "d": 8, "s": 4, "h": 2, "b": 1}
 _A64_STORES = {"str": 0, "stur": 0, "stp": 0, "stnp": 0, "strb": 1, "sturb": 1, "strh": 2, "sturh": 2}
@@ -48,7 +48,7 @@ def stored_pieces(machine: int, insn: tuple) -> list[tuple[int, int]]:
         if " " in mnem or not mnem.startswith(("mov", "vmov")):  # prefixed (rep), or not a plain move
             return []
         m = _X86_PTR.search(op)
-        return [(0, _X86_WIDTH[m.group(1)])] if m else []
+        return [(0, X86_WIDTH[m.group(1)])] if m else []
     fixed = _A64_STORES.get(mnem)
     if fixed is None:
         return []
@@ -62,8 +62,8 @@ def stored_pieces(machine: int, insn: tuple) -> list[tuple[int, int]]:
 
 
 def zero_initialized(image: Image, start: int, size: int) -> bool:
-    """Whether [start, start + size) is zero when the file is loaded: a NOBITS section (``.bss``), or past
-    its segment's file bytes, or zero bytes in the file."""
+    """Whether [start, start + size) is zero when the file is loaded: a NOBITS section (``.bss``), or zero bytes
+    in the file (an address the file's bytes do not hold is not known to be zero)."""
     for s in image.elf.sections:
         if s.sh_addr <= start and start + size <= s.sh_addr + s.sh_size and s.sh_addr:
             if s.sh_type == SHT_NOBITS:

@@ -14,6 +14,10 @@ def no_result(_target: Value | None, _args: tuple) -> Value | None:
     return None
 
 
+# x86-64's operand sizes as capstone's text names them ("dword ptr [...]"), in bytes.
+X86_WIDTH = {"byte": 1, "word": 2, "dword": 4, "qword": 8, "xmmword": 16, "ymmword": 32, "zmmword": 64}
+
+
 def put(st: dict, key: str, value: Value | None) -> None:
     """Sets a register's (or stack slot's) known value; None forgets it."""
     if value is None:

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 from elfpatch.elf.const import EM_AARCH64
 from elfpatch.inits.disasm import Decoded, Disassembler
 from elfpatch.inits.image import Image
+from elfpatch.inits.isa import X86_WIDTH
 
 _SET = re.compile(r"byte ptr fs:\[(0x[0-9a-f]+)\], 1")
 _TEST = re.compile(r"byte ptr fs:\[(0x[0-9a-f]+)\], 0")  # cmp byte ptr fs:[X], 0
@@ -26,7 +27,6 @@ _LEA = re.compile(r"(r[a-z0-9]+), (?:qword ptr )?\[rip ([+-] 0x[0-9a-f]+)\]")
 _NONZERO_WAY = {"je": False, "jne": True}  # the way (taken or not) je/jne go after a compare with 0 of a non-0
 _ARG_TEST = re.compile(r"(dword ptr \[rbp - (?:0x[0-9a-f]+|[0-9]+)\]), (0x[0-9a-f]+|[0-9]+)")
 _FRAME = re.compile(r"(?:([a-z]+) ptr )?\[rbp - (0x[0-9a-f]+|[0-9]+)\]")
-_WIDTH = {"byte": 1, "word": 2, "dword": 4, "qword": 8, "xmmword": 16, "ymmword": 32}
 _IMM = re.compile(r"[a-z0-9]+, (0x[0-9a-f]+|[0-9]+)")
 _FORMS = {"edi": ("rdi", "edi", "di", "dil"), "esi": ("rsi", "esi", "si", "sil")}
 DEPTH = 4  # calls followed below the initializer: its constructor, a wrapper (_ZTW), the initialization
@@ -314,7 +314,7 @@ def _arg_slots(dec: Decoded, args: dict[str, int]) -> dict[str, int]:
         if mnem == "mov" and src in args and dst.startswith("dword ptr [rbp - "):
             slots[dst] = args[src]
     # a slot only compared keeps its value: no other access overlaps its 4 bytes (an address taken: 64 bytes)
-    used = [(int(n, 0), _WIDTH.get(w, 64)) for _a, _size, mnem, op in dec.insns if mnem != "cmp"
+    used = [(int(n, 0), X86_WIDTH.get(w, 64)) for _a, _size, mnem, op in dec.insns if mnem != "cmp"
             for w, n in _FRAME.findall(op)]
     return {slot: v for slot, v in slots.items()
             if sum(_overlap(int(_FRAME.findall(slot)[0][1], 0), n, w) for n, w in used) == 1}
