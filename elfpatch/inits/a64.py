@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
-from elfpatch.inits.values import FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
+from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
 
@@ -185,7 +185,8 @@ class _A64:
     def _stash(self, mnem: str, ops: list, m: re.Match | None, frame: bool, st: dict, out: list) -> None:
         """A store of a callback or vptr (a Stash event: where it went)."""
         if m is not None and mnem.startswith(("str", "stur", "stp")) and \
-                any(self.handed(st.get(_a64(r))) for r in (ops[:2] if mnem.startswith("stp") else ops[:1])):
+                any(v is CARRIED or self.handed(v) for v in
+                    (st.get(_a64(r)) for r in (ops[:2] if mnem.startswith("stp") else ops[:1]))):
             base = FRAME if frame else self._address(m, st)
             out.append(Stash(base.start if isinstance(base, Within) else base if base is not None
                              else st.get(_a64(m.group(1)))))
@@ -210,16 +211,32 @@ class _A64:
         elif not mnem.startswith("prf"):  # an operand the pattern does not parse is not resolved either
             word = self._through(addr, m, mnem, ops, is_store, st, out)
         if not is_store:
-            for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
-                self._set(st, _a64(r), None)
-            if word is not None:
-                self._set(st, dst, word)
+            self._loaded(mnem, ops, a, dst, word, st)
         if m and (m.group(4) or m.group(5)):  # pre/post-index by an immediate writes the moved base back
             reg = _a64(m.group(1))
             step = _imm(m.group(2) if m.group(4) else m.group(5))
             self._set(st, reg, _moved(st.get(reg), step, self.object_of))
         elif m and op[m.end():].strip():  # post-index by a register: the base moved by an unknown amount
             self._set(st, _a64(m.group(1)), None)
+
+    def _loaded(self, mnem: str, ops: list, a: int | Within | None, dst: str, word: str | None, st: dict) -> None:
+        """The registers a load writes: not known, but another module's word (``word``) or CARRIED words."""
+        for r in ops[:2] if mnem.startswith("ldp") else ops[:1]:
+            self._set(st, _a64(r), None)
+        if word is not None:
+            self._set(st, dst, word)
+        if isinstance(a, int):
+            self._carried(mnem, ops, a, st)
+
+    def _carried(self, mnem: str, ops: list, a: int, st: dict) -> None:
+        """A load of vector registers (``ldr q0``, ``ldp q0, q1``) from words of which one is a callback or vptr
+        holds CARRIED; ``ldp x0, x1`` of such words holds them."""
+        regs = ops[:2] if mnem.startswith("ldp") else ops[:1]
+        width = {"q": 16, "x": 8}.get(regs[0][:1] if regs else "", 0)
+        for n, r in enumerate(regs if width else ()):
+            words = [self.got(w) for w in range(a + n * width, a + (n + 1) * width, 8)]
+            if any(type(w) is int and self.handed(w) for w in words):
+                self._set(st, _a64(r), CARRIED if width == 16 else words[0])
 
     @staticmethod
     def _through(addr: int, m: re.Match | None, mnem: str, ops: list, is_store: bool, st: dict,
@@ -271,7 +288,7 @@ class _A64:
         return True
 
     @staticmethod
-    def _set(st: dict, reg: str, value: Value | None) -> None:
+    def _set(st: dict, reg: str, value: object) -> None:
         st.pop("slot:" + reg, None)
         if value is None:
             st.pop(reg, None)

@@ -46,6 +46,18 @@ class Ptr(NamedTuple):
 FRAME, ALLOC = Ptr("frame"), Ptr("alloc")
 
 
+class _Carried:
+    """A vector register (or pair) loaded from words of which one is this file's code or vtable address: a
+    store of it stores a callback or vptr (a Stash), as when a struct of callbacks is copied from constant
+    data by one vector move. Never an address: everything else takes it for a value not known."""
+
+    def __repr__(self) -> str:
+        return "CARRIED"
+
+
+CARRIED = _Carried()
+
+
 def address_of(v: object) -> int | None:
     """The address a value names: an int is one; a Within names its object's start (what its accesses, calls
     and registrations are judged by); anything else (a symbol, a Ptr, None) none."""

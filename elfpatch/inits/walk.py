@@ -134,6 +134,7 @@ class Summary(NamedTuple):
     stashed_global: bool = False
     stash_args: frozenset = frozenset()  # argument registers through which the walk stored one (the caller's)
     stashed_objects: frozenset = frozenset()  # this file's objects (not exported) it stored one into
+    calls_out: bool = False  # it (or a function it follows) calls another module's function
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -238,6 +239,7 @@ class _Acc:
         self.stashed_global = False
         self.stash_args: set[int] = set()
         self.stashed_objects: set[int] = set()
+        self.calls_out = False
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
@@ -280,7 +282,7 @@ class _Acc:
                        frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written),
                        frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
                        frozenset(self.arg_loads), frozenset(self.interposed), self.stashed_global,
-                       frozenset(self.stash_args), frozenset(self.stashed_objects))
+                       frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out)
 
 
 def _first_via(sub: dict, where: int, acc: dict) -> None:
@@ -688,12 +690,35 @@ class Walker:
         acc.this_builds |= sub.this_builds
         acc.this_loads |= sub.this_loads
         acc.interposed |= sub.interposed
-        acc.stashed_global |= sub.stashed_global
-        acc.stashed_objects |= sub.stashed_objects
-        for n in sub.stash_args:  # stored through what this function passed: its own frame, object, ...
-            self._stash(args[n] if n < len(args) else None, acc)
+        self._merge_stashes(sub, args, acc)
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads)
+
+    def _merge_stashes(self, sub: Summary, args: tuple, acc: _Acc) -> None:
+        """The callbacks and vptrs the callee stored, and whether its calls into other modules can reach one
+        this walk stored before the call (then they may call it back: an indirect call)."""
+        if sub.calls_out and self._stash_reached(sub, args, acc):
+            acc.indirect += 1
+        acc.stashed_global |= sub.stashed_global
+        acc.stashed_objects |= sub.stashed_objects
+        acc.calls_out |= sub.calls_out
+        for n in sub.stash_args:  # stored through what this function passed: its own frame, object, ...
+            self._stash(args[n] if n < len(args) else None, acc)
+
+    @staticmethod
+    def _stash_reached(sub: Summary, args: tuple, acc: _Acc) -> bool:
+        """Whether a callee that calls other modules' functions can reach a callback or vptr this walk stored
+        (Summary.stashed_global): one another module can name; in this frame's or heap memory a pointer to
+        which it is passed (it may load the callback and hand it on: a value loaded from memory is not known
+        to the callee's walk); in what this function was passed, handed on; or in an object of this file it
+        touches. (What the callee stores itself, its own walk checks.)"""
+        if acc.stashed_global:
+            return True
+        if acc.stashed_local and any(isinstance(v, Ptr) and v.kind in ("frame", "alloc") for v in args):
+            return True
+        if acc.stash_args and any(isinstance(v, Ptr) and v.kind == "arg" and v.n in acc.stash_args for v in args):
+            return True
+        return any(o in sub.touched for o in acc.stashed_objects)
 
     def _merge_once(self, sub: Summary, where: int, acc: _Acc) -> None:
         """Which of the callee's reads come only through a once-per-thread initialization (see Summary.once)."""
@@ -734,6 +759,7 @@ class Walker:
         whose address it gets escape; another module's object handed on may be written)."""
         if name:
             acc.foreign_calls.add(name)
+        acc.calls_out = True
         # A function of this file handed on (qsort's comparator, pthread_once's routine, a signal handler) may be
         # called back by it, now or later: an indirect call this walk does not follow. So may another module's
         # function handed on (std::call_once hands pthread_once libstdc++'s __once_proxy, which calls the
@@ -744,8 +770,9 @@ class Walker:
             acc.indirect += 1
         # a callback or vptr stored where this call can reach it: in memory it is handed (the frame, the heap, an
         # object of this file whose address it gets) or anywhere another module can name
-        if acc.stashed_global or (acc.stashed_local or acc.stashed_objects) and any(
+        if acc.stashed_global or (acc.stashed_local or acc.stashed_objects or acc.stash_args) and any(
                 isinstance(v, Ptr) and v.kind in ("frame", "alloc") and acc.stashed_local
+                or isinstance(v, Ptr) and v.kind == "arg" and v.n in acc.stash_args
                 or (a := address_of(v)) is not None and self.image.object_start(a) in acc.stashed_objects
                 for v in known):
             acc.indirect += 1

@@ -6,13 +6,14 @@ import re
 from typing import Callable
 
 from elfpatch.inits.events import Access, Call, Deref, Ret, Stash
+from elfpatch.inits.isa import X86_WIDTH
 from elfpatch.inits.isa import decides as _decides
 from elfpatch.inits.isa import imm as _imm
 from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.values import FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
+from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
 
@@ -175,6 +176,14 @@ _K_CALL, _K_COND, _K_RET, _K_LEA, _K_MEM, _K_REG = range(6)
 _R_NONE, _R_MOV, _R_ZERO, _R_MOVE, _R_FORGET = range(5)
 # A stack slot operand (_K_MEM): what the instruction does to it.
 _S_NONE, _S_STORE, _S_FORGET, _S_LOAD, _S_CLOBBER = range(5)
+# A vector move (movups, vmovdqu, movq xmm...) between memory and a vector register: what it does to the
+# register (_V_LOAD: with the width loaded) or to memory (_V_STORE). A struct of callbacks copied from constant
+# data by a vector load and store is a stash of those callbacks (CARRIED).
+_V_LOAD, _V_STORE = range(2)
+_VECTOR = re.compile(r"[xyz]mm\d+")
+_VECTOR_WIDTH = re.compile(r"(\w+) ptr")
+
+
 MAX_PLANS = 1 << 18  # distinct texts planned per file before the table starts over (bounds its memory)
 
 
@@ -315,8 +324,20 @@ def _x86_plan(mnem: str, op: str) -> tuple:
         # A spill to the stack or a load back from it (-O0 code is full of them): done in line by run().
         slot = operands[0] if len(operands) == 1 and operands[0][2] == 1 and cmp is None else None
         spill = (slot[4], slot[3], slot[5]) if slot is not None and slot[4] in (_S_STORE, _S_LOAD) else None
-        return flow, _K_MEM, cmp, operands, _x86_drops(mnem, ops, dreg), dreg, spill
+        return flow, _K_MEM, cmp, operands, _x86_drops(mnem, ops, dreg), dreg, spill, _x86_vector(mnem, ops)
     return (flow, _K_REG, cmp) + _x86_register(mnem, ops, dreg)
+
+
+def _x86_vector(mnem: str, ops: list) -> tuple | None:
+    """A vector move's plan part (see _V_LOAD), None for any other instruction."""
+    if len(ops) != 2 or not mnem.lstrip("v").startswith(("mov", "lddqu")):
+        return None
+    if _VECTOR.fullmatch(ops[0]) and "[" in ops[1]:
+        m = _VECTOR_WIDTH.match(ops[1])
+        return _V_LOAD, ops[0], X86_WIDTH.get(m.group(1), 64) if m else 64
+    if _VECTOR.fullmatch(ops[1]) and "[" in ops[0]:
+        return _V_STORE, ops[1]
+    return None
 
 
 def _x86_register(mnem: str, ops: list, dreg: str | None) -> tuple:
@@ -504,11 +525,34 @@ class _X86:
     def _memory(self, insn: tuple, plan: tuple, st: dict, out: list) -> None:
         """An instruction with memory operands: a stack slot, a GOT load, an access to global memory, or one
         through a pointer not resolved here (a Deref: the walker decides whether its provenance is proven)."""
+        vector = plan[7]
+        if vector is not None:
+            self._vector(insn, plan[3], vector, st, out)
         for operand in plan[3]:
             if self._operand(insn, operand, plan[5], st, out):
                 return
         for r in plan[4]:
             st.pop(r, None)
+
+    def _vector(self, insn: tuple, operands: tuple, vector: tuple, st: dict, out: list) -> None:
+        """A vector move: a store of a register that CARRIED words holding a callback or vptr is a Stash where it
+        goes; a load from an address known gives CARRIED when one of the words it loads is one."""
+        if not operands:
+            return
+        operand = operands[0]
+        if vector[0] == _V_STORE:
+            if st.get(vector[1]) is CARRIED:
+                if operand[2] == 1 or operand[2] == 2 and st.get("rbp") == FRAME:
+                    out.append(Stash(FRAME))
+                else:
+                    a, base, _exact = self._address(operand, st, insn[0] + insn[1])
+                    out.append(Stash(a.start if isinstance(a, Within) else a if a is not None else base))
+            return
+        st.pop(vector[1], None)
+        a, _base, exact = self._address(operand, st, insn[0] + insn[1]) if operand[2] == 0 else (None, None, False)
+        if exact and isinstance(a, int) and any(type(w) is int and self.handed(w)
+                                                for w in map(self.got, range(a, a + vector[2], 8))):
+            st[vector[1]] = CARRIED
 
     def _operand(self, insn: tuple, operand: tuple, dreg: str | None, st: dict, out: list) -> bool:
         """One memory operand; True when the instruction is fully handled (a stack slot or a GOT load)."""

@@ -39,19 +39,25 @@ USERS = {
                  "static int run() { Buf b; std::ostream os(&b); os.put('x'); return 0; }\nstatic int seen = run();\n",
     "call_once": "#include <mutex>\n" + READ + "static std::once_flag fl;\n"
                  "static int seen = [] { std::call_once(fl, [] { look(); }); return 0; }();\n",
+    # the callback stored in a frame struct, handed to qsort by one of the file's own helpers (it loads it from
+    # the struct: a value the helper's walk does not know)
+    "helper": "#include <stdlib.h>\n" + READ + "struct Box { int (*cmp)(const void*, const void*); int pad; };\n"
+              "static int cmp(const void*, const void*) { return look(); }\n"
+              "__attribute__((noinline)) void sorter(Box* b) { int v[2] = {2, 1}; qsort(v, 2, sizeof v[0], b->cmp); }\n"
+              "static int run() { Box b{cmp, 0}; sorter(&b); return 0; }\nstatic int seen = run();\n",
     "ifunc": READ + 'extern "C" { static int impl() { return look(); }\n'
              "static int (*pick())() { return impl; }\nint chosen() __attribute__((ifunc(\"pick\"))); }\n"
              "static int seen = chosen();\n",
 }
 
 
-def _build(tmp: Path, user: str, *link: str) -> Path:
+def _build(tmp: Path, user: str, *link: str, cxx: str = "g++") -> Path:
     (tmp / "obj.hpp").write_text(OBJ)
     (tmp / "user.cpp").write_text('#include "obj.hpp"\n' + user)
     (tmp / "later.cpp").write_text(LATER)
     (tmp / "main.cpp").write_text("int main() {}\n")
     exe = tmp / "prog"
-    subprocess.run(["g++", "-O2", "-o", str(exe), *(str(tmp / f) for f in ("user.cpp", "later.cpp", "main.cpp")),
+    subprocess.run([cxx, "-O2", "-o", str(exe), *(str(tmp / f) for f in ("user.cpp", "later.cpp", "main.cpp")),
                     *link], check=True, capture_output=True)
     assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split() == ["g_obj", "0"]
     return exe
@@ -71,6 +77,36 @@ def test_code_run_on_the_initializers_behalf_is_not_seen(tmp_path: Path, how: st
     assert not f["analysis_complete"]
     if how != "ifunc":  # the callback: one indirect call the walk does not follow
         assert user["analysis"]["unanalyzed"]["indirect_calls"] >= 1
+
+
+def test_a_callback_copied_by_a_vector_move_is_stored(tmp_path: Path) -> None:
+    """clang -O2 builds ``Box b{cmp, 0}`` by one 16-byte load of a relocated constant and a store into the
+    frame (``movups xmm0, [rip + ...]; movaps [rsp], xmm0``): the callback is stored though no register holds
+    its address."""
+    require_tool("clang++", packages="clang")
+    f = _analysis(_build(tmp_path, USERS["helper"], cxx="clang++"))
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert user["analysis"]["unanalyzed"]["indirect_calls"] >= 1 and not f["analysis_complete"]
+
+
+@pytest.mark.cross
+def test_an_aarch64_callback_copied_by_a_vector_load_is_stored(tmp_path: Path) -> None:
+    """The same on AArch64 (clang -O2: ``ldr q0, [x8, #:lo12:...]; str q0, [sp]``), run under qemu."""
+    require_tool("clang++", packages="clang")
+    require_tool("aarch64-linux-gnu-g++", packages="g++-aarch64-linux-gnu")
+    require_tool("qemu-aarch64", packages="qemu-user")
+    (tmp_path / "obj.hpp").write_text(OBJ)
+    (tmp_path / "user.cpp").write_text('#include "obj.hpp"\n' + USERS["helper"])
+    (tmp_path / "later.cpp").write_text(LATER + "int main() {}\n")
+    exe = tmp_path / "prog"
+    subprocess.run(["clang++", "--target=aarch64-linux-gnu", "-O2", "-o", str(exe), str(tmp_path / "user.cpp"),
+                    str(tmp_path / "later.cpp")], check=True, capture_output=True)
+    run = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(exe)], capture_output=True, text=True,
+                         check=True)
+    assert run.stdout.split() == ["g_obj", "0"]
+    f = _analysis(exe)
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert user["analysis"]["unanalyzed"]["indirect_calls"] >= 1 and not f["analysis_complete"]
 
 
 def test_a_dt_init_function_is_not_taken_as_seen(tmp_path: Path) -> None:
