@@ -43,6 +43,7 @@ from elfpatch.errors import ElfPatchError
 from elfpatch.inits.extents import eh_frame_extents
 
 MAX_FUNCTION = 1 << 16  # a function with no size and no FDE is swept at most this far (up to the next start first)
+UNSIZED_SPAN = 256  # bytes of data read as the object at an address no sized symbol covers (a stripped file's)
 # Data that no initializer constructs and that a read of says nothing about order: the ABI's own objects.
 _NOT_DATA_PREFIXES = ("_ZTV", "_ZTI", "_ZTS", "_ZTT", "_ZGV", "__dso_handle", "__TMC_END__", "_GLOBAL_OFFSET",
                       "_DYNAMIC", "__init_array", "__fini_array", "__bss_start", "_edata", "_end")
@@ -320,6 +321,21 @@ class Image:
             if addr == start or addr < start + self._sizes[j]:
                 return self._name_of(j)
         return None
+
+    def data_extent(self, addr: int) -> tuple[int, int]:
+        """[start, end) of the data around ``addr`` worth reading as one object: the sized object symbol covering
+        it (any section: RELRO constants too), else UNSIZED_SPAN bytes from ``addr`` within its section."""
+        i = bisect_right(self._obj_starts, addr) - 1
+        if i >= 0:
+            start = self._obj_starts[i]
+            size = self._sizes[self._objects[start]]
+            if size and addr < start + size:
+                return start, start + size
+        end = addr + UNSIZED_SPAN
+        i = bisect_right(self._alloc_starts, addr) - 1
+        if i >= 0 and addr < self._alloc[i].sh_addr + self._alloc[i].sh_size:
+            end = min(end, self._alloc[i].sh_addr + self._alloc[i].sh_size)
+        return addr, end
 
     def guarded(self, name: str) -> bool:
         """Whether an object has an ABI guard variable (inline and template variables, local statics)."""

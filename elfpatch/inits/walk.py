@@ -39,6 +39,9 @@ _NAME_MARKERS = (b"atexit", b"__cxa_", b"__static_initialization_and_destruction
 # Each level's summary holds its subtree's reads with their call paths, so memory grows with this bound times
 # the objects read: 16 (real initializers nest 2-3 helpers, plus --depth calls) keeps that linear in practice.
 MAX_CHAIN = 16
+# A data object handed to another module is read for callbacks this many pointer hops deep, this many bytes each.
+HELD_LEVELS = 2
+MAX_HELD_SPAN = 4096
 # Functions that never return (the C++ ABI's throws, libstdc++'s std::__throw_*, C's aborts): a call of one ends
 # its block (disasm.Disassembler._no_return).
 NO_RETURN = frozenset({"__cxa_throw", "__cxa_rethrow", "_Unwind_Resume", "abort", "exit", "_exit", "_Exit",
@@ -322,6 +325,7 @@ class Walker:
         dis.noreturn = self.no_return
         dis.arch.handed = self.handed
         self._handed: dict[int, bool] = {}
+        self._holds: dict[tuple[int, int], bool] = {}  # holds_handed's answers, by (object start, levels)
         self._no_return: dict[int, bool] = {}
         if hasattr(dis.arch, "kept"):
             dis.arch.kept = self.kept
@@ -373,6 +377,25 @@ class Walker:
         if hit is None:
             name = self.image.symbol_at(value) if not self._code(value) else None
             hit = self._handed[value] = self._code(value) or bool(name and name.startswith("_ZTV"))
+        return hit
+
+    def holds_handed(self, addr: int, levels: int = HELD_LEVELS) -> bool:
+        """Whether the data object around ``addr`` holds, as the loader leaves it, a callback or vptr of this
+        file (see handed), in its own words or in an object of this file a word of it points at (``levels``
+        deep): what another module handed ``addr`` may load and call. Each object's words are read once."""
+        if self._code(addr):
+            return False  # a function handed on: handed_function's
+        start, end = self.image.data_extent(addr)
+        key = (start, levels)
+        hit = self._holds.get(key)
+        if hit is None:
+            self._holds[key] = False  # a cycle of pointers reaches nothing new
+            step = self.image.elf.elfclass // 8
+            words = [self.pointer(w) for w in range(start, min(end, start + MAX_HELD_SPAN), step)]
+            hit = any(self.handed(w) for w in words) or levels > 0 and any(
+                isinstance(w, int) and w > 0 and not self._code(w) and self.image.data_extent(w)[0] != start
+                and self.holds_handed(w, levels - 1) for w in words)
+            self._holds[key] = hit
         return hit
 
     def handed_function(self, v: Value) -> bool:
@@ -775,6 +798,9 @@ class Walker:
                 or isinstance(v, Ptr) and v.kind == "arg" and v.n in acc.stash_args
                 or (a := address_of(v)) is not None and self.image.object_start(a) in acc.stashed_objects
                 for v in known):
+            acc.indirect += 1
+        # ... or one its load-time words hold: `lib_register(&kOps)` with `static const ops kOps = {cb, 1};`
+        if any((a := address_of(v)) is not None and self.holds_handed(a) for v in known):
             acc.indirect += 1
         for v in ev.args:  # most argument registers are not known: only another module's object handed on counts
             if isinstance(v, str) and held_by(v) is None and not returned_by(v):

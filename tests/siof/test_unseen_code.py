@@ -177,6 +177,7 @@ def test_an_aarch64_static_program_is_analysed(tmp_path: Path) -> None:
 
 
 LIB = ('extern "C" { struct Ops { int (*cb)(); };\nvoid run_ops(Ops* o) { o->cb(); }\n'
+       "void run_table(Ops* const* t) { t[0]->cb(); }\n"
        "int (*lib_hook)();\nvoid lib_fire() { lib_hook(); }\n}\n")
 LIB_USERS = {
     "struct": 'extern "C" { struct Ops { int (*cb)(); }; void run_ops(Ops*); }\n' + READ
@@ -184,6 +185,15 @@ LIB_USERS = {
               "static int seen = [] { Ops o = {cb}; run_ops(&o); return 0; }();\n",
     "hook": 'extern "C" { extern int (*lib_hook)(); void lib_fire(); }\n' + READ
             + "static int cb() { return look(); }\nstatic int seen = [] { lib_hook = cb; lib_fire(); return 0; }();\n",
+    # the callback in the load-time words of an object handed on: constant (RELRO), writable, two hops away
+    "const": 'extern "C" { struct Ops { int (*cb)(); }; void run_ops(const Ops*); }\n' + READ
+             + "static int cb() { return look(); }\nstatic const Ops kOps = {cb};\n"
+             "static int seen = (run_ops(&kOps), 0);\n",
+    "data": 'extern "C" { struct Ops { int (*cb)(); }; void run_ops(Ops*); }\n' + READ
+            + "static int cb() { return look(); }\nOps g_ops = {cb};\nstatic int seen = (run_ops(&g_ops), 0);\n",
+    "table": 'extern "C" { struct Ops { int (*cb)(); }; void run_table(Ops* const*); }\n' + READ
+             + "static int cb() { return look(); }\nstatic Ops kOps = {cb};\nstatic Ops* const kTable[] = {&kOps};\n"
+             "static int seen = (run_table(kTable), 0);\n",
 }
 
 
