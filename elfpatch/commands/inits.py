@@ -176,16 +176,17 @@ def _listing(path: str, args: argparse.Namespace, load_of: _LoadOnce) -> dict[st
     if args.dtors or args.siof or args.max_dtors is not None or args.fail_on:
         from elfpatch.inits.analysis import analyze_path  # imports capstone: only for these flags
 
-        before = loaded = None
+        before = loaded = imported = None
         if args.deps:  # reads of what earlier objects of the load define are ordered by it
-            from elfpatch.inits.deporder import defined_before, defined_in
+            from elfpatch.inits.deporder import defined_before, defined_in, imported_by_others
 
             try:
-                before, loaded = defined_before(load_of()), defined_in(load_of())
+                load = load_of()
+                before, loaded, imported = defined_before(load), defined_in(load), imported_by_others(load)
             except ElfPatchError:
-                before = loaded = None  # an unresolved load orders nothing; the whole load's listing says why
+                before = loaded = imported = None  # an unresolved load orders nothing; its listing says why
         analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,
-                     siof=args.siof or bool(args.fail_on), before=before, loaded=loaded)
+                     siof=args.siof or bool(args.fail_on), before=before, loaded=loaded, imported=imported)
     return listing
 
 

@@ -27,8 +27,12 @@ from elfpatch.elf.const import (
     DT_RELASZ,
     DT_RELENT,
     DT_RELSZ,
+    EM_AARCH64,
     EM_MIPS,
+    EM_X86_64,
+    R_AARCH64_COPY,
     R_IRELATIVE,
+    R_X86_64_COPY,
     SHN_UNDEF,
 )
 from elfpatch.elf.file import ElfFile, Symbol, SymbolTable
@@ -232,3 +236,23 @@ class Relocator:
         if count:
             self.elf.vaddr_to_offset(vaddr, count * self.wordsize)
         return [self.word(vaddr + i * self.wordsize) for i in range(count)]
+
+
+_COPY = {EM_X86_64: R_X86_64_COPY, EM_AARCH64: R_AARCH64_COPY}
+
+
+def copy_targets(elf: ElfFile) -> set[int]:
+    """The addresses ``elf``'s copy relocations fill (RELA only: x86-64 and AArch64): a program's copies of
+    libraries' objects, which those libraries' initializers build."""
+    kind = _COPY.get(elf.e_machine)
+    addr, size = elf.dynamic_value(DT_RELA), elf.dynamic_value(DT_RELASZ)
+    if kind is None or addr is None or not size or elf.elfclass != 64:
+        return set()
+    fmt = elf.struct("QQq")
+    blob = elf.read(elf.vaddr_to_offset(addr, size), size)
+    out = set()
+    for off in range(0, len(blob) - len(blob) % fmt.size, fmt.size):
+        offset, info, _addend = fmt.unpack_from(blob, off)
+        if info & 0xFFFFFFFF == kind:
+            out.add(offset)
+    return out

@@ -17,6 +17,7 @@ from elfpatch.errors import ParseError
 from elfpatch.inits.budget import Budget
 from elfpatch.inits.constptr import ConstantPointers, InitialPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
+from elfpatch.inits.exported import exported_reads
 from elfpatch.inits.filled import inlined_builds
 from elfpatch.inits.image import Image
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
@@ -46,11 +47,13 @@ def _obj(image: Image, value: Value | None) -> dict[str, Any] | None:
 
 @no_collections
 def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
-            siof: bool = True, before: frozenset[str] | None = None, loaded: frozenset[str] | None = None) -> None:
+            siof: bool = True, before: frozenset[str] | None = None, loaded: frozenset[str] | None = None,
+            imported: frozenset[str] | None = None) -> None:
     """Adds ``exit_time_destructors`` (dtors), per-entry ``analysis`` and ``findings`` (siof) and
     ``analysis_notes`` to ``listing`` (one file's ``inits`` listing), in place. ``before`` (``--deps``): the
     symbols the objects initialized before this one define; reads of those are ordered by the load;
-    ``loaded``: those any object of its load defines (a call of a function none defines is not seen)."""
+    ``loaded``: those any object of its load defines (a call of a function none defines is not seen);
+    ``imported``: those the load's other objects import (None: any exported object may be read by them)."""
     entries = [e for e in listing["init"] if not e["toolchain"] and e["kind"] != "init"]
     # A DT_INIT function that is not crti's _init (``-Wl,-init,fn``) runs first and is not walked: not seen.
     notes: list[str] = [f"DT_INIT function {e['symbol'] or hex(e['address'] or 0)} is not analysed: what it reads "
@@ -64,9 +67,11 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                      "data objects without a symbol by address, where an initializer builds or stores into one")
     budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     summaries = [_ordered(s, before) for s in summaries]
-    unbound = _unbound_calls(elf, entries, summaries, loaded)
-    notes += [n for _e, n in unbound]
     summaries = inlined_builds(image, walker, entries, unnamed_built(image, summaries))
+    # calls whose code is not seen: of a function no object of the load defines, or one that may read this
+    # program's exported objects before they are built
+    unbound = _unbound_calls(elf, entries, summaries, loaded) + exported_reads(elf, entries, summaries, imported)
+    notes += [n for _e, n in unbound]
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
@@ -590,7 +595,7 @@ def _named(image: Image, objects: set[int]) -> set[int]:
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
                  siof: bool = True, before: frozenset[str] | None = None,
-                 loaded: frozenset[str] | None = None) -> None:
+                 loaded: frozenset[str] | None = None, imported: frozenset[str] | None = None) -> None:
     """analyze() for the file at ``path`` (``listing`` is its list_initializers() result)."""
     from capstone import CsError
 
@@ -598,6 +603,6 @@ def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH,
 
     with Source(path) as src:
         try:
-            analyze(ElfFile(src.data, path), listing, depth, dtors, siof, before, loaded)
+            analyze(ElfFile(src.data, path), listing, depth, dtors, siof, before, loaded, imported)
         except CsError as exc:  # the disassembler refused the bytes: a bad file, said in one line
             raise ParseError(f"disassembly failed: {exc}", path) from None

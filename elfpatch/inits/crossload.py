@@ -18,12 +18,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from elfpatch.elf.const import (
-    DT_RELA,
-    DT_RELASZ,
-    EM_AARCH64,
-    EM_X86_64,
-    R_AARCH64_COPY,
-    R_X86_64_COPY,
     SHN_UNDEF,
     STT_FUNC,
     STT_GNU_IFUNC,
@@ -31,6 +25,7 @@ from elfpatch.elf.const import (
     STT_OBJECT,
 )
 from elfpatch.elf.file import ElfFile
+from elfpatch.elf.relocs import copy_targets
 from elfpatch.errors import ElfPatchError
 from elfpatch.fs.source import Source
 from elfpatch.inits.values import held_by
@@ -40,7 +35,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from elfpatch.elf.loadorder import Load
 
-_COPY = {EM_X86_64: R_X86_64_COPY, EM_AARCH64: R_AARCH64_COPY}
 # Symbols the linker defines in each object it links (section bounds, its own _init/_fini): no other object's
 # code reaches through them.
 _MARKERS = frozenset({"_end", "_edata", "__bss_start", "_init", "_fini", "__data_start", "data_start",
@@ -72,25 +66,9 @@ class Symbols:
                         self.defined.setdefault(sym.name, sym.st_value)
                         if sym.type in (STT_FUNC, STT_GNU_IFUNC):
                             self.functions.add(sym.name)
-            copied = _copied(elf)
+            copied = copy_targets(elf)
             # a copy's aliases too (the program's `environ` where the relocation names `__environ`)
             self.copies = {n for n, a in self.defined.items() if a in copied}
-
-
-def _copied(elf: ElfFile) -> set[int]:
-    """The addresses ``elf``'s copy relocations fill (RELA only: x86-64 and AArch64)."""
-    kind = _COPY.get(elf.e_machine)
-    addr, size = elf.dynamic_value(DT_RELA), elf.dynamic_value(DT_RELASZ)
-    if kind is None or addr is None or not size or elf.elfclass != 64:
-        return set()
-    fmt = elf.struct("QQq")
-    blob = elf.read(elf.vaddr_to_offset(addr, size), size)
-    out = set()
-    for off in range(0, len(blob) - len(blob) % fmt.size, fmt.size):
-        offset, info, _addend = fmt.unpack_from(blob, off)
-        if info & 0xFFFFFFFF == kind:
-            out.add(offset)
-    return out
 
 
 def _definer(name: str, symbols: list[Symbols | None]) -> int | None:

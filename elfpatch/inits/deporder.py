@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from elfpatch.elf.loadorder import Load
 
 
-def _exported(path: str) -> set[str]:
-    """The names an object's dynamic symbol table defines."""
+def _exported(path: str, undefined: bool = False) -> set[str]:
+    """The names an object's dynamic symbol table defines (``undefined``: those it imports)."""
     with Source(path) as src:
         elf = ElfFile(src.data, path)
         return {sym.name for t in elf.symbol_tables() if t.name == ".dynsym" for sym in t
-                if sym.st_shndx != SHN_UNDEF and sym.name}
+                if (sym.st_shndx == SHN_UNDEF) == undefined and sym.name}
 
 
 def defined_before(load: Load) -> frozenset[str] | None:
@@ -45,6 +45,18 @@ def defined_in(load: Load) -> frozenset[str] | None:
     try:
         for o in load.objects:
             names |= _exported(o.info.path)
+    except (ElfPatchError, OSError):
+        return None
+    return frozenset(names)
+
+
+def imported_by_others(load: Load) -> frozenset[str] | None:
+    """The symbols the objects of ``load`` other than its root import (None: one could not be read): the
+    root's exported objects their code may read."""
+    names: set[str] = set()
+    try:
+        for o in load.objects[1:]:
+            names |= _exported(o.info.path, undefined=True)
     except (ElfPatchError, OSError):
         return None
     return frozenset(names)

@@ -4,7 +4,7 @@ ifunc's implementation (the PLT slot an R_*_IRELATIVE fills: its resolver is not
 function named by ``-Wl,-init`` (it runs before the init arrays and is not walked), a callback or vptr stored
 in memory another module's function is handed or can name (a sigaction struct, a streambuf's vptr, a
 library's hook), std::call_once's callable (stored in libstdc++'s TLS), a dlopen'ed plugin's initializers
-calling back into the program, and a libc function that
+calling back into the program, a library function reading the program's exported object, and a libc function that
 fills a buffer another initializer reads (``snprintf(g_host, ...)``: nothing here builds it, so it read as
 constant). Each program's code reads
 g_obj, built by a later unit, and prints what it saw (0: before construction); the analysis must say the
@@ -206,6 +206,26 @@ def test_a_callback_a_library_reaches_through_memory(tmp_path: Path, how: str) -
     f = _analysis(_build(tmp_path, LIB_USERS[how], f"-L{tmp_path}", "-lcb", "-Wl,-rpath,$ORIGIN"))
     user = next(e for e in f["init"] if e["source"] == "user.cpp")
     assert not user["analysis"]["complete"] and user["analysis"]["unanalyzed"]["indirect_calls"] >= 1
+
+
+@pytest.mark.parametrize("deps", [False, True], ids=["alone", "deps"])
+def test_a_library_function_reading_the_programs_object_is_not_seen(tmp_path: Path, deps: bool) -> None:
+    """The program's initializer calls the library's lib_peek, which reads the program's g_obj (exported because
+    the library names it) before later.cpp builds it: the call's code is not seen here, so the entry is not
+    proven -- it said complete with no finding, alone and with --deps."""
+    require_tool("g++", packages="g++")
+    (tmp_path / "lib.cpp").write_text(OBJ + 'extern "C" int lib_peek() { printf("g_obj %d\\n", g_obj.built); '
+                                      "return 0; }\n")
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(tmp_path / "libpeek.so"), str(tmp_path / "lib.cpp")],
+                   check=True, capture_output=True)
+    exe = _build(tmp_path, 'extern "C" int lib_peek();\nstatic int seen = lib_peek();\n', f"-L{tmp_path}", "-lpeek",
+                 "-Wl,-rpath,$ORIGIN")
+    doc = json.loads(run_main("inits", "--siof", "--json", *(["--deps"] if deps else []), str(exe),
+                              check=True).stdout)
+    f = doc["files"][0]
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert not user["analysis"]["complete"] and not f["analysis_complete"]
+    assert any("lib_peek" in n and "g_obj" in n for n in f["analysis_notes"])
 
 
 def test_a_plugin_opened_by_an_initializer_is_not_seen(tmp_path: Path) -> None:

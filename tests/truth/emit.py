@@ -59,6 +59,7 @@ def _statement(r: Read) -> str:
         "virtual": f"truth_obs({t.oid}, truth_v{s}.get());",
         "fnptr": f"truth_obs({t.oid}, truth_f{s}());",
         "getter": f"truth_obs({t.oid}, truth_g{s}().built);",
+        "peek": f"truth_obs({t.oid}, truth_k{s}());",
         "local": f"truth_touch(truth_l{s}());",
         "tls": f"truth_touch(truth_tl{s}.v);",
     }[r.route]
@@ -76,6 +77,7 @@ def _declaration(r: Read) -> str:
         "virtual": f"extern Base& truth_v{s};",
         "fnptr": f"extern int (*truth_f{s})();",
         "getter": f"Obj& truth_g{s}();",
+        "peek": f"int truth_k{s}();",
         "local": f"int truth_l{s}();",
         "tls": f"struct TL{s} {{ int v; TL{s}();{f' ~TL{s}();' if dtor else ''} }};\n"
                f"extern thread_local TL{s} truth_tl{s};",
@@ -97,6 +99,7 @@ def _definition(r: Read) -> str:
                    f"V{s} truth_vo{s}; }}\nBase& truth_v{s} = truth_vo{s};",
         "fnptr": f"static int truth_fr{s}() {{ return {t.expr}.built; }}\nint (*truth_f{s})() = truth_fr{s};",
         "getter": f"Obj& truth_g{s}() {{ return {t.expr}; }}",
+        "peek": f"int truth_k{s}() {{ return {t.expr}.built; }}",
         "local": f"namespace {{ struct L{s} {{ L{s}() {{ {obs} }}{dtor} }}; }}\n"
                  f"int truth_l{s}() {{ static L{s} l; return 0; }}",
         "tls": f"TL{s}::TL{s}() : v(0) {{ {obs} }}\n"

@@ -9,20 +9,22 @@ records its context first, each ``constructor`` function records its own.
 
 Routes from a reader to an object: a direct read, one in a case of a switch compiled to a jump table
 (``notrack jmp`` under -fcf-protection), a reference global, a pointer global, a constant pointer table, a
-virtual call, a function pointer, a getter returning a reference, a function-local static whose constructor
-reads, a ``thread_local`` whose constructor reads, an inline variable, a template static member whose
-initialization one unit emits (explicit instantiation), across shared libraries (with and without DT_NEEDED,
-and a library reading the program's global). Readers are objects' initializers and
-``__attribute__((constructor))`` functions (with and without a priority). Each program deals every route once
-(in a random order) before choosing at random, so a small seed set covers them all.
+virtual call, a function pointer, a getter returning a reference, a function that reads it (``peek``; in
+another module: a program's initializer calls a library function that reads the program's object), a
+function-local static whose constructor reads, a ``thread_local`` whose constructor reads, an inline
+variable, a template static member whose initialization one unit emits (explicit instantiation), across shared
+libraries (with and without DT_NEEDED, and a library reading the program's global). Readers are objects'
+initializers and ``__attribute__((constructor))`` functions (with and without a priority). Each program deals
+every route once (in a random order) before choosing at random, so a small seed set covers them all.
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
 
-ROUTES = ("direct", "switch", "ref", "ptr", "table", "virtual", "fnptr", "getter", "local", "tls")
-CROSS_ROUTES = ("direct", "switch", "ref", "ptr", "table", "getter", "fnptr")  # across modules: plain objects only
+ROUTES = ("direct", "switch", "ref", "ptr", "table", "virtual", "fnptr", "getter", "peek", "local", "tls")
+# across modules: plain objects only
+CROSS_ROUTES = ("direct", "switch", "ref", "ptr", "table", "getter", "peek", "fnptr")
 
 
 @dataclass

@@ -1,0 +1,49 @@
+"""A program's exported objects, which another module's function its initializer calls may read.
+
+The link editor puts a program's data object in ``.dynsym`` when a shared library of the link names it (or
+``-rdynamic`` asks): the library's code reads it through its GOT, bound to the program's definition. A
+program's initializers run after its libraries', so a library function a program's initializer calls (its
+code not seen here) may read such an object before the initializer that builds it has run: the calling
+entry is not proven. Copies (``R_*_COPY``) are excluded: they hold a library's object, which that library's
+initializers build before the program's run. A shared library's exported objects are not asked about: the
+functions its initializers call are its dependencies', which name their dependents' objects only by a
+dependency cycle (the README names it as an assumption)."""
+from __future__ import annotations
+
+from typing import Any
+
+from elfpatch.elf.const import SHN_UNDEF, STT_OBJECT
+from elfpatch.elf.file import ElfFile
+from elfpatch.elf.relocs import copy_targets
+from elfpatch.inits.siof import constructors
+from elfpatch.inits.walk import GUARD_ACQUIRE, GUARD_RELEASE, SINKS
+
+# The C++ ABI's and the C library's functions an initializer calls that read only what they are handed.
+_HANDED_ONLY = frozenset({*SINKS, GUARD_ACQUIRE, GUARD_RELEASE, "__cxa_guard_abort", "__stack_chk_fail"})
+_SHOWN = 3  # names listed in a note
+
+
+def exported_reads(elf: ElfFile, entries: list[dict[str, Any]], summaries: list,
+                   imported: frozenset[str] | None = None) -> list[tuple[dict, str]]:
+    """(entry, note) for each initializer of a program that calls another module's function while one of the
+    program's exported objects is built by it or by a later initializer (by position in ``entries``);
+    ``imported`` (``--deps``): the names the load's other objects import, the only exported objects their
+    code can name (None: any, as ``-rdynamic`` exports every global for code the load does not show)."""
+    if not elf.is_executable():
+        return []
+    copies = copy_targets(elf)
+    exported = {sym.st_value: sym.name for t in elf.symbol_tables() if t.name == ".dynsym" for sym in t
+                if sym.st_shndx != SHN_UNDEF and sym.type == STT_OBJECT and sym.st_value not in copies
+                and (imported is None or sym.name in imported)}
+    built = {o: pos for o, pos in constructors(summaries).items() if o in exported}
+    if not built:
+        return []
+    out = []
+    for pos, (e, s) in enumerate(zip(entries, summaries)):
+        calls = sorted(s.foreign_calls - _HANDED_ONLY) if s is not None else []
+        later = sorted(exported[o] for o, c in built.items() if c >= pos)
+        if calls and later:
+            out.append((e, f"initializer {e['index']} ({e['symbol']}): calls other modules' function(s) "
+                        f"({', '.join(calls[:_SHOWN])}), whose code may read this program's exported object(s) "
+                        f"that it or a later initializer builds: {', '.join(later[:_SHOWN])}"))
+    return out
