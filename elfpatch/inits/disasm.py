@@ -28,7 +28,7 @@ from capstone import CsError
 from elfpatch.elf.const import EM_AARCH64, EM_X86_64
 from elfpatch.inits.a64 import _A64
 from elfpatch.inits.budget import CHUNK, FUNCTION_BYTES, Budget
-from elfpatch.inits.events import Access, Call
+from elfpatch.inits.events import Access, Call, Once
 from elfpatch.inits.isa import Isa
 from elfpatch.inits.isa import imm as _imm
 from elfpatch.inits.jumptable import (
@@ -177,6 +177,14 @@ def _with_first_iteration(out: list, first: list) -> list:
     return out + [ev for ev in first if isinstance(ev, Access) and (address_of(ev.address), ev.write) not in seen]
 
 
+def _region(key: int | None, region: int | None, out: list) -> int | None:
+    """Enters the inlined thread_local initialization ``key`` (None: none): a Once event when it is not the
+    one the events so far end in (``region``)."""
+    if key != region:
+        out.append(Once(key))
+    return key
+
+
 class _Mark:
     """Where a walk of a function's blocks stood as it reached a loop head (see Disassembler._walk_blocks):
     the block's position, how many events came before it, and copies of the walk's tables (the states in them
@@ -224,6 +232,9 @@ class Disassembler:
         self.unsettled: list[int] = []  # functions whose loops were cut short (loop heads assumed nothing)
         # whether the function at an address never returns (the walker, which knows names, sets it)
         self.noreturn: Callable[[int], bool] = lambda _a: False
+        # block position -> once key of the inlined thread_local initialization it lies in (the walker sets it)
+        self.once_blocks: Callable[[Decoded], dict[int, int]] = lambda _dec: {}
+        self._once: dict[int, dict[int, int]] = {}  # once_blocks' answer per function start
         self._in_stub = False  # stub_slot is sweeping a stub (it never nests)
 
     @property
@@ -243,11 +254,13 @@ class Disassembler:
     def forget_all(self) -> None:
         """Drops every decoded function (a walker done with this decoder)."""
         self._decoded.clear()
+        self._once.clear()
         self._held = 0
 
     def forget(self, start: int, end: int) -> None:
         """Drops a function's decoded instructions (a caller that keeps what it needs from them)."""
         self._decoded.pop((start, end), None)
+        self._once.pop(start, None)
 
     def _decode(self, start: int, end: int) -> Decoded:
         budget = self.budget
@@ -430,8 +443,13 @@ class Disassembler:
         early = preset is not None  # whether what the jumps agree on is asked for
         tables = dec.table < len(insns)  # else no case starts from what the jumps agree on: not asked for
         begin, out, incoming, back_in, used, live, walked = _Mark.restart(resume)
+        once = self._once.get(start)
+        if once is None:
+            once = self._once[start] = self.once_blocks(dec)
+        region: int | None = None  # the once key the events out end in (a mark's blocks too: all start outside)
         for p, (first, last) in enumerate(dec.blocks[begin:], begin):
             if marks is not None and p in dec.back:
+                region = _region(None, region, out)  # a walk resumed from the mark starts outside
                 marks[p] = _Mark(p, out, incoming, back_in, used, live, walked)
             st = self._block_state(dec, p, entry, incoming, heads, used, live, marks is not None)
             if late:
@@ -441,6 +459,7 @@ class Disassembler:
                 st = _case_state(st, p in dec.has_pred, _case_base(preset, jumps, frame), object_of)
             if st is None:
                 continue  # every edge into it was decided against (dead for these arguments), or not known yet
+            region = _region(once.get(p), region, out)
             st.bound()
             walked += last - first + 1
             values = st.values  # the ISA updates it in place
@@ -453,6 +472,7 @@ class Disassembler:
                 jumps = _meet(jumps, st, object_of)
             taken_known = _decided(cmp, insns[last][2]) if cmp is not None else None
             self._hand_on(dec.succs.get(p, ()), p, st, taken_known, (incoming, back_in, live))
+        _region(None, region, out)
         self.budget.walked += walked
         return out, back_in, used, (jumps if early and preset is not _FRAME_ONLY and jumps is not None else None)
 

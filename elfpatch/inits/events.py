@@ -44,5 +44,13 @@ class Stash(NamedTuple):
     dest: object
 
 
+class Once(NamedTuple):
+    """The events that follow, up to the next Once, lie in blocks only the first run of an inlined
+    ``thread_local`` initialization reaches (``key``: inits.tlsonce.once_key of its guard byte), or in none
+    (None)."""
+
+    key: int | None
+
+
 # Events a sweep yields, in code order.
-Event = Union[Access, Call, Deref, Ret, Stash]
+Event = Union[Access, Call, Deref, Ret, Stash, Once]

@@ -34,7 +34,9 @@ DEPTH = 4  # calls followed below the initializer: its constructor, a wrapper (_
 # stored through it: ldrb w0, [x3] / strb w4, [x3] (with mov w4, #0x1 before)
 _A64_TP = re.compile(r"(x\d+), tpidr_el0")
 _A64_ADD = re.compile(r"(x\d+), (x\d+), #(0x[0-9a-f]+|\d+)(?:, lsl #(\d+))?")
-_A64_BYTE = re.compile(r"(w\d+), \[(x\d+)(?:, #(0x[0-9a-f]+|\d+))?\]")
+# (the base's offset: [x3, #8] and pre-indexed [x3, #8]!; post-indexed [x3], #8 accesses x3 itself)
+_A64_BYTE = re.compile(r"(w\d+), \[(x\d+)(?:, #(0x[0-9a-f]+|\d+))?\]!?(?:, #(?:0x[0-9a-f]+|\d+))?")
+_A64_COPY = re.compile(r"(x\d+), (x\d+)")  # mov x20, x2: the thread-pointer offset moves with it
 _A64_ONE = re.compile(r"(w\d+), #(?:0x1|1)")
 _A64_BRANCH = re.compile(r"(w\d+), (0x[0-9a-f]+)")  # cbz/cbnz wN, target
 _A64_SET_WAY = {"cbz": False, "cbnz": True}  # the way a test of the loaded guard byte takes when it is set
@@ -101,6 +103,11 @@ def _a64_value(mnem: str, op: str, st: dict[str, object]) -> bool:
             st[_a64_reg(m.group(1))] = ("tp", base[1] + (int(m.group(3), 0) << int(m.group(4) or 0)))
     elif mnem == "mov" and (m := _A64_ONE.fullmatch(op)):
         st[_a64_reg(m.group(1))] = 1
+    elif mnem == "mov" and (m := _A64_COPY.fullmatch(op)):
+        base = st.get(_a64_reg(m.group(2)))
+        st.pop(_a64_reg(m.group(1)), None)
+        if isinstance(base, tuple):
+            st[_a64_reg(m.group(1))] = base
     else:
         return False
     return True
@@ -123,6 +130,84 @@ def _a64_written(mnem: str, op: str, st: dict[str, object]) -> list[str]:
     return [_a64_reg(r.strip()) for r in written]
 
 
+def once_key(guard: int) -> int:
+    """The key an inlined thread_local initialization is known by, for its guard byte's thread-pointer offset:
+    a negative int, never a function's address (the keys of the initializations called: _ZTH, __tls_init)."""
+    return -1 - guard
+
+
+def once_blocks(dec: Decoded, machine: int) -> dict[int, int]:
+    """Block position -> once_key of the inlined thread_local initialization the block lies in: the blocks
+    dominated by the way a test of guard byte X takes when it is clear, where that way leads to a block that
+    only the test reaches and that sets X (GCC and clang inline a unit's ``__tls_init``, or a variable's
+    wrapper, into the unit's initializers). Such a block runs only in the first such run in a thread: not at
+    all when an earlier initializer set X for sure (OnceRuns.runs). The innermost region wins."""
+    tls = a64_tls_bytes(dec) if machine == EM_AARCH64 else None
+    if tls is None and not any("fs:" in i[3] for i in dec.insns) or tls is not None and not tls:
+        return {}
+    preds: dict[int, list[int]] = {}
+    for p, edges in dec.succs.items():
+        for q, _taken in edges:
+            preds.setdefault(q, []).append(p)
+    out: dict[int, int] = {}
+    for p, (first, last) in enumerate(dec.blocks):
+        clear = _clear_way(dec, p, first, last, tls)
+        if clear is None:
+            continue
+        guard, head = clear
+        if preds.get(head) != [p] or not _sets(dec, head, guard, tls):
+            continue
+        for q in _dominated(dec, preds, head):
+            out[q] = once_key(guard)
+    return out
+
+
+def _clear_way(dec: Decoded, p: int, first: int, last: int,
+               tls: dict[int, tuple[str, int, str]] | None) -> tuple[int, int] | None:
+    """(guard, block) when block ``p`` ends in a test of a TLS guard byte: the block its clear way leads to."""
+    if tls is None:
+        what = _tested(dec, first, last)
+        nonzero = _NONZERO_WAY.get(dec.insns[last][2])
+        if what is None or what[0] != "guard" or nonzero is None:
+            return None
+        guard, set_way = what[1], nonzero
+    else:
+        loads = [tls[i] for i in range(first, last) if i in tls and tls[i][0] == "load"]
+        if not loads:
+            return None
+        guard = loads[-1][1]
+        way = _a64_settled_way(dec, first, last, guard, tls)
+        if way is None:
+            return None
+        set_way = way
+    heads = [s for s, taken in dec.succs.get(p, ()) if taken is (not set_way)]
+    return (guard, heads[0]) if len(heads) == 1 else None
+
+
+def _sets(dec: Decoded, p: int, guard: int, tls: dict[int, tuple[str, int, str]] | None) -> bool:
+    """Whether block ``p`` sets the guard byte."""
+    first, last = dec.blocks[p]
+    if tls is not None:
+        return any(tls.get(i, ("", -1, ""))[:2] == ("set", guard) for i in range(first, last + 1))
+    return any(mnem == "mov" and (m := _SET.fullmatch(op)) is not None and int(m.group(1), 16) == guard
+               for _a, _size, mnem, op in dec.insns[first:last + 1])
+
+
+def _dominated(dec: Decoded, preds: dict[int, list[int]], head: int) -> list[int]:
+    """The blocks every path from the entry to which passes through ``head`` (a greatest fixpoint: loops
+    inside the region stay in it)."""
+    inside = {q for q in range(len(dec.blocks)) if q and q in preds}
+    inside.add(head)
+    changed = True
+    while changed:
+        changed = False
+        for q in sorted(inside):
+            if q != head and not all(r in inside for r in preds.get(q, ())):
+                inside.discard(q)
+                changed = True
+    return sorted(inside)
+
+
 class OnceRuns:
     """Per function and thread_local initialization, whether the function runs it on every path (cached)."""
 
@@ -139,7 +224,9 @@ class OnceRuns:
 
     def guard(self, once: int) -> int | None:
         """The thread-pointer offset of the guard byte the initialization at ``once`` tests in its entry block
-        and sets (a byte its constructors test later is no guard)."""
+        and sets (a byte its constructors test later is no guard); an inlined one's key names its guard."""
+        if once < 0:
+            return -1 - once
         if once not in self._guard and self.dis.machine == EM_AARCH64:
             dec = self.dis.decode(once, self.image.function_end(once))
             first, last = dec.blocks[0] if dec.blocks else (0, -1)

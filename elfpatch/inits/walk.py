@@ -15,10 +15,10 @@ from typing import Callable, NamedTuple
 from elfpatch.elf.const import STT_OBJECT
 from elfpatch.inits.budget import ARG_TUPLES
 from elfpatch.inits.disasm import Disassembler
-from elfpatch.inits.events import Access, Call, Deref, Ret, Stash
+from elfpatch.inits.events import Access, Call, Deref, Once, Ret, Stash
 from elfpatch.inits.image import Image
 from elfpatch.inits.isa import no_result
-from elfpatch.inits.tlsonce import OnceRuns
+from elfpatch.inits.tlsonce import OnceRuns, once_blocks, once_key
 from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
@@ -243,13 +243,18 @@ class _Acc:
         self.stash_args: set[int] = set()
         self.stashed_objects: set[int] = set()
         self.calls_out = False
+        self.region: int | None = None  # the inlined thread_local initialization what follows lies in (Once)
 
     def read(self, o: int, via: tuple, load: bool) -> None:
         """A read: a load of the object, or its address passed to a call (``load`` False: that call may well be
         part of building it, as an inlined constructor's helpers are)."""
         self.reads.setdefault(o, via)
         self.touched.setdefault(o, (load, via))
-        self.direct.add(o)
+        if self.region is None:
+            self.direct.add(o)
+        else:  # only the first run of an inlined thread_local initialization reads it
+            self.via_once.setdefault(o, set()).add(self.region)
+            self.once.add(self.region)
 
     def construct(self, o: int, strong: bool) -> None:
         self.constructs[o] = strong or self.constructs.get(o, False)
@@ -323,6 +328,7 @@ class Walker:
         self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
         dis.arch.result = self.result
         dis.noreturn = self.no_return
+        dis.once_blocks = functools.partial(once_blocks, machine=dis.machine)  # no reference back to dis
         dis.arch.handed = self.handed
         self._handed: dict[int, bool] = {}
         self._holds: dict[tuple[int, int], bool] = {}  # holds_handed's answers, by (object start, levels)
@@ -536,6 +542,8 @@ class Walker:
                 self._call(ev, acc, depth, stack)
             elif kind is Stash:
                 self._stash(ev.dest, acc)
+            elif kind is Once:
+                acc.region = ev.key
         return acc.summary()
 
     def _events(self, addr: int, end: int, args: tuple) -> list:
@@ -677,8 +685,11 @@ class Walker:
     def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc) -> None:
         guard = acc.guard
         listed = acc.listed  # one site once: a call tree reaching it 2^k ways
+        once = self._once_site(where, acc) if sub.registrations else None
         for r in sub.registrations:
             r = r if r.guard is not None or guard is None else r._replace(guard=guard)
+            if once is not None and r.kind == "thread_atexit":
+                r = r._replace(site=once)
             if r not in listed:
                 acc.regs.append(r)
                 listed.add(r)
@@ -743,12 +754,31 @@ class Walker:
             return True
         return any(o in sub.touched for o in acc.stashed_objects)
 
-    def _merge_once(self, sub: Summary, where: int, acc: _Acc) -> None:
-        """Which of the callee's reads come only through a once-per-thread initialization (see Summary.once)."""
+    def _once_function(self, where: int) -> bool:
+        """Whether the function at ``where`` is a thread_local's initialization (``__tls_init``, ``_ZTH``)."""
         once = self._once_fn.get(where)
         if once is None:
             once = self._once_fn[where] = _TLS_INIT.search(self.image.function_name(where) or "") is not None
+        return once
+
+    def _once_site(self, where: int, acc: _Acc) -> int | None:
+        """The site a thread_local's destructor registered by a call of ``where`` is known by: the once key of
+        the initialization it runs in (inlined around the call, or ``where`` itself), one for every unit that
+        reaches it; None: the call's own site."""
+        if acc.region is not None:
+            return acc.region
+        guard = self.once_runs.guard(where) if self._once_function(where) else None
+        return once_key(guard) if guard is not None else None
+
+    def _merge_once(self, sub: Summary, where: int, acc: _Acc) -> None:
+        """Which of the callee's reads come only through a once-per-thread initialization (see Summary.once)."""
+        once = self._once_function(where)
         acc.once |= sub.once | ({where} if once else set())
+        if acc.region is not None:  # called from an inlined thread_local initialization: its reads are once too
+            acc.once.add(acc.region)
+            for o in sub.reads:
+                acc.via_once.setdefault(o, set()).add(acc.region)
+            return
         if not once and not sub.via_once:  # the common case: every read a direct one
             acc.direct.update(sub.reads)
             return
@@ -878,7 +908,9 @@ class Walker:
         dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) and held_by(dtor) is None else None
         obj = None if returned_by(obj) or held_by(obj) is not None else obj
         obj = obj if not isinstance(obj, Ptr) else None
-        reg = Registration(kind, dtor, obj, acc.guard, acc.addr)
+        # a thread_local's destructor registered in an inlined initialization: one site, whichever unit runs it
+        site = acc.region if kind == "thread_atexit" and acc.region is not None else acc.addr
+        reg = Registration(kind, dtor, obj, acc.guard, site)
         acc.regs.append(reg)
         acc.listed.add(reg)
         if isinstance(obj, int):

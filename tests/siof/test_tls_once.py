@@ -122,3 +122,37 @@ def test_aarch64_drops_a_read_only_where_an_earlier_initializer_surely_ran_it(tm
     assert [line.split()[1] for line in out.splitlines() if line.endswith(" 0")] == [obj]  # read early once
     f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
     assert {x["reader"]["source"] for x in f["findings"] if x["object"]["symbol"] == obj} == {first}
+
+
+# t's initialization inlined whole (guard byte test, T's constructor, __cxa_thread_atexit) into both early() and
+# u's initializer: it runs in early() alone, which reads g before c.cpp builds it.
+_INLINED = (_HEAD + 'struct T { int v; T() : v(g.v) { std::printf("T %d\\n", v); } ~T() { std::printf("~T\\n"); } };\n'
+            "thread_local T t;\n"
+            '__attribute__((constructor(101))) static void early() { std::printf("early %d\\n", t.v); }\n'
+            + _USER.replace("get1()", "t.v"))
+_INLINED_BUILDS = {"g++-O2": (["g++", "-O2"], []), "clang++-O1": (["clang++", "-O1"], []),
+                   "clang++-O2": (["clang++", "-O2"], []),
+                   "aarch64-g++-O2": (["aarch64-linux-gnu-g++", "-O2"], list(_A64[1:])),
+                   "aarch64-clang++-O2": (["clang++", "--target=aarch64-linux-gnu", "-O2"], list(_A64[1:]))}
+
+
+@pytest.mark.parametrize("build", [pytest.param(b, marks=pytest.mark.cross) if b.startswith("aarch64") else b
+                                   for b in sorted(_INLINED_BUILDS)])
+def test_an_initialization_inlined_into_two_initializers_reads_and_registers_in_the_first_only(
+        tmp_path: Path, build: str) -> None:
+    """The inlined copy's blocks past its guard's clear way run only where the guard is still clear
+    (inits.tlsonce.once_blocks): u's copy reads g and registers ~T only when early()'s did not run. Both
+    copies were judged, a false finding on u (which reads t built, never g) and ~T listed twice."""
+    cmd, qemu = _INLINED_BUILDS[build]
+    require_tool(cmd[0], *qemu[:1], packages="g++, clang, g++-aarch64-linux-gnu, qemu-user")
+    (tmp_path / "b.cpp").write_text(_INLINED)
+    (tmp_path / "c.cpp").write_text(_BUILDER)
+    exe = tmp_path / "prog"
+    subprocess.run([*cmd, "-o", str(exe), "b.cpp", "c.cpp"], cwd=tmp_path, check=True, capture_output=True)
+    run = [qemu[0], "-L", qemu[1], str(exe)] if qemu else [str(exe)]
+    out = subprocess.run(run, capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
+    assert out[:3] == ["T 0", "early 0", "U 0"] and out.count("~T") == 1  # one initialization, in early()
+    f = json.loads(run_main("inits", "--siof", "--dtors", "--json", str(exe), check=True).stdout)["files"][0]
+    early = next(e for e in f["init"] if e["symbol"] == "_ZL5earlyv")
+    assert {x["reader"]["index"] for x in f["findings"] if x["object"]["symbol"] == "g"} == {early["index"]}
+    assert [r["initializer"] for r in f["exit_time_destructors"] if r["kind"] == "thread_atexit"] == [early["index"]]

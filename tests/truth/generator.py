@@ -86,13 +86,18 @@ class Program:
 
     def static_reads(self, cid: int) -> set[int]:
         """The objects the code a context runs reads (the source's view): its own reads and, for a unit, the
-        reads of every object it defines and of every inline variable whose guarded initialization it emits."""
+        reads of every object it defines and of every inline variable whose guarded initialization it emits;
+        a first use of a ``thread_local`` runs its unit's whole TLS initialization (every ``thread_local`` the
+        unit defines is built then: GCC's and clang's ``__tls_init``), so its reads too."""
         ctx = next(c for c in self.contexts if c.cid == cid)
         reads = list(ctx.reads)
         if ctx.function is None:
             for o in self.objects:
                 if o.unit == ctx.unit or (o.kind == "inline" and o.oid in self.includes[ctx.unit]):
                     reads.extend(o.reads)
+        every = [r for o in self.objects for r in o.reads] + [r for c in self.contexts for r in c.reads]
+        tls_units = {r.home_unit for r in reads if r.route == "tls"}
+        reads += [r for r in every if r.route == "tls" and r.home_unit in tls_units]
         return {r.target.oid for r in reads}
 
 
