@@ -228,6 +228,39 @@ def test_a_library_function_reading_the_programs_object_is_not_seen(tmp_path: Pa
     assert any("lib_peek" in n and "g_obj" in n for n in f["analysis_notes"])
 
 
+def test_a_replacement_operator_new_another_module_calls_back_is_walked(tmp_path: Path) -> None:
+    """libstdc++'s std::runtime_error constructor calls the program's replacement operator new (exported:
+    libstdc++ names it), which reads g_obj before later.cpp builds it: the call into libstdc++ may run it, so
+    the entry is not proven (it said complete with no finding)."""
+    require_tool("g++", packages="g++")
+    user = ("#include <stdlib.h>\n#include <new>\n#include <stdexcept>\n" + READ
+            + "static bool once;\nvoid* operator new(size_t n) { if (!once) { once = true; look(); } "
+              "return malloc(n ? n : 1); }\n"
+            "void operator delete(void* p) noexcept { free(p); }\n"
+            "void operator delete(void* p, size_t) noexcept { free(p); }\n"
+            'static int seen = [] { std::runtime_error e("a message long enough to need the heap, surely"); '
+            "return 0; }();\n")
+    f = _analysis(_build(tmp_path, user))
+    entry = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert not entry["analysis"]["complete"] and not f["analysis_complete"]
+    assert any("_Znwm" in n for n in f["analysis_notes"])
+
+
+def test_a_library_calling_back_the_programs_function_by_name_is_walked(tmp_path: Path) -> None:
+    """The library's lib_call_host calls host_cb, which the program defines (and exports: the library names
+    it) and which reads g_obj before later.cpp builds it: the entry is not proven (it said complete)."""
+    require_tool("g++", packages="g++")
+    (tmp_path / "lib.cpp").write_text('extern "C" int host_cb();\nextern "C" void lib_call_host() { host_cb(); }\n')
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(tmp_path / "libhost.so"), str(tmp_path / "lib.cpp")],
+                   check=True, capture_output=True)
+    user = READ + 'extern "C" { void lib_call_host(); int host_cb() { return look(); } }\n' \
+        "static int seen = (lib_call_host(), 0);\n"
+    f = _analysis(_build(tmp_path, user, f"-L{tmp_path}", "-lhost", "-Wl,-rpath,$ORIGIN"))
+    entry = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert not entry["analysis"]["complete"] and not f["analysis_complete"]
+    assert any("host_cb" in n for n in f["analysis_notes"])
+
+
 def test_a_plugin_opened_by_an_initializer_is_not_seen(tmp_path: Path) -> None:
     """dlopen runs the plugin's initializers, which here call the program's exported host_get (reading g_obj
     before later.cpp builds it): the call of dlopen is an indirect call."""
