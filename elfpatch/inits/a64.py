@@ -94,7 +94,7 @@ class _A64:
     def step(self, insn: tuple, _plan: tuple, st: dict, out: list, start: int, end: int) -> None:
         addr, _size, mnem, op = insn
         cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
-        if self._branch(mnem, op, st, out, start, end, cmp):
+        if self._branch(addr, mnem, op, st, out, start, end, cmp):
             return
         if mnem.endswith(TABLE_LOAD):  # a switch's entry, read inside its bound (jumptable.py): no object
             self._set(st, _a64(op.split(", ")[0]), None)
@@ -113,40 +113,41 @@ class _A64:
         if dst:
             self._set(st, dst, None)
 
-    def _branch(self, mnem: str, op: str, st: dict, out: list, start: int, end: int, cmp: bool | None) -> bool:
+    def _branch(self, addr: int, mnem: str, op: str, st: dict, out: list, start: int, end: int,
+                cmp: bool | None) -> bool:
         """Returns, calls, jumps and hints (True: handled)."""
         if mnem in ("ret", "retaa"):
             out.append(Ret(st.get("x0")))
         elif mnem in ("bl", "b"):
-            if not self._call(mnem, op, st, out, start, end):
+            if not self._call(addr, mnem, op, st, out, start, end):
                 st["cmp"] = cmp
         elif mnem == A64_TABLE_JUMP:
             pass  # control flow to the cases, no call
         elif mnem in _A64_INDIRECT:
-            self._indirect(mnem, op, st, out)
+            self._indirect(addr, mnem, op, st, out)
         else:
             return mnem.startswith(_A64_COND) or mnem in ("brk", "udf") or mnem in _A64_QUIET
         return True
 
-    def _call(self, mnem: str, op: str, st: dict, out: list, start: int, end: int) -> bool:
+    def _call(self, addr: int, mnem: str, op: str, st: dict, out: list, start: int, end: int) -> bool:
         """``bl``, or a ``b`` out of the function (a tail call): records it. False for a ``b`` inside the
         function (control flow, not a call) or to an unknown target."""
         target = _imm(op)
         if target is None or (mnem == "b" and start <= target < end):
             return False
         args = tuple(st.get(r) for r in A64_ARGS)
-        out.append(Call(target, None, args, mnem == "b"))
+        out.append(Call(target, None, args, mnem == "b", addr))
         self._clobber(st)
         self._set(st, "x0", self.result(target, args))  # what the callee returns, when the walker knows it
         return True
 
-    def _indirect(self, mnem: str, op: str, st: dict, out: list) -> None:
+    def _indirect(self, addr: int, mnem: str, op: str, st: dict, out: list) -> None:
         """A call or jump through a register: known when it was loaded from the GOT (its slot too)."""
         reg = op.split(",")[0]
         slot = st.get("slot:" + reg)
         args = tuple(st.get(r) for r in A64_ARGS)
         target = plain(st.get(reg))  # Within an object: a call to its start
-        out.append(Call(target, slot if isinstance(slot, int) else None, args, mnem.startswith("br")))
+        out.append(Call(target, slot if isinstance(slot, int) else None, args, mnem.startswith("br"), addr))
         self._clobber(st)
         self._set(st, "x0", self.result(target, args))
 

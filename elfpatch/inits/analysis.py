@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Callable
 
 from elfpatch.collector import no_collections
 from elfpatch.elf.const import SHN_UNDEF, STB_WEAK
@@ -87,7 +87,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
             e["analysis"]["complete"] = False
     unsettled = _walks_done(image, walker, entries, notes)
     complete = supported and not notes and not (image and image.stripped) and not lto and not unsettled \
-        and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 for s in summaries) \
+        and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 and s.repeated == 0
+                                  for s in summaries) \
         and not any(changed)
     notes += _limits(image, budget, entries[cut_from:])  # after: the image's facts alone leave nothing unproven
     for e, s, names in zip(entries, summaries, changed):
@@ -273,24 +274,32 @@ def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool, i
     if s.depth_limited:
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.depth_limited} call(s) past depth "
                      f"{depth} not followed")
+    if s.repeated:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): {s.repeated} registration site(s) reached again "
+                     "(a helper called more than once, a call in a loop): each listed once, each call registers")
     if s.unresolved:
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.unresolved} registration(s) whose "
                      "destructor was not resolved")
     return notes
 
 
-def _registration_key(r: Registration, initializer: int) -> tuple:
-    """What makes two registrations one. A destructor registered on an object of this file runs once per
-    object (a second registration would destroy it twice): one entry, however many initializers reach it (a
-    guarded variable's initialization inlined into each unit that uses it, its guard unnamed in a stripped
-    file); so does a guarded one, and a thread_local's (its TLS guard runs it once per thread). Any other is
-    one per site and initializer: a helper's ``atexit(fn)`` called by two initializers registers twice, and
-    one initializer's call tree reaching the site again (2^k ways) is the same call."""
+def _registration_key(r: Registration, initializer: int, guarded: Callable[[int], bool]) -> tuple:
+    """What makes two registrations one. A guarded one runs once: one entry per destructor and object (its
+    unit's own helper, ``__tcf_N`` with no object, is one per guard: each unit that inlines the
+    initialization has its own copy), however many initializers reach it; so does a destructor registered on
+    an object that has a guard variable (an inline or template variable, whose guarded initialization is
+    inlined into each unit that uses it, the guard unnamed in a stripped file: any object there), and a
+    thread_local's (its TLS guard runs it once per thread), per call instruction (or ordinal in an inlined
+    copy of its initialization). Any other is one per call instruction and initializer: a helper's
+    ``atexit(fn)`` called by two initializers registers twice (one initializer reaching it again is counted in
+    Summary.repeated)."""
     if r.kind == "thread_atexit":  # whatever guard the initializer reaching it runs under
-        return (r.site, r.kind, r.dtor, r.obj)
-    if r.guard is not None or (isinstance(r.obj, int) and r.obj and r.dtor is not None):
+        return (r.site, r.at, r.kind, r.dtor, r.obj)
+    if r.guard is not None:
+        return (r.kind, r.dtor, r.obj) if r.obj else (r.kind, "guard", r.guard)  # no object: its helper
+    if isinstance(r.obj, int) and r.obj and r.dtor is not None and guarded(r.obj):
         return (r.kind, r.dtor, r.obj)
-    return (initializer, r.site, r.kind, r.dtor, r.obj)
+    return (initializer, r.site, r.at, r.kind, r.dtor, r.obj)
 
 
 def _registrations(image: Image | None, entries: list[dict], summaries: list) -> list[dict[str, Any]]:
@@ -298,12 +307,17 @@ def _registrations(image: Image | None, entries: list[dict], summaries: list) ->
     if image is None:
         return out
     once: set[tuple] = set()
+
+    def guarded(obj: int) -> bool:
+        name = image.symbol_at(obj) if not image.stripped else None
+        return image.stripped or bool(name and image.guarded(name))
+
     for e, s in zip(entries, summaries):
         if s is None:
             continue
         for r in s.registrations:
             assert isinstance(r, Registration)
-            key = _registration_key(r, e["index"])
+            key = _registration_key(r, e["index"], guarded)
             if key in once:
                 continue
             once.add(key)

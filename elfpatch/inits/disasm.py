@@ -19,6 +19,7 @@ exactly from the loop's entry state).
 """
 from __future__ import annotations
 
+import bisect
 from itertools import compress, count, repeat
 from operator import itemgetter, ne
 from typing import Callable, NamedTuple
@@ -175,6 +176,63 @@ def _with_first_iteration(out: list, first: list) -> list:
         return out
     seen = {(address_of(ev.address), ev.write) for ev in out if isinstance(ev, Access)}  # Within: its start
     return out + [ev for ev in first if isinstance(ev, Access) and (address_of(ev.address), ev.write) not in seen]
+
+
+def _loop_spans(dec: Decoded) -> list[tuple[int, int]]:
+    """[lo, hi) address spans of the blocks in a cycle (a loop's body), sorted."""
+    succs = {p: [q for q, _taken in edges] for p, edges in dec.succs.items()}
+    insns, blocks = dec.insns, dec.blocks
+    return sorted((insns[blocks[b][0]][0], insns[blocks[b][1]][0] + insns[blocks[b][1]][1])
+                  for b in _cyclic(succs, len(blocks)))
+
+
+def _cyclic(succs: dict[int, list[int]], n: int) -> list[int]:
+    """The nodes 0..n-1 in a cycle: a strongly connected component of more than one node, or a node with an
+    edge to itself (Tarjan's algorithm, iterative: one pass)."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    out: list[int] = []
+    for root in range(n):
+        work = [] if root in index else [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = len(index)
+                stack.append(v)
+                on.add(v)
+            nxt = succs.get(v, ())
+            if i < len(nxt):
+                work.append((v, i + 1))
+                w = nxt[i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            if work:  # v is done: the node that reached it takes its low
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                out += _component(stack, on, v, v in nxt)
+    return out
+
+
+def _component(stack: list[int], on: set[int], v: int, self_loop: bool) -> list[int]:
+    """Pops the strongly connected component rooted at ``v``: its nodes when it is a cycle, else none."""
+    scc = []
+    while True:
+        w = stack.pop()
+        on.discard(w)
+        scc.append(w)
+        if w == v:
+            break
+    return scc if len(scc) > 1 or self_loop else []
+
+
+def _inside_spans(spans: list[tuple[int, int]], at: int) -> bool:
+    i = bisect.bisect_right(spans, (at, 1 << 64)) - 1
+    return i >= 0 and spans[i][0] <= at < spans[i][1]
 
 
 def _region(key: int | None, region: int | None, out: list) -> int | None:
@@ -355,9 +413,18 @@ class Disassembler:
         return [b for b in order if b in reach]
 
     def sweep(self, start: int, end: int, entry_values: dict) -> list:
-        """Events of the function at [start, end) in run order, given its known argument registers."""
-        entry = State(entry_values)  # never changed: the entry block starts from a copy
+        """Events of the function at [start, end) in run order, given its known argument registers; a call in a
+        loop's body is marked ``looped``."""
         dec = self.decode(start, end)
+        events = self._sweep(dec, start, end, entry_values)
+        if not dec.back or not any(type(ev) is Call for ev in events):
+            return events
+        spans = _loop_spans(dec)
+        return [ev._replace(looped=True) if type(ev) is Call and _inside_spans(spans, ev.at) else ev
+                for ev in events]
+
+    def _sweep(self, dec: Decoded, start: int, end: int, entry_values: dict) -> list:
+        entry = State(entry_values)  # never changed: the entry block starts from a copy
         if dec.insns and self.budget.walked >= self.budget.steps:
             self.budget.cut_short(start, "the file's budget of instructions walked was spent")
             return []

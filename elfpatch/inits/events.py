@@ -18,6 +18,8 @@ class Call(NamedTuple):
     slot: int | None  # the GOT slot an indirect call or jump goes through, when known
     args: tuple  # known values of the first argument registers (None where unknown)
     tail: bool
+    at: int = -1  # the call instruction's address (one registration site is one call instruction)
+    looped: bool = False  # the call lies in a loop: it may run many times (a registration in a loop)
 
 
 class Deref(NamedTuple):

@@ -73,6 +73,9 @@ class Registration(NamedTuple):
     obj: Value | None
     guard: int | None  # the guard variable the registration runs under, if any
     site: int | None = None  # the function whose call registers: one site, one entry (see analysis)
+    # the call instruction (in a thread_local's inlined or _ZTH initialization: its registrations' ordinal, the
+    # same in every copy)
+    at: int = -1
 
 
 class Unproven(NamedTuple):
@@ -138,6 +141,9 @@ class Summary(NamedTuple):
     stash_args: frozenset = frozenset()  # argument registers through which the walk stored one (the caller's)
     stashed_objects: frozenset = frozenset()  # this file's objects (not exported) it stored one into
     calls_out: bool = False  # it (or a function it follows) calls another module's function
+    # registration sites reached again (a helper that registers called twice): each listed once, each run
+    # registers (a guarded one, and a thread_local's, register once: not counted)
+    repeated: int = 0
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -213,7 +219,7 @@ class _Acc:
         self.listed: set = set()  # the registrations in regs (kept as they come: no set built per merge)
         self.constructs: dict[int, bool] = {}
         self.reads: dict[int, tuple] = {}
-        self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = 0
+        self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = self.repeated = 0
         self.unproven_at: list = []
         self.arg_derefs: dict[int, tuple] = {}
         self.touched: dict[int, tuple] = {}  # object -> (first touched by a load, via)
@@ -290,7 +296,7 @@ class _Acc:
                        frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written),
                        frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
                        frozenset(self.arg_loads), frozenset(self.interposed), self.stashed_global,
-                       frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out)
+                       frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated)
 
 
 def _first_via(sub: dict, where: int, acc: dict) -> None:
@@ -583,7 +589,8 @@ class Walker:
             acc.strange += 1  # a call no function starts at: not code a compiler calls
             return
         if name in SINKS:
-            acc.unresolved += self._register(SINKS[name], ev.args, acc)
+            acc.unresolved += self._register(SINKS[name], ev.args, acc, ev.at)
+            acc.repeated += ev.looped and acc.guard is None  # a loop's registration: it may register many
             return
         if name == GUARD_ACQUIRE:
             guard = address_of(ev.args[0])
@@ -612,7 +619,7 @@ class Walker:
             acc.depth_limited += 1
             return
         stored = set(acc.call_stores)
-        self._merge(sub, where, ev.args, acc)
+        self._merge(sub, where, ev.args, acc, ev.looped)
         if is_constructor_clone(name):
             self._credit(sub, acc.call_stores - stored, acc)
         elif not name and self.image.stripped:
@@ -682,17 +689,29 @@ class Walker:
             return -1, None
         return inside, ""
 
-    def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc) -> None:
+    def _merge_registrations(self, sub: Summary, where: int, acc: _Acc) -> None:
+        """The callee's registrations, under the guard this walk runs under; a thread_local's in an
+        initialization (inlined around the call, or the callee itself) known by it (see _once_site)."""
         guard = acc.guard
         listed = acc.listed  # one site once: a call tree reaching it 2^k ways
-        once = self._once_site(where, acc) if sub.registrations else None
+        once = self._once_site(where, acc)
+        ordinal = 0
         for r in sub.registrations:
             r = r if r.guard is not None or guard is None else r._replace(guard=guard)
             if once is not None and r.kind == "thread_atexit":
-                r = r._replace(site=once)
+                r = r._replace(site=once, at=ordinal)  # the same in an inlined copy of the initialization
+                ordinal += 1
             if r not in listed:
                 acc.regs.append(r)
                 listed.add(r)
+            elif r.guard is None and r.kind != "thread_atexit":
+                acc.repeated += 1  # reached again: it registers again
+
+    def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc, looped: bool = False) -> None:
+        if sub.registrations:
+            self._merge_registrations(sub, where, acc)
+            if looped:  # called in a loop: its registrations may run many times (but guarded ones)
+                acc.repeated += sum(1 for r in sub.registrations if r.guard is None and r.kind != "thread_atexit")
         touched = acc.touched
         for o, (load, via) in sub.touched.items():  # first: in the callee's order (its path made if new)
             if o not in touched:
@@ -705,6 +724,7 @@ class Walker:
         acc.indirect += sub.indirect
         acc.depth_limited += sub.depth_limited
         acc.unresolved += sub.unresolved
+        acc.repeated += sub.repeated
         acc.strange += sub.strange
         if sub.unproven:
             for u in sub.unproven_at:
@@ -902,15 +922,16 @@ class Walker:
                 return None  # the implementation an ifunc's resolver picks is not known here
         return None if returned_by(target) else target  # a pointer another module's function returned
 
-    def _register(self, kind: str, args: tuple, acc: _Acc) -> int:
+    def _register(self, kind: str, args: tuple, acc: _Acc, at: int) -> int:
         """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
         dtor, obj = plain(args[0]), plain(args[1] if kind != "atexit_c" else None)  # as reported: Within's start
         dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) and held_by(dtor) is None else None
         obj = None if returned_by(obj) or held_by(obj) is not None else obj
         obj = obj if not isinstance(obj, Ptr) else None
         # a thread_local's destructor registered in an inlined initialization: one site, whichever unit runs it
-        site = acc.region if kind == "thread_atexit" and acc.region is not None else acc.addr
-        reg = Registration(kind, dtor, obj, acc.guard, site)
+        site, at = (acc.region, sum(1 for r in acc.regs if r.site == acc.region)) \
+            if kind == "thread_atexit" and acc.region is not None else (acc.addr, at)
+        reg = Registration(kind, dtor, obj, acc.guard, site, at)
         acc.regs.append(reg)
         acc.listed.add(reg)
         if isinstance(obj, int):

@@ -461,7 +461,7 @@ class _X86:
         elif kind == _K_COND:
             target = plan[2]
             if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
-                out.append(Call(target, None, _x86_args(st), True))
+                out.append(Call(target, None, _x86_args(st), True, insn[0]))
             st["cmp"] = cmp
         else:
             out.append(Ret(st.get("rax")))
@@ -475,16 +475,16 @@ class _X86:
         if target is not None:  # an immediate
             if tail and start <= target < end:
                 return False
-            out.append(Call(target, None, args, tail))
+            out.append(Call(target, None, args, tail, insn[0]))
         elif memory:
             at, exact = self._mem(terms, st, insn[0] + insn[1]) if terms is not None else (None, False)
             slot = at if exact and isinstance(at, int) else None  # a table's entry at an index not known: none
             word = _word_of(st, _based(terms)) if slot is None and terms is not None else None
-            out.append(Call(word, slot, args, tail))  # word: a function pointer another module's object holds
+            out.append(Call(word, slot, args, tail, insn[0]))  # word: a function pointer another module's object holds
             target = self.got(slot) if isinstance(slot, int) else None
         elif not (tail and notrack):  # through a register: known when from the GOT
             target = plain(st.get(reg))  # Within an object: a call to its start
-            out.append(Call(target, None, args, tail))
+            out.append(Call(target, None, args, tail, insn[0]))
         kept = self.kept(target) if isinstance(target, int) and not tail else None
         pop = st.pop
         for r in X86_CLOBBER if not kept else [r for r in X86_CLOBBER if r not in kept]:  # rax among them
