@@ -12,6 +12,7 @@ from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
+from elfpatch.inits.state import frame_handed
 from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
@@ -137,6 +138,7 @@ class _A64:
             return False
         args = tuple(st.get(r) for r in A64_ARGS)
         out.append(Call(target, None, args, mnem == "b", addr))
+        frame_handed(st, args)
         self._clobber(st)
         self._set(st, "x0", self.result(target, args))  # what the callee returns, when the walker knows it
         return True
@@ -148,6 +150,7 @@ class _A64:
         args = tuple(st.get(r) for r in A64_ARGS)
         target = plain(st.get(reg))  # Within an object: a call to its start
         out.append(Call(target, slot if isinstance(slot, int) else None, args, mnem.startswith("br"), addr))
+        frame_handed(st, args)
         self._clobber(st)
         self._set(st, "x0", self.result(target, args))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from elfpatch.inits.budget import STATE_SLOTS
-from elfpatch.inits.values import Within, address_of, same, widened
+from elfpatch.inits.values import FRAME, Within, address_of, same, widened
 
 
 class State:
@@ -69,6 +69,14 @@ class State:
             slots = [k for k in st if k.startswith("m:")]
             for k in slots[: len(slots) - STATE_SLOTS]:
                 del st[k]
+
+
+def frame_handed(values: dict, args: tuple) -> None:
+    """A call handed a pointer into the frame (``pick(&p)``, ``memcpy(&p, ...)``): it may store into any of the
+    frame's slots (which one the pointer names is not kept), so none keeps its value."""
+    if FRAME in args:
+        for k in [k for k in values if k.startswith("m:")]:
+            del values[k]
 
 
 FRAME_ONLY = State()  # marker: _walk_blocks's cases before any jump start from the frame alone

@@ -13,6 +13,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
+from elfpatch.inits.state import frame_handed
 from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
@@ -485,6 +486,7 @@ class _X86:
         elif not (tail and notrack):  # through a register: known when from the GOT
             target = plain(st.get(reg))  # Within an object: a call to its start
             out.append(Call(target, None, args, tail, insn[0]))
+        frame_handed(st, args)
         kept = self.kept(target) if isinstance(target, int) and not tail else None
         pop = st.pop
         for r in X86_CLOBBER if not kept else [r for r in X86_CLOBBER if r not in kept]:  # rax among them

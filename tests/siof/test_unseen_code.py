@@ -261,6 +261,23 @@ def test_a_library_calling_back_the_programs_function_by_name_is_walked(tmp_path
     assert any("host_cb" in n for n in f["analysis_notes"])
 
 
+@pytest.mark.parametrize("how", ["pick", "memcpy"])
+def test_a_frame_slot_a_callee_is_handed_is_not_kept(tmp_path: Path, how: str) -> None:
+    """clang -O2 keeps p = &g_mine in a stack slot, hands its address to pick() (or memcpy), which stores
+    &g_obj there, and loads p back: the walk kept the slot's old value (g_mine, "own": complete, no finding);
+    a call handed a frame pointer may store into any slot."""
+    require_tool("clang++", packages="clang")
+    fill = {"pick": "__attribute__((noinline)) void pick(Obj** out) { *out = &g_obj; }\n",
+            "memcpy": "#include <string.h>\nObj* const g_src = &g_obj;\nvolatile size_t g_n = sizeof(Obj*);\n"
+                      "static void pick(Obj** out) { memcpy(out, &g_src, g_n); }\n"}[how]
+    user = (fill + "static Obj g_mine;\nstatic int seen = [] { Obj* p = &g_mine; pick(&p); "
+            'printf("g_obj %d\\n", p->built); return 0; }();\n')
+    f = _analysis(_build(tmp_path, user, cxx="clang++"))
+    entry = next(e for e in f["init"] if e["source"] == "user.cpp")
+    found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
+    assert "g_obj" in found or not entry["analysis"]["complete"]
+
+
 def test_a_plugin_opened_by_an_initializer_is_not_seen(tmp_path: Path) -> None:
     """dlopen runs the plugin's initializers, which here call the program's exported host_get (reading g_obj
     before later.cpp builds it): the call of dlopen is an indirect call."""
