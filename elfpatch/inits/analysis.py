@@ -20,6 +20,7 @@ from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.exported import exported_callbacks, exported_reads
 from elfpatch.inits.filled import inlined_builds
 from elfpatch.inits.image import Image
+from elfpatch.inits.resolvers import resolver_notes
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
 from elfpatch.inits.unnamed import unnamed_built
 from elfpatch.inits.values import address_of, held_by
@@ -72,7 +73,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     # program's exported objects before they are built
     unbound = _unbound_calls(elf, entries, summaries, loaded) + exported_reads(elf, entries, summaries, imported) \
         + exported_callbacks(elf, entries, summaries, walker, max(depth - 1, 0), _proven, imported)
-    notes += [n for _e, n in unbound]
+    notes += [n for _e, n in unbound] + resolver_notes(elf, image, walker, summaries, depth, _proven)
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "

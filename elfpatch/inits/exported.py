@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from elfpatch.elf.const import SHN_UNDEF, STT_FUNC, STT_GNU_IFUNC, STT_OBJECT
+from elfpatch.elf.const import SHN_UNDEF, STT_FUNC, STT_GNU_IFUNC, STT_OBJECT, st_type
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import copy_targets
+from elfpatch.errors import ElfPatchError
 from elfpatch.inits.siof import constructors
 from elfpatch.inits.walk import GUARD_ACQUIRE, GUARD_RELEASE, SINKS, Summary, Walker
 
@@ -31,6 +32,23 @@ MAX_CALLBACKS = 64
 _NOT_CALLED_BACK = frozenset({"main", "_start", "_init", "_fini", "__libc_csu_init", "__libc_csu_fini"})
 
 
+def _defined(elf: ElfFile) -> list[tuple[str, int, int]]:
+    """(name, value, type) of the symbols ``.dynsym`` defines (an entry whose name is past the string table,
+    which the symbolizer warns of, is no name another module can bind)."""
+    out = []
+    for t in elf.symbol_tables():
+        if t.name != ".dynsym":
+            continue
+        for e in t.entries():
+            if e.st_shndx == SHN_UNDEF:
+                continue
+            try:
+                out.append((t.string(e.st_name), e.st_value, st_type(e.st_info)))
+            except ElfPatchError:
+                continue
+    return out
+
+
 def exported_reads(elf: ElfFile, entries: list[dict[str, Any]], summaries: list,
                    imported: frozenset[str] | None = None) -> list[tuple[dict, str]]:
     """(entry, note) for each initializer of a program that calls another module's function while one of the
@@ -40,9 +58,8 @@ def exported_reads(elf: ElfFile, entries: list[dict[str, Any]], summaries: list,
     if not elf.is_executable():
         return []
     copies = copy_targets(elf)
-    exported = {sym.st_value: sym.name for t in elf.symbol_tables() if t.name == ".dynsym" for sym in t
-                if sym.st_shndx != SHN_UNDEF and sym.type == STT_OBJECT and sym.st_value not in copies
-                and (imported is None or sym.name in imported)}
+    exported = {value: name for name, value, typ in _defined(elf) if typ == STT_OBJECT and value not in copies
+                and (imported is None or name in imported)}
     built = {o: pos for o, pos in constructors(summaries).items() if o in exported}
     if not built:
         return []
@@ -65,9 +82,8 @@ def exported_callbacks(elf: ElfFile, entries: list[dict[str, Any]], summaries: l
     its walk (``depth`` calls deep) is not proven or reads an object this or a later initializer builds."""
     if walker is None or not elf.is_executable():
         return []
-    functions = {sym.name: sym.st_value for t in elf.symbol_tables() if t.name == ".dynsym" for sym in t
-                 if sym.st_shndx != SHN_UNDEF and sym.type in (STT_FUNC, STT_GNU_IFUNC) and sym.st_value
-                 and sym.name not in _NOT_CALLED_BACK and (imported is None or sym.name in imported)}
+    functions = {name: value for name, value, typ in _defined(elf) if typ in (STT_FUNC, STT_GNU_IFUNC) and value
+                 and name not in _NOT_CALLED_BACK and (imported is None or name in imported)}
     calling = [(pos, e) for pos, (e, s) in enumerate(zip(entries, summaries))
                if s is not None and s.foreign_calls - _HANDED_ONLY]
     if not functions or not calling:

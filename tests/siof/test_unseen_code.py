@@ -278,6 +278,26 @@ def test_a_frame_slot_a_callee_is_handed_is_not_kept(tmp_path: Path, how: str) -
     assert "g_obj" in found or not entry["analysis"]["complete"]
 
 
+def test_an_ifunc_resolver_reading_an_object_is_not_proven(tmp_path: Path) -> None:
+    """The loader runs an ifunc's resolver while it relocates the program, before any initializer: one that
+    reads g_obj reads it unbuilt, always. Resolvers were not walked (complete, no finding)."""
+    require_tool("g++", packages="g++")
+    (tmp_path / "obj.hpp").write_text(OBJ)
+    (tmp_path / "later.cpp").write_text(LATER)
+    (tmp_path / "user.cpp").write_text(
+        '#include "obj.hpp"\nint seen = -1;\nextern "C" int impl() { return 1; }\n'
+        'extern "C" void* resolve_f() { seen = g_obj.built; return (void*)impl; }\n'
+        'extern "C" int f() __attribute__((ifunc("resolve_f")));\n'
+        'int main() { printf("g_obj %d\\n", seen + f() - 1); }\n')
+    exe = tmp_path / "prog"
+    subprocess.run(["g++", "-O2", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "later.cpp")],
+                   check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_obj 0\n"
+    f = _analysis(exe)
+    assert not f["analysis_complete"]
+    assert any("ifunc resolver" in n and "g_obj" in n for n in f["analysis_notes"]), f["analysis_notes"]
+
+
 def test_a_plugin_opened_by_an_initializer_is_not_seen(tmp_path: Path) -> None:
     """dlopen runs the plugin's initializers, which here call the program's exported host_get (reading g_obj
     before later.cpp builds it): the call of dlopen is an indirect call."""
