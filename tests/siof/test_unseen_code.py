@@ -63,6 +63,17 @@ def _build(tmp: Path, user: str, *link: str, cxx: str = "g++") -> Path:
     return exe
 
 
+def _run_units(tmp: Path, files: dict[str, str], opt: str, printed: str) -> Path:
+    """The program g++ ``opt`` builds from ``files`` (its .cpp units), which must print ``printed``."""
+    for name, text in files.items():
+        (tmp / name).write_text(text)
+    exe = tmp / "prog"
+    subprocess.run(["g++", opt, "-o", str(exe), *(str(tmp / n) for n in files if n.endswith(".cpp"))], check=True,
+                   capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == printed
+    return exe
+
+
 def _analysis(path: Path) -> dict:
     return json.loads(run_main("inits", "--dtors", "--siof", "--json", str(path), check=True).stdout)["files"][0]
 
@@ -282,17 +293,12 @@ def test_an_ifunc_resolver_reading_an_object_is_not_proven(tmp_path: Path) -> No
     """The loader runs an ifunc's resolver while it relocates the program, before any initializer: one that
     reads g_obj reads it unbuilt, always. Resolvers were not walked (complete, no finding)."""
     require_tool("g++", packages="g++")
-    (tmp_path / "obj.hpp").write_text(OBJ)
-    (tmp_path / "later.cpp").write_text(LATER)
-    (tmp_path / "user.cpp").write_text(
-        '#include "obj.hpp"\nint seen = -1;\nextern "C" int impl() { return 1; }\n'
-        'extern "C" void* resolve_f() { seen = g_obj.built; return (void*)impl; }\n'
-        'extern "C" int f() __attribute__((ifunc("resolve_f")));\n'
-        'int main() { printf("g_obj %d\\n", seen + f() - 1); }\n')
-    exe = tmp_path / "prog"
-    subprocess.run(["g++", "-O2", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "later.cpp")],
-                   check=True, capture_output=True)
-    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_obj 0\n"
+    exe = _run_units(tmp_path, {
+        "obj.hpp": OBJ, "later.cpp": LATER,
+        "user.cpp": '#include "obj.hpp"\nint seen = -1;\nextern "C" int impl() { return 1; }\n'
+                    'extern "C" void* resolve_f() { seen = g_obj.built; return (void*)impl; }\n'
+                    'extern "C" int f() __attribute__((ifunc("resolve_f")));\n'
+                    'int main() { printf("g_obj %d\\n", seen + f() - 1); }\n'}, "-O2", "g_obj 0\n")
     f = _analysis(exe)
     assert not f["analysis_complete"]
     assert any("ifunc resolver" in n and "g_obj" in n for n in f["analysis_notes"]), f["analysis_notes"]
@@ -322,15 +328,11 @@ def test_a_read_of_what_code_not_followed_may_build_is_not_proven(tmp_path: Path
     """GCC -O0 builds a std::string array in a helper past --depth: the reader of an element said complete with
     the array "constant" (the builder's entry, and the file, said incomplete)."""
     require_tool("g++", packages="g++")
-    (tmp_path / "user.cpp").write_text('#include <stdio.h>\n#include <string>\nextern std::string g_names[3];\n'
-                                       'static int a = printf("g_names %d\\n", (int)g_names[1].size());\n'
-                                       "int main() {}\n")
-    (tmp_path / "names.cpp").write_text('#include <string>\nstd::string g_names[3] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaa",'
-                                        ' "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "c"};\n')
-    exe = tmp_path / "prog"
-    subprocess.run(["g++", "-O0", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "names.cpp")],
-                   check=True, capture_output=True)
-    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_names 0\n"
+    exe = _run_units(tmp_path, {
+        "user.cpp": '#include <stdio.h>\n#include <string>\nextern std::string g_names[3];\n'
+                    'static int a = printf("g_names %d\\n", (int)g_names[1].size());\nint main() {}\n',
+        "names.cpp": '#include <string>\nstd::string g_names[3] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaa",'
+                     ' "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "c"};\n'}, "-O0", "g_names 0\n")
     f = _analysis(exe)
     user = next(e for e in f["init"] if e["source"] == "user.cpp")
     found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
