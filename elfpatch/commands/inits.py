@@ -178,11 +178,10 @@ def _listing(path: str, args: argparse.Namespace, load_of: _LoadOnce) -> dict[st
 
         before = loaded = imported = None
         if args.deps:  # reads of what earlier objects of the load define are ordered by it
-            from elfpatch.inits.deporder import defined_before, defined_in, imported_by_others
+            from elfpatch.inits.deporder import load_names
 
             try:
-                load = load_of()
-                before, loaded, imported = defined_before(load), defined_in(load), imported_by_others(load)
+                before, loaded, imported = load_names(load_of())
             except ElfPatchError:
                 before = loaded = imported = None  # an unresolved load orders nothing; its listing says why
         analyze_path(path, listing, args.depth, dtors=args.dtors or args.max_dtors is not None,

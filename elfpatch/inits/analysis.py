@@ -17,7 +17,7 @@ from elfpatch.errors import ParseError
 from elfpatch.inits.budget import Budget
 from elfpatch.inits.constptr import ConstantPointers, InitialPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
-from elfpatch.inits.exported import exported_callbacks, exported_reads
+from elfpatch.inits.exported import exported_unseen
 from elfpatch.inits.filled import inlined_builds
 from elfpatch.inits.image import Image
 from elfpatch.inits.resolvers import resolver_notes
@@ -71,8 +71,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     summaries = inlined_builds(image, walker, entries, unnamed_built(image, summaries))
     # calls whose code is not seen: of a function no object of the load defines, or one that may read this
     # program's exported objects before they are built
-    unbound = _unbound_calls(elf, entries, summaries, loaded) + exported_reads(elf, entries, summaries, imported) \
-        + exported_callbacks(elf, entries, summaries, walker, max(depth - 1, 0), _proven, imported)
+    unbound = _unbound_calls(elf, entries, summaries, loaded) \
+        + exported_unseen(elf, entries, summaries, walker, max(depth - 1, 0), _proven, imported)
     notes += [n for _e, n in unbound] + resolver_notes(elf, image, walker, summaries, depth, _proven)
     lto = [e for e in entries if e["symbol"] and _LTO_MERGED.search(e["symbol"])]
     if lto:

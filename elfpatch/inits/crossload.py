@@ -79,15 +79,21 @@ def _definer(name: str, symbols: list[Symbols | None]) -> int | None:
     return None
 
 
-def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
-    """The objects' symbols (None: unreadable) and, per object M, the data objects it imports from one the
-    load initializes after it (the reads the load order does not settle: what needs M's and D's analysis)."""
+def load_symbols(load: Load) -> list[Symbols | None]:
+    """Each object's Symbols, in the load's order (None: unreadable)."""
     symbols: list[Symbols | None] = []
     for o in load.objects:
         try:
             symbols.append(Symbols(o.info.path))
         except (ElfPatchError, OSError):
             symbols.append(None)
+    return symbols
+
+
+def cross_reads(load: Load) -> tuple[list[Symbols | None], dict[int, set[str]]]:
+    """The objects' symbols (None: unreadable) and, per object M, the data objects it imports from one the
+    load initializes after it (the reads the load order does not settle: what needs M's and D's analysis)."""
+    symbols = load_symbols(load)
     rank = {obj: n for n, obj in enumerate(load.init_order)}
     wanted: dict[int, set[str]] = {}
     for m, s in enumerate(symbols):

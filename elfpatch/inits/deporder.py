@@ -6,57 +6,33 @@ has been through its initializers when this file's run: a read of it is ordered 
 """
 from __future__ import annotations
 
-from elfpatch.elf.const import SHN_UNDEF
-from elfpatch.elf.file import ElfFile
-from elfpatch.errors import ElfPatchError
-from elfpatch.fs.source import Source
+from typing import Callable, FrozenSet, Iterable, Optional
+
+from elfpatch.inits.crossload import Symbols, load_symbols
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from elfpatch.elf.loadorder import Load
 
-
-def _exported(path: str, undefined: bool = False) -> set[str]:
-    """The names an object's dynamic symbol table defines (``undefined``: those it imports)."""
-    with Source(path) as src:
-        elf = ElfFile(src.data, path)
-        return {sym.name for t in elf.symbol_tables() if t.name == ".dynsym" for sym in t
-                if (sym.st_shndx == SHN_UNDEF) == undefined and sym.name}
+Names = Optional[FrozenSet[str]]
 
 
-def defined_before(load: Load) -> frozenset[str] | None:
-    """The symbols defined by the objects ``load`` initializes before its root (None: one of them could not be
-    read; nothing is then taken as ordered). The caller resolves the load once (`inits --deps` lists it too)."""
+def load_names(load: Load) -> tuple[Names, Names, Names]:
+    """From one read of each object's ``.dynsym`` (the caller resolves the load once: `inits --deps` lists it
+    too), each None where an object it needs could not be read (nothing is then taken as settled):
+
+    - the symbols the objects ``load`` initializes before its root define: reads of those are ordered;
+    - the symbols some object of the load defines: a function the root calls that none defines is its loader's
+      (a program that dlopens it, with -rdynamic) or no one's;
+    - the symbols the objects other than the root import: the root's exported objects their code may read."""
+    symbols = load_symbols(load)
     order = list(load.init_order)
-    earlier = order[: order.index(0)] if 0 in order else []
-    names: set[str] = set()
-    try:
-        for i in earlier:
-            names |= _exported(load.objects[i].info.path)
-    except (ElfPatchError, OSError):
+    earlier = [symbols[i] for i in order[: order.index(0)]] if 0 in order else []
+    return (_union(earlier, lambda s: s.defined.keys()), _union(symbols, lambda s: s.defined.keys()),
+            _union(symbols[1:], lambda s: s.imported))
+
+
+def _union(symbols: list[Symbols | None], names: Callable[[Symbols], Iterable[str]]) -> Names:
+    if any(s is None for s in symbols):
         return None
-    return frozenset(names)
-
-
-def defined_in(load: Load) -> frozenset[str] | None:
-    """The symbols some object of ``load`` defines (None: one could not be read): a function the root calls that
-    none defines is its loader's (a program that dlopens it, with -rdynamic) or no one's."""
-    names: set[str] = set()
-    try:
-        for o in load.objects:
-            names |= _exported(o.info.path)
-    except (ElfPatchError, OSError):
-        return None
-    return frozenset(names)
-
-
-def imported_by_others(load: Load) -> frozenset[str] | None:
-    """The symbols the objects of ``load`` other than its root import (None: one could not be read): the
-    root's exported objects their code may read."""
-    names: set[str] = set()
-    try:
-        for o in load.objects[1:]:
-            names |= _exported(o.info.path, undefined=True)
-    except (ElfPatchError, OSError):
-        return None
-    return frozenset(names)
+    return frozenset(n for s in symbols if s is not None for n in names(s))

@@ -49,16 +49,26 @@ def _defined(elf: ElfFile) -> list[tuple[str, int, int]]:
     return out
 
 
-def exported_reads(elf: ElfFile, entries: list[dict[str, Any]], summaries: list,
-                   imported: frozenset[str] | None = None) -> list[tuple[dict, str]]:
+def exported_unseen(elf: ElfFile, entries: list[dict[str, Any]], summaries: list, walker: Walker | None,
+                    depth: int, proven: Callable[[Summary], bool],
+                    imported: frozenset[str] | None = None) -> list[tuple[dict, str]]:
+    """exported_reads and exported_callbacks of a program (``.dynsym`` read once); nothing for a library."""
+    if not elf.is_executable():
+        return []
+    defined = _defined(elf)
+    return exported_reads(elf, defined, entries, summaries, imported) \
+        + exported_callbacks(defined, entries, summaries, walker, depth, proven, imported)
+
+
+def exported_reads(elf: ElfFile, defined: list[tuple[str, int, int]], entries: list[dict[str, Any]],
+                   summaries: list, imported: frozenset[str] | None = None) -> list[tuple[dict, str]]:
     """(entry, note) for each initializer of a program that calls another module's function while one of the
     program's exported objects is built by it or by a later initializer (by position in ``entries``);
     ``imported`` (``--deps``): the names the load's other objects import, the only exported objects their
-    code can name (None: any, as ``-rdynamic`` exports every global for code the load does not show)."""
-    if not elf.is_executable():
-        return []
+    code can name (None: any, as ``-rdynamic`` exports every global for code the load does not show);
+    ``defined``: the program's _defined symbols."""
     copies = copy_targets(elf)
-    exported = {value: name for name, value, typ in _defined(elf) if typ == STT_OBJECT and value not in copies
+    exported = {value: name for name, value, typ in defined if typ == STT_OBJECT and value not in copies
                 and (imported is None or name in imported)}
     built = {o: pos for o, pos in constructors(summaries).items() if o in exported}
     if not built:
@@ -74,15 +84,15 @@ def exported_reads(elf: ElfFile, entries: list[dict[str, Any]], summaries: list,
     return out
 
 
-def exported_callbacks(elf: ElfFile, entries: list[dict[str, Any]], summaries: list, walker: Walker | None,
-                       depth: int, proven: Callable[[Summary], bool],
+def exported_callbacks(defined: list[tuple[str, int, int]], entries: list[dict[str, Any]], summaries: list,
+                       walker: Walker | None, depth: int, proven: Callable[[Summary], bool],
                        imported: frozenset[str] | None = None) -> list[tuple[dict, str]]:
     """(entry, note) for each initializer of a program that calls another module's function while a function
     the program exports (that another object of the load imports, with ``imported``) may be called back and
     its walk (``depth`` calls deep) is not proven or reads an object this or a later initializer builds."""
-    if walker is None or not elf.is_executable():
+    if walker is None:
         return []
-    functions = {name: value for name, value, typ in _defined(elf) if typ in (STT_FUNC, STT_GNU_IFUNC) and value
+    functions = {name: value for name, value, typ in defined if typ in (STT_FUNC, STT_GNU_IFUNC) and value
                  and name not in _NOT_CALLED_BACK and (imported is None or name in imported)}
     calling = [(pos, e) for pos, (e, s) in enumerate(zip(entries, summaries))
                if s is not None and s.foreign_calls - _HANDED_ONLY]

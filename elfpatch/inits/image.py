@@ -35,7 +35,7 @@ from elfpatch.elf.const import (
     SHT_NOBITS,
     STV_DEFAULT,
 )
-from elfpatch.elf.file import ElfFile, SymbolTable
+from elfpatch.elf.file import ElfFile, Section, SymbolTable
 from elfpatch.elf.relocs import Relocator
 from elfpatch.elf.symbolize import TableSymbols
 from elfpatch.elf.symbols import guard_variable
@@ -314,28 +314,29 @@ class Image:
         name = self.function_name(addr)
         if name is not None:
             return name
+        hit = self._covering(addr)
+        return self._name_of(hit[1]) if hit is not None else None
+
+    def _covering(self, addr: int) -> tuple[int, int] | None:
+        """(start, symbol index) of the object symbol covering ``addr`` (any section; a zero-size one covers
+        its own address)."""
         i = bisect_right(self._obj_starts, addr) - 1
         if i >= 0:
             start = self._obj_starts[i]
             j = self._objects[start]
             if addr == start or addr < start + self._sizes[j]:
-                return self._name_of(j)
+                return start, j
         return None
 
     def data_extent(self, addr: int) -> tuple[int, int]:
         """[start, end) of the data around ``addr`` worth reading as one object: the sized object symbol covering
         it (any section: RELRO constants too), else UNSIZED_SPAN bytes from ``addr`` within its section."""
-        i = bisect_right(self._obj_starts, addr) - 1
-        if i >= 0:
-            start = self._obj_starts[i]
-            size = self._sizes[self._objects[start]]
-            if size and addr < start + size:
-                return start, start + size
+        hit = self._covering(addr)
+        if hit is not None and self._sizes[hit[1]]:
+            return hit[0], hit[0] + self._sizes[hit[1]]
+        section = self._section(addr)
         end = addr + UNSIZED_SPAN
-        i = bisect_right(self._alloc_starts, addr) - 1
-        if i >= 0 and addr < self._alloc[i].sh_addr + self._alloc[i].sh_size:
-            end = min(end, self._alloc[i].sh_addr + self._alloc[i].sh_size)
-        return addr, end
+        return addr, end if section is None else min(end, section.sh_addr + section.sh_size)
 
     def guarded(self, name: str) -> bool:
         """Whether an object has an ABI guard variable (inline and template variables, local statics)."""
@@ -349,9 +350,13 @@ class Image:
 
     def section_name(self, addr: int) -> str | None:
         """The allocated section ``addr`` lies in (None: none, or no section headers)."""
+        section = self._section(addr)
+        return section.name if section is not None else None
+
+    def _section(self, addr: int) -> Section | None:
         i = bisect_right(self._alloc_starts, addr) - 1
         if i >= 0 and addr < self._alloc[i].sh_addr + self._alloc[i].sh_size:
-            return self._alloc[i].name
+            return self._alloc[i]
         return None
 
     def is_guard(self, addr: int) -> bool:

@@ -226,7 +226,7 @@ class OnceRuns:
         """The thread-pointer offset of the guard byte the initialization at ``once`` tests in its entry block
         and sets (a byte its constructors test later is no guard); an inlined one's key names its guard."""
         if once < 0:
-            return -1 - once
+            return once_key(once)  # its own inverse
         if once not in self._guard and self.dis.machine == EM_AARCH64:
             dec = self.dis.decode(once, self.image.function_end(once))
             first, last = dec.blocks[0] if dec.blocks else (0, -1)
