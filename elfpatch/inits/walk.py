@@ -590,7 +590,8 @@ class Walker:
             return
         if name in SINKS:
             acc.unresolved += self._register(SINKS[name], ev.args, acc, ev.at)
-            acc.repeated += ev.looped and acc.guard is None  # a loop's registration: it may register many
+            # a loop's registration may register many times (a guarded one, and a thread_local's, once)
+            acc.repeated += ev.looped and acc.guard is None and SINKS[name] != "thread_atexit"
             return
         if name == GUARD_ACQUIRE:
             guard = address_of(ev.args[0])
