@@ -161,9 +161,10 @@ def _walker(image: Image, budget: Budget, words: tuple[ConstantPointers, Initial
     elf = image.elf
 
     def initial(addr: int) -> Value | None:
-        if dropped is None or image.object_start(addr) in dropped:
+        if dropped is None:
             return None
-        return loaded.word(addr)
+        value = loaded.word(addr)  # most words hold no pointer: asked first (the object lookup costs more)
+        return None if value is None or image.object_start(addr) in dropped else value
 
     def pointer(addr: int) -> Value | None:
         value = image.got(addr)

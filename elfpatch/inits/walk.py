@@ -394,7 +394,7 @@ class Walker:
     def holds_handed(self, addr: int, levels: int = HELD_LEVELS) -> bool:
         """Whether the data object around ``addr`` holds, as the loader leaves it, a callback or vptr of this
         file (see handed), in its own words or in an object of this file a word of it points at (``levels``
-        deep): what another module handed ``addr`` may load and call. Each object's words are read once."""
+        deep): what another module handed ``addr`` may load and call (answered once per object and depth)."""
         if self._code(addr):
             return False  # a function handed on: handed_function's
         start, end = self.image.data_extent(addr)
@@ -403,10 +403,11 @@ class Walker:
         if hit is None:
             self._holds[key] = False  # a cycle of pointers reaches nothing new
             step = self.image.elf.elfclass // 8
-            words = [self.pointer(w) for w in range(start, min(end, start + MAX_HELD_SPAN), step)]
+            words = [v for a in range(start, min(end, start + MAX_HELD_SPAN), step)
+                     if (v := self.pointer(a)) is not None]
             hit = any(self.handed(w) for w in words) or levels > 0 and any(
-                isinstance(w, int) and w > 0 and not self._code(w) and self.image.data_extent(w)[0] != start
-                and self.holds_handed(w, levels - 1) for w in words)
+                not self._code(w) and self.image.data_extent(w)[0] != start and self.holds_handed(w, levels - 1)
+                for w in words if isinstance(w, int) and w > 0)
             self._holds[key] = hit
         return hit
 
