@@ -30,7 +30,7 @@ from elfpatch.elf.const import EM_AARCH64, EM_X86_64
 from elfpatch.inits.a64 import _A64
 from elfpatch.inits.budget import CHUNK, FUNCTION_BYTES, Budget
 from elfpatch.inits.events import Access, Call, Once
-from elfpatch.inits.isa import Isa
+from elfpatch.inits.isa import Isa, no_result
 from elfpatch.inits.isa import imm as _imm
 from elfpatch.inits.jumptable import (
     A64_TABLE_JUMP,
@@ -593,11 +593,14 @@ class Disassembler:
                     return start + skip + 6 + int.from_bytes(head[skip + 2: skip + 6], "little", signed=True)
         if self._in_stub:  # a stub's sweep asks what a call in it returns, which asks for another stub: no chain
             return None
-        self._in_stub = True
+        # Not what the jump's target returns: a slot bound to this file's own function (an exported name's
+        # JUMP_SLOT) would be walked inside the stub's sweep, and every stub its decoding asks about would
+        # meet the guard above and be taken for a function of its own.
+        self._in_stub, result, self.arch.result = True, self.arch.result, no_result
         try:
             for ev in self.sweep(start, min(end, start + 32), {}):
                 if isinstance(ev, Call):
                     return ev.slot
             return None
         finally:
-            self._in_stub = False
+            self._in_stub, self.arch.result = False, result

@@ -31,7 +31,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: the tests directory holds the `truth` package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from truth.build import COMPILERS, Variant, build, run, shim, variants_for, write_sources
+from truth.build import TARGETS, Variant, build, installed, run, shim, variants_for, write_sources
 from truth.check import Outcome, check
 from truth.generator import generate
 
@@ -106,22 +106,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first", type=int, default=1, help="the first seed")
     ap.add_argument("--variants", type=int, default=6, help="builds per program (a per-seed subset)")
     ap.add_argument("--compilers", default="gcc,clang")
+    ap.add_argument("--arch", default="x86_64", choices=sorted(TARGETS),
+                    help="the machine built for (another runs under qemu-user)")
     ap.add_argument("--jobs", type=int, default=1, help="seeds in parallel")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--keep", action="store_true", help="keep every build (DIR/SEED/VARIANT) to look into")
     args = ap.parse_args(argv)
     args.out = args.out.resolve()  # the builds run in their own directories
     args.out.mkdir(parents=True, exist_ok=True)
-    compilers = tuple(c for c in args.compilers.split(",") if shutil.which(COMPILERS[c][1]))
+    compilers = tuple(c for c in args.compilers.split(",") if installed(c, args.arch))
     if not compilers:
         print(f"campaign: none of {args.compilers} is installed", file=sys.stderr)
         return 2
-    shim_so = shim(args.out)
+    shim_so = shim(args.out, args.arch)
     seeds = range(args.first, args.first + args.seeds)
     try:
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:
             results = list(pool.map(
-                lambda s: one_seed(s, variants_for(s, args.variants, compilers), args.out, shim_so, args.keep),
+                lambda s: one_seed(s, variants_for(s, args.variants, compilers, args.arch), args.out, shim_so,
+                                   args.keep),
                 seeds))
     except RuntimeError as e:  # a build or run that failed: the generator's bug, not the analysis's
         print(f"campaign: {e}", file=sys.stderr)

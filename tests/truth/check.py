@@ -24,10 +24,11 @@ from truth.build import ROOT, Built
 from truth.generator import Context, Program
 
 
-def analyse(paths: list[Path], *flags: str) -> list[dict]:
+def analyse(paths: list[Path], *flags: str, libpath: str | None = None) -> list[dict]:
     """This checkout's elfpatch (its package first on the path, whatever is installed) on some files, in one
-    run: each file's JSON document, in the order given."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run: each file's JSON document, in the order given (``libpath``: LD_LIBRARY_PATH, where ``--deps`` finds
+    another machine's libraries)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **({"LD_LIBRARY_PATH": libpath} if libpath else {}))
     proc = subprocess.run([sys.executable, "-m", "elfpatch", "inits", *flags, "--json", *map(str, paths)],
                           env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode not in (0, 1) or "Traceback" in proc.stderr:
@@ -116,7 +117,7 @@ def _symbols(path: Path) -> dict[int, str]:
     table: dict[int, str] = {}
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 3:
+        if len(parts) == 3 and not parts[2].startswith("$"):  # AArch64's mapping symbols ($x code, $d data)
             table.setdefault(int(parts[0], 16), parts[2])
     return table
 
@@ -299,7 +300,9 @@ def check(prog: Program, built: Built, stdout: str, logs: dict[str, list[tuple[s
     # --deps: what a user runs on the program, so that its load judges one module's reads of another's objects
     # (the program as built, the driver of a main module built as a library, is the root of that load)
     root = [] if built.analysed["main"].name == "prog" else [built.analysed["main"].with_name("prog")]
-    docs = analyser([built.analysed[m] for m in names] + root, "--deps", "--dtors", "--siof")[: len(names)]
+    sysroot = built.variant.target.sysroot  # another machine's: its libraries are the load's
+    extra = {"libpath": f"{sysroot}/lib"} if sysroot else {}
+    docs = analyser([built.analysed[m] for m in names] + root, "--deps", "--dtors", "--siof", **extra)[: len(names)]
     # a stripped file's entries and objects are named from the file as linked (same addresses)
     listings = analyse([built.modules[m] for m in names]) if built.variant.strip else docs
     mods = {m: _module(prog, built, m, doc, listing) for m, doc, listing in zip(names, docs, listings)}
