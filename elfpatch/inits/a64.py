@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
-from elfpatch.inits.state import frame_handed
+from elfpatch.inits.state import SLOTS, clobber, forget_slots, frame_handed, slot_clobbers, slot_key
 from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
@@ -34,6 +34,22 @@ def _a64_accesses(a: int | Within, mnem: str, is_store: bool, insn: int) -> list
     if mnem.startswith("st"):
         return [Access(a, True, insn)]
     return [Access(a, False, insn), Access(a, True, insn)]
+
+
+_A64_WIDTH = {"x": 8, "w": 4, "q": 16, "d": 8, "s": 4, "h": 2, "b": 1}
+
+
+def _a64_width(mnem: str, ops: list) -> int | None:
+    """The bytes a load or store moves: its register's (both of a pair), a byte or halfword form's (None: not
+    known)."""
+    if mnem[-1] == "b" and mnem.startswith(("strb", "ldrb", "sturb", "ldurb", "ldrsb")):
+        return 1
+    if mnem[-1] == "h" and mnem.startswith(("strh", "ldrh", "sturh", "ldurh", "ldrsh")):
+        return 2
+    width = _A64_WIDTH.get(ops[0][:1]) if ops and ops[0][1:].isdigit() or ops and ops[0] in ("xzr", "wzr") else None
+    if width is not None and mnem.startswith(("stp", "ldp", "stnp", "ldnp")):
+        return 2 * width
+    return width if mnem.startswith(("str", "ldr", "stur", "ldur", "st", "ld")) else None
 
 
 def _a64(reg: str) -> str:
@@ -202,10 +218,11 @@ class _A64:
         is_store = mnem.startswith(("st", "cas", "swp", "ldadd", "ldset", "ldclr", "ldeor"))
         frame = m is not None and (m.group(1) == "sp" or m.group(1) == "x29" and st.get("x29") == FRAME)
         self._stash(mnem, ops, m, frame, st, out)
-        if frame and m is not None and not (m.group(3) or m.group(4) or m.group(5)) \
-                and mnem in ("str", "stur", "ldr", "ldur"):
-            self._stack_slot(f"m:{m.group(1)},{m.group(2)}", is_store, dst, st)
-            return
+        if frame and m is not None:
+            if self._frame_access(mnem, ops, m, is_store, dst, st):
+                return
+        elif is_store and m is not None and _a64_get(st, _a64(m.group(1))) == FRAME:
+            forget_slots(st)  # a store through a pointer into the frame: which slot is not known
         a = self._address(m, st)
         word = None  # a pointer loaded from another module's object: that word's value (values.held)
         if a is not None:
@@ -252,12 +269,30 @@ class _A64:
             out.append(Deref(addr, base if isinstance(base, (Ptr, str)) else None, is_store))
         return _a64_word(base, m, mnem, ops) if not is_store else None
 
-    def _stack_slot(self, slot: str, is_store: bool, dst: str, st: dict) -> None:
-        """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
+    def _frame_access(self, mnem: str, ops: list, m: re.Match, is_store: bool, dst: str, st: dict) -> bool:
+        """A load or store in the frame (True: done). A stack slot: -O0 spills its arguments there, so a known
+        value stored is known when loaded back (state.slot_key: 8 bytes, or 4 of an int); a store forgets
+        every slot whose bytes it may overwrite: those it overlaps, the other frame base's (``[x29, #-8]``
+        and ``[sp, #24]`` may be one word), all at an index not known."""
+        base, index = m.group(1), m.group(3)
+        other = SLOTS + ("x29" if base == "sp" else "sp")
+        width = _a64_width(mnem, ops)
+        offset = 0 if m.group(5) else _imm("#" + m.group(2)) if m.group(2) else 0  # post-index: the base itself
         if is_store:
-            _put(st, slot, st.get(dst))
+            clobber(st, (SLOTS,) if index or offset is None else slot_clobbers(base, offset, width))
+            if other != SLOTS + "x29" or st.get("x29") == FRAME:
+                forget_slots(st, other)
+        if index or m.group(4) or m.group(5) or offset is None or mnem not in ("str", "stur", "ldr", "ldur"):
+            return False  # the rest as any access (a moved base written back; the registers a load writes)
+        key = slot_key(base, offset, width)
+        if is_store:
+            value = st.get(dst) if key is not None else None
+            if key is not None:
+                _put(st, key, value & 0xFFFFFFFF if width == 4 and type(value) is int else
+                     None if width == 4 else value)
         else:
-            self._set(st, dst, st.get(slot))
+            self._set(st, dst, st.get(key) if key is not None else None)
+        return True
 
     def _address(self, m: re.Match | None, st: dict) -> int | Within | None:
         """The address a ``[base, #offset]`` or ``[base, index]`` operand names, when the base register's
@@ -293,6 +328,8 @@ class _A64:
 
     @staticmethod
     def _set(st: dict, reg: str, value: object) -> None:
+        if reg == "sp" or reg == "x29":  # the stack pointer moved, or a frame pointer set anew: its slots' offsets
+            forget_slots(st, SLOTS + reg)  # name other bytes
         st.pop("slot:" + reg, None)
         if value is None:
             st.pop(reg, None)

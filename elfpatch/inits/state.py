@@ -71,12 +71,52 @@ class State:
                 del st[k]
 
 
+# Stack slots. A slot's key names its base register, its offset and, for 4 bytes, its width ("m:rbp-8",
+# "m:sp+16/4"); only 8-byte and 4-byte slots at offsets of their own alignment hold a value (a 4-byte one an
+# int alone: the priority an -O0 initializer spills), so a store's overlaps are a few keys known per plan.
+SLOTS = "m:"  # every slot's key starts so; a prefix alone ("m:rsp") in a clobber list forgets all of a base's
+
+
+def slot_key(base: str, offset: int, width: int | None) -> str | None:
+    """The key of the slot of ``width`` bytes at ``base`` + ``offset`` that can hold a value (None: none)."""
+    if width == 8 and offset % 8 == 0:
+        return f"m:{base}{offset:+d}"
+    if width == 4 and offset % 4 == 0:
+        return f"m:{base}{offset:+d}/4"
+    return None
+
+
+def slot_clobbers(base: str, offset: int, width: int | None) -> tuple[str, ...]:
+    """The keys of the slots a store of ``width`` bytes at ``base`` + ``offset`` overwrites in part or whole,
+    but its own (``width`` None, not known: every slot of the base)."""
+    if width is None:
+        return (SLOTS + base,)
+    own = slot_key(base, offset, width)
+    keys = [slot_key(base, o, 8) for o in range(offset - offset % 8, offset + width, 8)]
+    keys += [slot_key(base, o, 4) for o in range(offset - offset % 4, offset + width, 4)]
+    return tuple(k for k in keys if k is not None and k != own)
+
+
+def forget_slots(values: dict, prefix: str = SLOTS) -> None:
+    """Forgets every slot whose key starts with ``prefix`` (all of them by default)."""
+    for k in [k for k in values if k.startswith(prefix)]:
+        del values[k]
+
+
+def clobber(values: dict, keys: tuple[str, ...]) -> None:
+    """Forgets the slots of ``keys`` (see slot_clobbers), a base's prefix every slot of that base."""
+    for k in keys:
+        if "+" in k or "-" in k:  # a slot's key has its signed offset; a base's prefix has none
+            values.pop(k, None)
+        else:
+            forget_slots(values, k)
+
+
 def frame_handed(values: dict, args: tuple) -> None:
     """A call handed a pointer into the frame (``pick(&p)``, ``memcpy(&p, ...)``): it may store into any of the
     frame's slots (which one the pointer names is not kept), so none keeps its value."""
     if FRAME in args:
-        for k in [k for k in values if k.startswith("m:")]:
-            del values[k]
+        forget_slots(values)
 
 
 FRAME_ONLY = State()  # marker: _walk_blocks's cases before any jump start from the frame alone

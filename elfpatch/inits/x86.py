@@ -13,7 +13,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.state import frame_handed
+from elfpatch.inits.state import SLOTS, clobber, forget_slots, frame_handed, slot_clobbers, slot_key
 from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
@@ -198,8 +198,40 @@ def _x86_source(text: str) -> tuple[bool, object]:
         return False, reg
     m = _X86_MEM.search(text)
     if m:
-        return False, "m:" + m.group(2)
+        key = None if m.group(1) else _x86_slot(_x86_parse(m.group(2))[0], _x86_width(text))[0]
+        return (True, None) if key is None else (False, key)
     return True, _imm(text)
+
+
+def _x86_width(text: str) -> int | None:
+    """The bytes an operand's text names: ``dword ptr [...]`` or a register (None: not known)."""
+    m = _VECTOR_WIDTH.match(text)
+    if m:
+        return X86_WIDTH.get(m.group(1))
+    full = _X86_ALIAS.get(text)
+    if full is not None:
+        return 8 if full == text else 4
+    part = _X86_PARTIAL.get(text)
+    if part is not None:
+        return 1 if text[-1] in "lb" else 2
+    return None
+
+
+# The stack pointer moves (a push, pop, sub rsp...): its slots' offsets name other bytes from then on.
+_RSP_MOVES = frozenset({"push", "pop", "pushfq", "popfq", "leave", "enter"})
+_RSP_SLOTS, _RBP_SLOTS = SLOTS + "rsp", SLOTS + "rbp"  # a frame base's prefix (see state.clobber)
+
+
+def _x86_slot(terms: tuple, width: int | None) -> tuple[str | None, tuple[str, ...], str | None]:
+    """A stack operand's slot (see state.slot_key; None: no value is kept there), the other slots a store to it
+    overwrites, and the other frame base's prefix, whose slots may be the same bytes: ``[rbp - 8]`` and
+    ``[rsp + 0x18]`` may name one word, and an index not known may name any slot."""
+    head = terms[0] if terms else None
+    if head is not None and head[0] == 2 and head[2] == 1 and not head[3] and head[1] in ("rsp", "rbp") \
+            and (len(terms) == 1 or len(terms) == 2 and terms[1][0] == 1):
+        base, d = head[1], terms[1][1] if len(terms) == 2 else 0
+        return slot_key(base, d, width), slot_clobbers(base, d, width), _RBP_SLOTS if base == "rsp" else _RSP_SLOTS
+    return None, (SLOTS,), None
 
 
 def _x86_flow(mnem: str, op: str) -> tuple[str, int | None]:
@@ -221,9 +253,30 @@ def _x86_flow(mnem: str, op: str) -> tuple[str, int | None]:
 
 def _x86_drops(mnem: str, ops: list, dreg: str | None) -> tuple:
     """The registers an instruction leaves unknown besides what its plan sets: the one it writes (a partial
-    register forgets its full one) and those it writes without naming them."""
+    register forgets its full one) and those it writes without naming them; then the frame bases' slots
+    (a prefix, see state.clobber) when it moves the stack pointer or writes rbp."""
     own: tuple = (dreg,) if dreg else ((_X86_PARTIAL[ops[0]],) if ops[0] in _X86_PARTIAL else ())
-    return own + tuple(_x86_implicit(mnem, ops))
+    return own + tuple(_x86_implicit(mnem, ops)) + _x86_frame_moves(mnem, dreg)
+
+
+def _x86_frame_moves(mnem: str, dreg: str | None) -> tuple:
+    """The frame bases' prefixes whose slots an instruction leaves meaningless: rsp's when it moves the stack
+    pointer, rbp's when it writes rbp (a frame pointer set anew is another frame's: none of its slots known)."""
+    out: tuple = ()
+    if mnem in _RSP_MOVES or dreg == "rsp":
+        out += (_RSP_SLOTS,)
+    if dreg == "rbp" or mnem in ("leave", "enter"):
+        out += (_RBP_SLOTS,)
+    return out
+
+
+def _drop(st: dict, drops: tuple, keep: str | None = None) -> None:
+    """Forgets the registers of ``drops`` but ``keep``, and the slots of the frame bases' prefixes in it."""
+    for r in drops:
+        if r[:2] == SLOTS:
+            forget_slots(st, r)
+        elif r != keep:
+            st.pop(r, None)
 
 
 def _rip_relative(terms: tuple) -> int | None:
@@ -260,14 +313,16 @@ def _x86_operand(m: re.Match, mnem: str, ops: list, dreg: str | None) -> tuple |
     action, source = _S_NONE, (True, None)  # type: tuple[int, tuple[bool, object]]
     if first and mnem == "mov" and len(ops) == 2:
         action, source = _S_STORE, _x86_source(ops[1])
-    elif first and rw[1]:
+    elif rw[1]:  # written (an exchange's second operand too)
         action = _S_FORGET
     elif dreg and not first:
         action = _S_LOAD if mnem == "mov" else _S_CLOBBER
     parsed = _x86_parse(inner)
-    return (first, rw, stack, "m:" + inner, action, source, parsed,
+    width = _x86_width(ops[0] if first else ops[-1])
+    slot, clobbers, cross = _x86_slot(parsed[0], width) if stack else (None, (), None)
+    return (first, rw, stack, slot, action, source, parsed,
             bool(not first and mnem == "mov" and dreg and dreg == ops[0]),  # a 64-bit register: a pointer
-            _rip_relative(parsed[0]), _based(parsed[0]))
+            _rip_relative(parsed[0]), _based(parsed[0]), clobbers, cross, width == 4)
 
 
 _X86_JUMPS = frozenset({"jmp", "je", "jne", "jb", "jae", "ja", "jbe", "jl", "jle", "jg", "jge", "js", "jns", "jo",
@@ -318,15 +373,25 @@ def _x86_plan(mnem: str, op: str) -> tuple:
         m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
         parsed = _x86_parse(m.group(2)) if m and not m.group(1) else None
         return flow, _K_LEA, dreg, parsed, _rip_relative(parsed[0]) if parsed is not None else None
-    cmp = (_x86_source(ops[0]), _x86_source(ops[1])) if mnem == "cmp" and len(ops) == 2 else None
+    cmp = _x86_cmp(ops) if mnem == "cmp" and len(ops) == 2 else None
     if "[" in op:
         operands = tuple(p for p in (_x86_operand(m, mnem, ops, dreg) for m in _X86_MEM.finditer(op))
                          if p is not None)
         # A spill to the stack or a load back from it (-O0 code is full of them): done in line by run().
         slot = operands[0] if len(operands) == 1 and operands[0][2] == 1 and cmp is None else None
-        spill = (slot[4], slot[3], slot[5]) if slot is not None and slot[4] in (_S_STORE, _S_LOAD) else None
+        spill = (slot[4], slot[3], slot[5], slot[10], slot[11], slot[12]) \
+            if slot is not None and slot[4] in (_S_STORE, _S_LOAD) else None
         return flow, _K_MEM, cmp, operands, _x86_drops(mnem, ops, dreg), dreg, spill, _x86_vector(mnem, ops)
     return (flow, _K_REG, cmp) + _x86_register(mnem, ops, dreg)
+
+
+def _x86_cmp(ops: list) -> tuple:
+    """A compare's plan part: its two sources, the mask of its width (its outcome is of that many bytes: a
+    dword -1 is 0xffffffff stored), and whether a source is an rbp slot (known only while rbp is the frame)."""
+    width = _x86_width(ops[0]) or _x86_width(ops[1]) or 8
+    sources = (_x86_source(ops[0]), _x86_source(ops[1]))
+    rbp = any(not known and str(key).startswith(_RBP_SLOTS) for known, key in sources)
+    return sources[0], sources[1], (1 << 8 * min(width, 8)) - 1, rbp
 
 
 def _x86_vector(mnem: str, ops: list) -> tuple | None:
@@ -344,7 +409,7 @@ def _x86_vector(mnem: str, ops: list) -> tuple | None:
 def _x86_register(mnem: str, ops: list, dreg: str | None) -> tuple:
     """A register-only instruction's plan tail: (action, register, its argument, registers dropped)."""
     if mnem in _X86_NO_WRITE:
-        return _R_NONE, None, None, ()
+        return _R_NONE, None, None, _x86_frame_moves(mnem, None)
     implicit = tuple(_x86_implicit(mnem, ops))
     if not dreg:
         return _R_NONE, None, None, _x86_drops(mnem, ops, dreg)
@@ -427,12 +492,7 @@ class _X86:
                 st[plan[2]] = insn[0] + insn[1] + plan[4]
             elif kind == _K_MEM and plan[6] is not None:  # a stack slot stored or loaded (_x86_stack_slot)
                 pop("cmp", None)
-                action, slot, source = plan[6]
-                key, value = (slot, source[1] if source[0] else get(source[1])) if action == _S_STORE else \
-                    (plan[5], get(slot))
-                if action == _S_STORE and type(value) is int and self.handed(value):
-                    out.append(Stash(FRAME))  # a callback or vptr stored in the frame
-                _put(st, key, value)
+                self._spill(plan, st, out)
             elif kind == _K_REG and plan[2] is None:  # no compare: its register alone (or nothing: a test)
                 pop("cmp", None)
                 if plan[3] != _R_NONE or plan[6]:
@@ -442,6 +502,19 @@ class _X86:
                 memory(insns[n], plan, st, out)
             else:
                 step(insns[n], plan, st, out, start, end)
+
+    def _spill(self, plan: tuple, st: dict, out: list) -> None:
+        """A store into a stack slot or a load back from it (a plan's spill part, see _x86_stack_slot)."""
+        action, slot, source, clobbers, cross, narrow = plan[6]
+        if action == _S_STORE:
+            value = source[1] if source[0] else st.get(source[1])
+            if type(value) is int and self.handed(value):
+                out.append(Stash(FRAME))  # a callback or vptr stored in the frame
+            _overwrite(st, clobbers, cross)
+            if slot is not None:
+                _put(st, slot, _narrowed(value) if narrow else value)
+        else:
+            _put(st, plan[5], st.get(slot) if slot is not None else None)
 
     def step(self, insn: tuple, plan: tuple, st: dict, out: list, start: int, end: int) -> None:
         cmp = st.pop("cmp", None)  # a compare's outcome lives one instruction: up to the branch after it
@@ -519,10 +592,13 @@ class _X86:
         """A ``cmp`` of two known values: its outcome decides the ``je``/``jne`` after it (see sweep)."""
         if sources is None:
             return
+        if sources[3] and st.get("rbp") != FRAME:
+            return  # an rbp slot while rbp is no frame pointer: not the slot's value
         left = _get(st, sources[0])
         right = _get(st, sources[1])
         if _decides(left, right):
-            st["cmp"] = left == right
+            st["cmp"] = (left - right) & sources[2] == 0 if type(left) is int and type(right) is int \
+                else left == right
 
     def _memory(self, insn: tuple, plan: tuple, st: dict, out: list) -> None:
         """An instruction with memory operands: a stack slot, a GOT load, an access to global memory, or one
@@ -532,9 +608,9 @@ class _X86:
             self._vector(insn, plan[3], vector, st, out)
         for operand in plan[3]:
             if self._operand(insn, operand, plan[5], st, out):
+                _drop(st, plan[4], plan[5])  # what it writes besides the register loaded (a div's rax, rdx)
                 return
-        for r in plan[4]:
-            st.pop(r, None)
+        _drop(st, plan[4])
 
     def _vector(self, insn: tuple, operands: tuple, vector: tuple, st: dict, out: list) -> None:
         """A vector move: a store of a register that CARRIED words holding a callback or vptr is a Stash where it
@@ -558,13 +634,13 @@ class _X86:
 
     def _operand(self, insn: tuple, operand: tuple, dreg: str | None, st: dict, out: list) -> bool:
         """One memory operand; True when the instruction is fully handled (a stack slot or a GOT load)."""
-        _first, rw, stack, slot, action, source, _parsed, got_load, _rip, _based = operand
+        _first, rw, stack, _slot, action, source, _parsed, got_load = operand[:8]
         stored = _get(st, source) if action == _S_STORE else None
         handed = type(stored) is int and self.handed(stored)  # a callback or vptr stored
         if stack == 1 or stack == 2 and st.get("rbp") == FRAME:
             if handed:
                 out.append(Stash(FRAME))
-            _x86_stack_slot(slot, action, source, dreg, st)
+            _x86_stack_slot(operand, dreg, st)
             return True
         a, base, exact = self._address(operand, st, insn[0] + insn[1])
         if handed:
@@ -580,6 +656,8 @@ class _X86:
                 return True
             out.extend(_x86_accesses(a, rw, insn[0]))
             return False
+        if base == FRAME and rw[1]:
+            forget_slots(st)  # a store through a pointer into the frame (``rep stos``): which slot is not known
         if not (isinstance(base, Ptr) and base.kind != "arg"):
             out.append(Deref(insn[0], base, rw[1]))
             word = _word_of(st, operand[9]) if got_load and dreg else None
@@ -629,8 +707,8 @@ class _X86:
             _put(st, dreg, _moved_by(arg[0], st.get(dreg), arg[1], self.object_of))
         elif action == _R_FORGET:
             st.pop(dreg, None)
-        for r in drops:
-            st.pop(r, None)
+        if drops:
+            _drop(st, drops)
 
 
 def _word_of(st: dict, based: tuple[str, int] | None) -> str | None:
@@ -649,13 +727,37 @@ def _x86_args(st: dict) -> tuple:
     return get("rdi"), get("rsi"), get("rdx"), get("rcx"), get("r8"), get("r9")
 
 
-def _x86_stack_slot(slot: str, action: int, source: tuple, dreg: str | None, st: dict) -> None:
-    """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back."""
+def _x86_stack_slot(operand: tuple, dreg: str | None, st: dict) -> None:
+    """A stack slot: -O0 spills its arguments there, so a known value stored is known when loaded back; a
+    store forgets every slot whose bytes it may overwrite (see _x86_slot)."""
+    slot, action, source = operand[3], operand[4], operand[5]
+    if action == _S_STORE or action == _S_FORGET:
+        _overwrite(st, operand[10], operand[11])
     if action == _S_STORE:
-        _put(st, slot, _get(st, source))
+        if slot is not None:
+            value = _get(st, source)
+            _put(st, slot, _narrowed(value) if operand[12] else value)
     elif action == _S_FORGET:
-        st.pop(slot, None)
+        if slot is not None:
+            st.pop(slot, None)
+        if dreg:  # an exchange with the slot
+            st.pop(dreg, None)
     elif action == _S_LOAD:
-        _put(st, dreg, st.get(slot))  # type: ignore[arg-type]  # _S_LOAD only with a register written
+        _put(st, dreg, st.get(slot) if slot is not None else None)  # type: ignore[arg-type]  # with a register
     elif action == _S_CLOBBER:
         _put(st, dreg, None)  # type: ignore[arg-type]
+
+
+def _overwrite(st: dict, clobbers: tuple, cross: str | None) -> None:
+    """A store's other slots forgotten: those it overlaps, and the other frame base's (rbp's only while rbp is
+    the frame: otherwise none of them is read before rbp is the frame again, which forgets them)."""
+    if clobbers:
+        clobber(st, clobbers)
+    if cross is not None and (cross == _RSP_SLOTS or st.get("rbp") == FRAME):
+        forget_slots(st, cross)
+
+
+def _narrowed(value: Value | None) -> Value | None:
+    """What a 4-byte slot keeps of a value stored: an int's low half (as a 4-byte load gives it back, zero
+    extended), nothing of an address or pointer."""
+    return value & 0xFFFFFFFF if type(value) is int else None

@@ -170,7 +170,7 @@ def test_a_block_run_in_line_is_the_block_stepped(entry: dict) -> None:
         arch.step(insn, plan, one_by_one, out_one_by_one, 0x1000, 0x2000)
     assert in_line == one_by_one
     assert out_in_line == out_one_by_one
-    assert in_line.get("m:rsp + 8") == entry.get("rbx") and in_line.get("m:rsp + 0x18") == 7
+    assert in_line.get("m:rsp+8") == entry.get("rbx") and in_line.get("m:rsp+24") == 7
 
 
 def test_a_loop_pass_resumed_at_its_first_changed_head_is_the_whole_walk(monkeypatch: pytest.MonkeyPatch) -> None:
