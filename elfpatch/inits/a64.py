@@ -286,10 +286,9 @@ class _A64:
             return False  # the rest as any access (a moved base written back; the registers a load writes)
         key = slot_key(base, offset, width)
         if is_store:
-            value = st.get(dst) if key is not None else None
-            if key is not None:
-                _put(st, key, value & 0xFFFFFFFF if width == 4 and type(value) is int else
-                     None if width == 4 else value)
+            if key is not None:  # a 4-byte slot keeps an int's low half (as x86's _narrowed)
+                value = st.get(dst)
+                _put(st, key, value if width == 8 else value & 0xFFFFFFFF if type(value) is int else None)
         else:
             self._set(st, dst, st.get(key) if key is not None else None)
         return True
