@@ -12,7 +12,7 @@ from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
-from elfpatch.inits.state import SLOTS, clobber, forget_slots, frame_handed, slot_clobbers, slot_key
+from elfpatch.inits.state import SLOTS, forget_slots, frame_handed, narrowed, overwrite, slot_clobbers, slot_key
 from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
@@ -46,10 +46,11 @@ def _a64_width(mnem: str, ops: list) -> int | None:
         return 1
     if mnem[-1] == "h" and mnem.startswith(("strh", "ldrh", "sturh", "ldurh", "ldrsh")):
         return 2
-    width = _A64_WIDTH.get(ops[0][:1]) if ops and ops[0][1:].isdigit() or ops and ops[0] in ("xzr", "wzr") else None
+    reg = ops[0] if ops else ""
+    width = _A64_WIDTH.get(reg[:1]) if reg[1:].isdigit() or reg in ("xzr", "wzr") else None
     if width is not None and mnem.startswith(("stp", "ldp", "stnp", "ldnp")):
         return 2 * width
-    return width if mnem.startswith(("str", "ldr", "stur", "ldur", "st", "ld")) else None
+    return width if mnem.startswith(("st", "ld")) else None
 
 
 def _a64(reg: str) -> str:
@@ -277,18 +278,15 @@ class _A64:
         base, index = m.group(1), m.group(3)
         other = SLOTS + ("x29" if base == "sp" else "sp")
         width = _a64_width(mnem, ops)
-        offset = 0 if m.group(5) else _imm("#" + m.group(2)) if m.group(2) else 0  # post-index: the base itself
+        offset = 0 if m.group(5) or not m.group(2) else _imm(m.group(2))  # post-index: the base itself
         if is_store:
-            clobber(st, (SLOTS,) if index or offset is None else slot_clobbers(base, offset, width))
-            if other != SLOTS + "x29" or st.get("x29") == FRAME:
-                forget_slots(st, other)
+            overwrite(st, (SLOTS,) if index or offset is None else slot_clobbers(base, offset, width), other, "x29")
         if index or m.group(4) or m.group(5) or offset is None or mnem not in ("str", "stur", "ldr", "ldur"):
             return False  # the rest as any access (a moved base written back; the registers a load writes)
         key = slot_key(base, offset, width)
         if is_store:
-            if key is not None:  # a 4-byte slot keeps an int's low half (as x86's _narrowed)
-                value = st.get(dst)
-                _put(st, key, value if width == 8 else value & 0xFFFFFFFF if type(value) is int else None)
+            if key is not None:
+                _put(st, key, narrowed(st.get(dst), width))
         else:
             self._set(st, dst, st.get(key) if key is not None else None)
         return True

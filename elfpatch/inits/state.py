@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from elfpatch.inits.budget import STATE_SLOTS
-from elfpatch.inits.values import FRAME, Within, address_of, same, widened
+from elfpatch.inits.values import FRAME, Value, Within, address_of, same, widened
 
 
 class State:
@@ -110,6 +110,24 @@ def clobber(values: dict, keys: tuple[str, ...]) -> None:
             values.pop(k, None)
         else:
             forget_slots(values, k)
+
+
+def overwrite(values: dict, keys: tuple[str, ...], other: str | None, pointer: str) -> None:
+    """A store's other slots forgotten: ``keys`` (slot_clobbers), and the other frame base's (``other``, a
+    prefix: the same bytes may have both names). The frame pointer's (``pointer``: rbp, x29) only while it
+    is the frame: otherwise none of its slots is read before it is the frame again, which forgets them."""
+    if keys:
+        clobber(values, keys)
+    if other is not None and (other != SLOTS + pointer or values.get(pointer) == FRAME):
+        forget_slots(values, other)
+
+
+def narrowed(value: Value | None, width: int | None) -> Value | None:
+    """What a slot of ``width`` bytes keeps of a value stored: the whole of 8; of 4 an int's low half (as a
+    4-byte load gives it back, zero extended), nothing of an address or pointer."""
+    if width == 8:
+        return value
+    return value & 0xFFFFFFFF if type(value) is int else None
 
 
 def frame_handed(values: dict, args: tuple) -> None:

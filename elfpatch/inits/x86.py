@@ -13,7 +13,7 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.state import SLOTS, clobber, forget_slots, frame_handed, slot_clobbers, slot_key
+from elfpatch.inits.state import SLOTS, forget_slots, frame_handed, narrowed, overwrite, slot_clobbers, slot_key
 from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def _x86_operand(m: re.Match, mnem: str, ops: list, dreg: str | None) -> tuple |
     slot, clobbers, cross = _x86_slot(parsed[0], width) if stack else (None, (), None)
     return (first, rw, stack, slot, action, source, parsed,
             bool(not first and mnem == "mov" and dreg and dreg == ops[0]),  # a 64-bit register: a pointer
-            _rip_relative(parsed[0]), _based(parsed[0]), clobbers, cross, width == 4)
+            _rip_relative(parsed[0]), _based(parsed[0]), clobbers, cross, width)
 
 
 _X86_JUMPS = frozenset({"jmp", "je", "jne", "jb", "jae", "ja", "jbe", "jl", "jle", "jg", "jge", "js", "jns", "jo",
@@ -505,14 +505,14 @@ class _X86:
 
     def _spill(self, plan: tuple, st: dict, out: list) -> None:
         """A store into a stack slot or a load back from it (a plan's spill part, see _x86_stack_slot)."""
-        action, slot, source, clobbers, cross, narrow = plan[6]
+        action, slot, source, clobbers, cross, width = plan[6]
         if action == _S_STORE:
             value = source[1] if source[0] else st.get(source[1])
             if type(value) is int and self.handed(value):
                 out.append(Stash(FRAME))  # a callback or vptr stored in the frame
-            _overwrite(st, clobbers, cross)
+            overwrite(st, clobbers, cross, "rbp")
             if slot is not None:
-                _put(st, slot, _narrowed(value) if narrow else value)
+                _put(st, slot, narrowed(value, width))
         else:
             _put(st, plan[5], st.get(slot) if slot is not None else None)
 
@@ -732,11 +732,10 @@ def _x86_stack_slot(operand: tuple, dreg: str | None, st: dict) -> None:
     store forgets every slot whose bytes it may overwrite (see _x86_slot)."""
     slot, action, source = operand[3], operand[4], operand[5]
     if action == _S_STORE or action == _S_FORGET:
-        _overwrite(st, operand[10], operand[11])
+        overwrite(st, operand[10], operand[11], "rbp")
     if action == _S_STORE:
         if slot is not None:
-            value = _get(st, source)
-            _put(st, slot, _narrowed(value) if operand[12] else value)
+            _put(st, slot, narrowed(_get(st, source), operand[12]))
     elif action == _S_FORGET:
         if slot is not None:
             st.pop(slot, None)
@@ -747,17 +746,3 @@ def _x86_stack_slot(operand: tuple, dreg: str | None, st: dict) -> None:
     elif action == _S_CLOBBER:
         _put(st, dreg, None)  # type: ignore[arg-type]
 
-
-def _overwrite(st: dict, clobbers: tuple, cross: str | None) -> None:
-    """A store's other slots forgotten: those it overlaps, and the other frame base's (rbp's only while rbp is
-    the frame: otherwise none of them is read before rbp is the frame again, which forgets them)."""
-    if clobbers:
-        clobber(st, clobbers)
-    if cross is not None and (cross == _RSP_SLOTS or st.get("rbp") == FRAME):
-        forget_slots(st, cross)
-
-
-def _narrowed(value: Value | None) -> Value | None:
-    """What a 4-byte slot keeps of a value stored: an int's low half (as a 4-byte load gives it back, zero
-    extended), nothing of an address or pointer."""
-    return value & 0xFFFFFFFF if type(value) is int else None

@@ -19,6 +19,7 @@ from helpers import case, run_main
 from elfpatch.inits import x86
 from elfpatch.inits.state import clobber, slot_clobbers, slot_key
 from elfpatch.inits.values import FRAME
+from siof.truth import A64_SYSROOT
 
 BOX = ('#include <cstdio>\nstruct Box { Box(); int v;\n  int peek(const char* who) const {\n'
        '    if (v != 42) std::printf("EARLY %s\\n", who); return v; } };\n')
@@ -34,7 +35,6 @@ READERS = {
     "half": "#include <cstdint>\nstruct R { R() { Box* p = &g_a; *(uint32_t*)&p = (uint32_t)(uintptr_t)&g_b; "
             'p->peek("half"); } } r;\n',
 }
-A64_SYSROOT = "/usr/aarch64-linux-gnu"
 # compiler -> (its command, the runner of what it builds)
 COMPILERS = {"g++": (["g++"], []), "clang++": (["clang++"], []),
              "a64-g++": (["aarch64-linux-gnu-g++"], ["qemu-aarch64", "-L", A64_SYSROOT]),

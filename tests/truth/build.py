@@ -8,6 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from siof.truth import A64_SYSROOT
+
 from truth.emit import emit
 from truth.generator import Program
 
@@ -33,7 +35,7 @@ TARGETS = {
     "aarch64": Target({"gcc": (("aarch64-linux-gnu-gcc",), ("aarch64-linux-gnu-g++",)),
                        "clang": (("clang", "--target=aarch64-linux-gnu"), ("clang++", "--target=aarch64-linux-gnu"))},
                       "aarch64-linux-gnu-strip", "-mbranch-protection=standard",
-                      ("qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"), "/usr/aarch64-linux-gnu"),
+                      ("qemu-aarch64", "-L", A64_SYSROOT), A64_SYSROOT),
 }
 ARCH_TAGS = {"aarch64": "a64"}  # a variant name's prefix for a machine other than x86-64
 OPTS = ("O0", "O1", "O2", "O3")
