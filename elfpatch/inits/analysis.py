@@ -20,7 +20,7 @@ from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.exported import exported_unseen
 from elfpatch.inits.filled import inlined_builds
 from elfpatch.inits.image import Image
-from elfpatch.inits.resolvers import resolver_notes
+from elfpatch.inits.resolvers import resolver_notes, resolver_stores
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
 from elfpatch.inits.unnamed import unnamed_built
 from elfpatch.inits.values import address_of, held_by
@@ -123,9 +123,10 @@ MAX_INITIAL_WALKS = 3
 def _walked(elf: ElfFile, image: Image | None, entries: list[dict],
             depth: int) -> tuple[Budget, Walker | None, list[Summary | None], int]:
     """The budget, walker, summaries and first cut position (see _walk_all) of a walk that follows a writable
-    pointer global by its load-time value only where no initializer of this file stores into it or passes its
-    address to another module: where one does, the entries that followed it are walked again with the pointer
-    unknown (its reads unproven, never a finding through a value it may no longer hold). One budget for all."""
+    pointer global by its load-time value only where no initializer (nor ifunc resolver, run before them all)
+    of this file stores into it or passes its address to another module: where one does, the entries that
+    followed it are walked again with the pointer unknown (its reads unproven, never a finding through a value
+    it may no longer hold). One budget for all."""
     budget = Budget()
     if image is None:
         return budget, None, [None] * len(entries), len(entries)
@@ -135,7 +136,8 @@ def _walked(elf: ElfFile, image: Image | None, entries: list[dict],
     summaries, cut_from = _walk_all(walker, entries, depth)
     unsettled: list[int] = []
     for n in range(1, MAX_INITIAL_WALKS):
-        changed = {o for s in summaries if s is not None for o in (*s.constructs, *s.call_stores, *s.escaped)}
+        changed = resolver_stores(elf, walker, depth) \
+            | {o for s in summaries if s is not None for o in (*s.constructs, *s.call_stores, *s.escaped)}
         bad = {o for s in summaries if s is not None for o in s.initial & changed}
         redo = [i for i, s in enumerate(summaries) if s is not None and s.initial & bad]
         if not redo or dropped is None:

@@ -34,6 +34,22 @@ def _resolvers(elf: ElfFile) -> set[int]:
     return out
 
 
+def resolvers(elf: ElfFile) -> set[int]:
+    """The resolvers the loader runs (none where there are more than MAX_RESOLVERS: resolver_notes says so)."""
+    found = _resolvers(elf)
+    return found if len(found) <= MAX_RESOLVERS else set()
+
+
+def resolver_stores(elf: ElfFile, walker: Walker, depth: int) -> set[int]:
+    """The objects the file's resolvers store into or hand on: changed before any initializer runs, so their
+    load-time words are not what an initializer reads."""
+    out: set[int] = set()
+    for addr in sorted(resolvers(elf)):
+        s = walker.walk(addr, (), depth)
+        out.update(s.constructs, s.call_stores, s.escaped)
+    return out
+
+
 def resolver_notes(elf: ElfFile, image: Image | None, walker: Walker | None, summaries: list, depth: int,
                    proven: Callable[[Summary], bool]) -> list[str]:
     """Notes on this file's ifunc resolvers that read an object an initializer builds, or whose walk is not

@@ -304,6 +304,29 @@ def test_an_ifunc_resolver_reading_an_object_is_not_proven(tmp_path: Path) -> No
     assert any("ifunc resolver" in n and "g_obj" in n for n in f["analysis_notes"]), f["analysis_notes"]
 
 
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_a_pointer_an_ifunc_resolver_retargets_is_not_followed_by_its_load_time_word(tmp_path: Path,
+                                                                                      opt: str) -> None:
+    """g_ptr's load-time word is &g_plain (built: constant), but the resolver, run during relocation, points it
+    at g_obj before any initializer: the reader's *g_ptr reads g_obj unbuilt. Followed by its word, the reader
+    said complete with no finding."""
+    require_tool("g++", packages="g++")
+    exe = _run_units(tmp_path, {
+        "obj.hpp": OBJ,
+        "user.cpp": '#include "obj.hpp"\nint g_plain = 5;\nint* g_ptr = &g_plain;\n'
+                    'extern "C" int impl() { return 1; }\n'
+                    'extern "C" void* resolve_f() { g_ptr = &g_obj.built; return (void*)impl; }\n'
+                    'extern "C" int f() __attribute__((ifunc("resolve_f")));\n'
+                    'static int seen = printf("g_obj %d\\n", *g_ptr);\nint main() { return f() - 1; }\n',
+        "later.cpp": LATER},
+        opt, "g_obj 0\n")
+    f = _analysis(exe)
+    entry = next(e for e in f["init"] if e["source"] == "user.cpp")
+    found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
+    assert "g_obj" in found or not entry["analysis"]["complete"]
+    assert not f["analysis_complete"]
+
+
 def test_a_plugin_opened_by_an_initializer_is_not_seen(tmp_path: Path) -> None:
     """dlopen runs the plugin's initializers, which here call the program's exported host_get (reading g_obj
     before later.cpp builds it): the call of dlopen is an indirect call."""
