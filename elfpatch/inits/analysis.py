@@ -174,8 +174,11 @@ def _walker(image: Image, budget: Budget, words: tuple[ConstantPointers, Initial
             value = consts.word(addr)
         return value if value is not None else initial(addr)
 
+    def own_word(addr: int) -> str | None:
+        return consts.own_name(addr) or loaded.own_name(addr)
+
     return Walker(image, Disassembler(elf.e_machine, image.read_code, pointer, image.object_start, budget,
-                                      image.extent_known), pointer, initial)
+                                      image.extent_known), pointer, initial, own_word)
 
 
 def _limits(image: Image | None, budget: Budget, cut: list[dict]) -> list[str]:
@@ -268,7 +271,8 @@ def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool, i
     notes = _unproven_notes(e, s, image)
     if s.interposed:
         notes.append(f"initializer {e['index']} ({e['symbol']}): follows this file's own definition(s) of exported "
-                     "name(s) it reaches through its GOT, which an object loaded before it may interpose (judged "
+                     "name(s) it reaches through its GOT or a relocated data word (a vtable's slot, a function "
+                     "pointer), which an object loaded before it may interpose (judged "
                      "by a program's load, --deps): " + ", ".join(sorted(s.interposed)[:3]))
     if s.indirect:
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.indirect} indirect call(s) not followed")
@@ -378,7 +382,9 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             notes.append(
                 f"initializer {e['index']} ({e['symbol']}): reads inline or template variable(s) whose guarded "
                 "initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
-        elsewhere = (_others(inserters, s.reads, entries, pos), _others(handers, s.reads, entries, pos))
+        later = {o for o in s.reads if any(p > pos and entries[p]["address"] != e["address"]
+                                           for p in builders.get(o, ()))}
+        elsewhere = (_others(inserters, s.reads, entries, pos), _others(handers, s.reads, entries, pos), later)
         shared = _written_elsewhere(image, e, s, reads, elsewhere, notes)
         shared = _blind_builds(e, reads, [w for a, w in blind.items() if a != e["address"]], notes) or shared
         built = [o for o in s.constructs if constructor.get(o) == pos or s.constructs[o]]
@@ -399,16 +405,20 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
 
 
 def _written_elsewhere(image: Image, e: dict[str, Any], s: Summary, reads: list[dict[str, Any]],
-                       elsewhere: tuple[set[int], set[int]], notes: list[str]) -> bool:
+                       elsewhere: tuple[set[int], set[int], set[int]], notes: list[str]) -> bool:
     """Whether a read of the entry is not judged because another initializer may build its object in a way not
-    told apart from an insert (a function storing through the address both pass), or not seen at all (another
-    module's function it is handed to); the notes say which (``elsewhere``: the objects other initializers pass
-    to a function that stores through them, and those they hand to another module's function)."""
+    told apart from an insert (a function storing through the address both pass), or from a store into one
+    member (plain stores by this one and by a later one), or not seen at all (another module's function it is
+    handed to); the notes say which (``elsewhere``: the objects other initializers pass to a function that
+    stores through them, those they hand to another module's function, and those later ones store into)."""
     unjudged = False
     for names, why in ((_inserted_too(s, reads, elsewhere[0]),
                         "passes object(s) to a function that stores through their address, as another initializer "
                         "does (a registrar's insert or a construction: not told apart, so the order of the two is "
                         "not judged)"),
+                       (_stored_too(s, reads, elsewhere[2]),
+                        "stores into object(s) that a later initializer stores into too (a store into one member "
+                        "or the build, not told apart: its reads after its own stores are not judged)"),
                        (_handed_on(image, reads, elsewhere[1]),
                         "reads object(s) that nothing here builds and that another initializer hands to another "
                         "module's function, which may store into them (snprintf(buf, ...): a build not seen)")):
@@ -455,6 +465,15 @@ def _inserted_too(s: Summary, reads: list[dict[str, Any]], elsewhere: set[int]) 
         if r["status"] == "own" and o in elsewhere and o in s.call_stores and o not in s.constructs:
             out.append(r["object"]["symbol"] or f"{o:#x}")
     return out
+
+
+def _stored_too(s: Summary, reads: list[dict[str, Any]], later: set[int]) -> list[str]:
+    """The objects read as the initializer's own only because it stores into them (no constructor call), which
+    an initializer run later stores into too (``later``): that one may be the build (an inlined constructor),
+    this one a store into one member, whose other members it then reads unbuilt."""
+    return [r["object"]["symbol"] or f"{r['object']['address']:#x}" for r in reads
+            if r["status"] == "own" and r["object"]["address"] in later
+            and s.constructs.get(r["object"]["address"]) is False]
 
 
 def _builders(summaries: list, *fields: str) -> dict[int, set[int]]:

@@ -10,7 +10,17 @@ and the analysis proves separately that nothing changed it before the load (see 
 """
 from __future__ import annotations
 
-from elfpatch.elf.const import ET_EXEC, PT_GNU_RELRO, PT_LOAD, SHF_ALLOC, SHF_EXECINSTR, SHF_TLS, SHF_WRITE, SHT_NOBITS
+from elfpatch.elf.const import (
+    ET_EXEC,
+    PT_GNU_RELRO,
+    PT_LOAD,
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+    SHF_TLS,
+    SHF_WRITE,
+    SHT_NOBITS,
+    STV_DEFAULT,
+)
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import Relocator
 
@@ -36,18 +46,33 @@ class _Words:
         self._ranges = ranges
         self._reloc: Relocator | None = None
         self._cache: dict[int, int | str | None] = {}
+        self._own: dict[int, str | None] = {}
+
+    def _relocator(self, addr: int) -> Relocator | None:
+        if not any(lo <= addr < hi for lo, hi in self._ranges):
+            return None
+        if self._reloc is None:
+            self._reloc = Relocator(self._elf, self._ranges)
+        return self._reloc
 
     def word(self, addr: int) -> int | str | None:
         """The address (or, bound to another module, the symbol name) the word at ``addr`` holds."""
         if addr in self._cache:
             return self._cache[addr]
-        value: int | str | None = None
-        if any(lo <= addr < hi for lo, hi in self._ranges):
-            if self._reloc is None:
-                self._reloc = Relocator(self._elf, self._ranges)
-            value = self._resolve(self._reloc, addr)
+        reloc = self._relocator(addr)
+        value = self._resolve(reloc, addr) if reloc is not None else None
         self._cache[addr] = value
         return value
+
+    def own_name(self, addr: int) -> str | None:
+        """The name of this file's own default-visibility definition that the word's relocation names (a
+        vtable's slot, ``int (*fp)() = get_port;``): the loader binds it to the first definition in the lookup
+        scope, which another object may hold; None for none."""
+        if addr not in self._own:
+            reloc = self._relocator(addr)
+            sym = reloc.own_symbol(addr) if reloc is not None else None
+            self._own[addr] = sym.name if sym is not None and sym.st_other & 3 == STV_DEFAULT else None
+        return self._own[addr]
 
     def _resolve(self, reloc: Relocator, addr: int) -> int | str | None:
         return reloc.pointee(addr)

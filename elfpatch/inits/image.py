@@ -409,6 +409,11 @@ class Image:
                                        for n in t.names_of(True))
         return self._exported
 
+    @property
+    def may_interpose(self) -> bool:
+        """Whether another object's definitions may interpose this file's own exported names (see __init__)."""
+        return self._interposable
+
     def interposable(self, slot: int) -> str | None:
         """The name of this file's own default-visibility definition that the GOT slot at ``slot`` is relocated
         to, when another object's definition may interpose it (see __init__); None otherwise."""

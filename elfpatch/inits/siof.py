@@ -45,8 +45,10 @@ def read_status(o: int, name: str, pos: int, s: Summary, constructor: dict[int, 
         return c, "function-local-static"
     if c == pos and o in s.early:
         return c, "before-construction"  # read, then built, by the same initializer (a unit read before it)
-    if c is not None and c != pos and o in sure and s.constructs.get(o) is False and s.touched.get(o, (False,))[0]:
-        return c, order_verdict(pos, c, entries)  # loaded, then reset by plain stores, but built by another
+    if c is not None and c != pos and o in sure and s.constructs.get(o) is False:
+        # plain stores (into one member, or a reset after a load) do not build what another initializer
+        # constructs: the reader's order against that constructor decides
+        return c, order_verdict(pos, c, entries)
     if o in s.constructs or (o in s.call_stores and o not in strong):
         return c, "own"  # a shared helper that builds it on first use, whichever initializer runs first
     guard = guard_variable(name)

@@ -309,14 +309,17 @@ def _first_via(sub: dict, where: int, acc: dict) -> None:
 
 class Walker:
     def __init__(self, image: Image, dis: Disassembler, pointer: Callable[[int], Value | None] | None = None,
-                 initial: Callable[[int], Value | None] | None = None) -> None:
+                 initial: Callable[[int], Value | None] | None = None,
+                 own_word: Callable[[int], str | None] | None = None) -> None:
         """``pointer``: what a GOT slot or a word of constant data holds once relocated (default: the GOT);
         ``initial``: the load-time value of a pointer word in writable data, where ``pointer`` answers with
-        it (the walk then notes the global it relied on)."""
+        it (the walk then notes the global it relied on); ``own_word``: the own exported name a data word's
+        relocation names (which another object may interpose, as a GOT slot's)."""
         self.image = image
         self.dis = dis
         self.pointer = pointer or image.got
         self.initial = initial
+        self.own_word = own_word if image.may_interpose else None
         self._memo: dict[tuple, Summary] = {}
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._helper: dict[str, bool] = {}
@@ -882,10 +885,13 @@ class Walker:
         addr = address_of(ev.address)  # Within an object: the object's start
         assert addr is not None
         obj = self.image.object_at(addr)
-        if obj is None:
-            own = self.image.interposable(addr) if not ev.write else None
-            if own is not None:  # a load of a GOT slot holding this file's own exported name
+        if not ev.write:
+            own = self.image.interposable(addr) if obj is None else None
+            if own is None and self.own_word is not None:
+                own = self.own_word(addr)
+            if own is not None:  # a load of a GOT slot or data word holding this file's own exported name
                 acc.interposed.add(own)
+        if obj is None:
             if ev.write and self.image.is_guard(addr):
                 acc.guard = addr  # an inline variable's guard set: what follows runs once
                 acc.guards.add(addr)
@@ -910,6 +916,8 @@ class Walker:
             target = self.pointer(ev.slot)
             self._relied(ev.slot, acc)
             own = self.image.interposable(ev.slot)
+            if own is None and self.own_word is not None:
+                own = self.own_word(ev.slot)
             if own is not None:
                 acc.interposed.add(own)
         if isinstance(target, str) and held_by(target) is not None:

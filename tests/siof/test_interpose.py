@@ -14,16 +14,28 @@ import pytest
 from conftest import require_tool
 from helpers import run_main
 
+GET_PORT = ('#include <stdio.h>\nstruct Obj { int built; Obj(); };\nextern "C" volatile int k_seven;\n'
+            "volatile int k_seven = 7;\nObj::Obj() : built(k_seven) {}\nObj g_port;\n"
+            'extern "C" int get_port() { printf("g_port %d\\n", g_port.built); return g_port.built; }\n'
+            "int main() {}\n")  # the program's get_port, reading its own g_port (built after the library's)
 CASES = {  # what the library's initializer reaches through its GOT, and the program's interposing definition
-    "function": ('extern "C" int get_port() { return 80; }\nstatic int lib_port = get_port();\n',
-                 '#include <stdio.h>\nstruct Obj { int built; Obj(); };\nextern "C" volatile int k_seven;\n'
-                 "volatile int k_seven = 7;\nObj::Obj() : built(k_seven) {}\nObj g_port;\n"
-                 'extern "C" int get_port() { printf("g_port %d\\n", g_port.built); return g_port.built; }\n'
-                 "int main() {}\n", "g_port"),
+    "function": ('extern "C" int get_port() { return 80; }\nstatic int lib_port = get_port();\n', GET_PORT,
+                 "g_port"),
     "data": ('#include <stdio.h>\nstruct Cfg { int built; };\nCfg g_cfg = {7};\n'
              'static int lib_seen = printf("g_cfg %d\\n", g_cfg.built);\n',
              'extern "C" volatile int k_seven;\nvolatile int k_seven = 7;\n'
              "struct Cfg { int built; Cfg() : built(k_seven) {} };\nCfg g_cfg;\nint main() {}\n", "g_cfg"),
+    # the library reaches its own get_port through a data word whose relocation names it (R_*_64 / ABS64
+    # against the symbol): the loader binds that word to the program's definition, as it binds a GOT slot
+    "function-pointer": ('extern "C" int get_port() { return 80; }\nstatic int (* volatile fp)() = get_port;\n'
+                         "static int lib_port = fp();\n", GET_PORT, "g_port"),
+    "constant-table": ('extern "C" int get_port() { return 80; }\nstatic int (* const tbl[])() = {get_port};\n'
+                       "static int (* const * volatile at)() = tbl;\nstatic int lib_port = (*at)();\n",
+                       GET_PORT, "g_port"),
+    "vtable": ("struct Base { virtual int get(); };\nint Base::get() { return 80; }\nstatic Base b;\n"
+               "static Base* volatile pb = &b;\nstatic int lib_port = pb->get();\n",
+               GET_PORT.replace("int main", "struct Base { virtual int get(); };\n"
+                                "int Base::get() { return get_port(); }\nint main"), "g_port"),
 }
 
 

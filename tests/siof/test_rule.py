@@ -2,11 +2,14 @@
 its object's constructor and the priorities, on hand-made summaries (no binary, no disassembler)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+import pytest
+from conftest import ROOT, require_tool
+from helpers import run_main
 
 from elfpatch.inits.siof import VERDICTS, constructors, order_verdict, read_status
 from elfpatch.inits.walk import Summary
@@ -69,6 +72,39 @@ def test_the_constructor_is_the_first_strong_builder_else_the_first_store() -> N
     assert constructors([stores, builds]) == {OBJ: 1}
     assert constructors([stores, None, summary(constructs={OBJ: False})]) == {OBJ: 0}
     assert constructors([summary(), summary(call_stores=frozenset({OBJ}))]) == {OBJ: 1}
+
+
+def test_a_store_into_a_member_does_not_build_what_another_initializer_constructs() -> None:
+    """``g_obj.extra = 3`` and then a read of g_obj.built, in a unit before the one whose constructor call
+    builds g_obj: the plain store is no construction (it read as "own": a false clean)."""
+    s = summary(constructs={OBJ: False}, touched={OBJ: (False, ())})
+    table = entries(None, None)
+    assert read_status(OBJ, "g", 0, s, {OBJ: 1}, {}, table, {OBJ}, frozenset({OBJ})) == (1, "before-construction")
+    after = read_status(OBJ, "g", 1, s, {OBJ: 0}, {}, table, {OBJ}, frozenset({OBJ}))
+    assert after == (0, "order-dependent")
+    # no initializer builds it for sure: the first store is its constructor, and the storing reader its own
+    assert read_status(OBJ, "g", 0, s, {OBJ: 0}, {}, table, set()) == (0, "own")
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O1", "-O2"])
+def test_a_program_storing_one_member_before_the_constructor_reads_it_unbuilt(tmp_path: Path, opt: str) -> None:
+    require_tool("g++", packages="g++")
+    (tmp_path / "obj.hpp").write_text(
+        '#include <stdio.h>\nextern "C" volatile int k_seven;\n'
+        "struct Obj { int built; int extra; Obj() : built(k_seven), extra(0) {} };\nextern Obj g_obj;\n")
+    (tmp_path / "user.cpp").write_text(
+        '#include "obj.hpp"\nstatic int seen = [] { g_obj.extra = 3; printf("g_obj %d\\n", g_obj.built); '
+        "return 0; }();\nint main() {}\n")
+    (tmp_path / "later.cpp").write_text('#include "obj.hpp"\nvolatile int k_seven = 7;\nObj g_obj;\n')
+    exe = tmp_path / "prog"
+    subprocess.run(["g++", opt, "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "later.cpp")],
+                   check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_obj 0\n"
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
+    assert "g_obj" in found or not user["analysis"]["complete"]
+    assert found or not f["analysis_complete"]
 
 
 def test_the_rule_imports_no_disassembler() -> None:
