@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator, TextIO, TypeVar
 
 from elfpatch.commands.options import Count
 from elfpatch.errors import EXIT_ERROR, EXIT_FOUND, EXIT_OK, ElfPatchError, error_line, one_line
+from elfpatch.inits.budget import DEFAULT_DEPTH
 from elfpatch.report import envelope, write_document
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="list the exit-time destructors each initializer registers, in registration order")
     p.add_argument("--siof", action="store_true",
                    help="what each initializer constructs and reads; static-initialization-order verdicts")
-    p.add_argument("--depth", metavar="N", type=Count(MAX_DEPTH), default=3,
-                   help=f"follow calls this deep from each initializer (default 3, at most {MAX_DEPTH})")
+    p.add_argument("--depth", metavar="N", type=Count(MAX_DEPTH), default=DEFAULT_DEPTH,
+                   help=f"follow calls this deep from each initializer (default {DEFAULT_DEPTH}, at most {MAX_DEPTH})")
     p.add_argument("--fail-on", metavar="VERDICT", choices=sorted(FAIL_ON), default=None,
                    help="exit 1 on a --siof finding of this verdict (order-dependent includes "
                         "before-construction)")

@@ -14,7 +14,7 @@ from elfpatch.elf.const import SHN_UNDEF, STB_WEAK
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.symbols import demangle
 from elfpatch.errors import ParseError
-from elfpatch.inits.budget import Budget
+from elfpatch.inits.budget import DEFAULT_DEPTH, Budget
 from elfpatch.inits.constptr import ConstantPointers, InitialPointers
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.exported import exported_unseen
@@ -26,7 +26,6 @@ from elfpatch.inits.unnamed import unnamed_built
 from elfpatch.inits.values import address_of, held_by
 from elfpatch.inits.walk import UNKNOWN_STORE, Registration, Summary, Walker, returned_by
 
-DEFAULT_DEPTH = 3
 # GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file, and the
 # LTO partition's ".N"; ASan's own _sub_I_00099_1 has none).
 _LTO_MERGED = re.compile(r"^_sub_I_\d{5}_\d+\.\d+|\.lto_priv")

@@ -11,6 +11,10 @@ on any input, crafted or huge. Past a limit the analysis does not fail: the func
   known (a superset of what each tuple would run), so a helper chain passing ``2a``/``2a+1`` stays linear.
 - STATE_SLOTS: stack slots one abstract state remembers; past that the oldest are forgotten, so no state
   grows with blocks x slots.
+- SUMMARY_ENTRIES: objects the kept walks' summaries list in all (each function's walk lists every object its
+  calls read or touch, so a deep --depth on a large library keeps millions); past it a call needing a new walk
+  is walked no deeper than DEFAULT_DEPTH calls below its initializer (the entries from the first one cut are
+  incomplete), so memory stays bounded at any depth.
 - A function capstone refuses (CsError, e.g. CS_ERR_MEM) is not seen.
 """
 from __future__ import annotations
@@ -22,17 +26,21 @@ STEPS = 4_000_000  # and walks 303k
 FUNCTION_BYTES = 1 << 18
 ARG_TUPLES = 8
 STATE_SLOTS = 64
+SUMMARY_ENTRIES = 1_000_000  # libtorch_cpu.so keeps 57k at --depth 3, 2.5M (1 GB) at --depth 8
+DEFAULT_DEPTH = 3  # calls followed below an initializer, unless --depth says otherwise
 CHUNK = 1 << 16  # bytes handed to capstone at once: its instruction array stays small
 
 
 class Budget:
     """What one file's analysis has spent, and the functions a limit cut short (address -> why)."""
 
-    def __init__(self, instructions: int = INSTRUCTIONS, steps: int = STEPS) -> None:
+    def __init__(self, instructions: int = INSTRUCTIONS, steps: int = STEPS, entries: int = SUMMARY_ENTRIES) -> None:
         self.instructions = instructions
         self.steps = steps
+        self.entries = entries
         self.decoded = 0
         self.walked = 0
+        self.kept = 0  # objects listed by the summaries walked (SUMMARY_ENTRIES)
         self.cut: dict[int, str] = {}
         self.widened: set[int] = set()  # functions walked with arguments dropped (ARG_TUPLES)
 

@@ -13,7 +13,7 @@ import re
 from typing import Callable, NamedTuple
 
 from elfpatch.elf.const import STT_OBJECT
-from elfpatch.inits.budget import ARG_TUPLES
+from elfpatch.inits.budget import ARG_TUPLES, DEFAULT_DEPTH
 from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Once, Ret, Stash
 from elfpatch.inits.image import Image
@@ -144,6 +144,9 @@ class Summary(NamedTuple):
     # registration sites reached again (a helper that registers called twice): each listed once, each run
     # registers (a guarded one, and a thread_local's, register once: not counted)
     repeated: int = 0
+    # the least --depth at which this walk follows every call it followed: with nothing cut by the depth
+    # (depth_limited 0) it is the walk at every depth from there up (Walker.walk reuses it)
+    height: int = 0
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -220,6 +223,7 @@ class _Acc:
         self.constructs: dict[int, bool] = {}
         self.reads: dict[int, tuple] = {}
         self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = self.repeated = 0
+        self.height = 0
         self.unproven_at: list = []
         self.arg_derefs: dict[int, tuple] = {}
         self.touched: dict[int, tuple] = {}  # object -> (first touched by a load, via)
@@ -296,7 +300,8 @@ class _Acc:
                        frozenset(self.foreign_calls), frozenset(self.held_calls), frozenset(self.foreign_written),
                        frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
                        frozenset(self.arg_loads), frozenset(self.interposed), self.stashed_global,
-                       frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated)
+                       frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated,
+                       self.height)
 
 
 def _first_via(sub: dict, where: int, acc: dict) -> None:
@@ -320,7 +325,7 @@ class Walker:
         self.pointer = pointer or image.got
         self.initial = initial
         self.own_word = own_word if image.may_interpose else None
-        self._memo: dict[tuple, Summary] = {}
+        self._memo: dict[tuple, list[tuple[int, Summary]]] = {}  # (function, arguments) -> [(depth, walk)]
         self._callee: dict[Value, tuple[int | None, str | None]] = {}
         self._helper: dict[str, bool] = {}
         self._returns: dict[int, Value | None] = {}
@@ -532,12 +537,17 @@ class Walker:
         reads, decoded whole. A summary that could
         not follow a recursive call (its function still on the stack) is never final: the skipped call counts
         as unproven (``cut`` names it), so every entry that reuses it is incomplete."""
-        key = (addr, args, depth)  # an argument Within an object and its exact start are two walks
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
+        key = (addr, args)  # an argument Within an object and its exact start are two walks
+        kept = self._memo.get(key)
+        for d, hit in kept or ():  # the same depth; or one the depth cut nothing of, deep enough
+            if d == depth or (hit.depth_limited == 0 and hit.height <= depth):
+                return hit
         out = self._exact(addr, self.image.function_end(addr), args, depth, stack | {addr})
-        self._memo[key] = out
+        self.dis.budget.kept += len(out.reads) + len(out.touched)
+        if kept is None:
+            self._memo[key] = [(depth, out)]
+        else:
+            kept.append((depth, out))
         return out
 
     def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
@@ -623,6 +633,7 @@ class Walker:
         if sub is None:
             acc.depth_limited += 1
             return
+        acc.height = max(acc.height, sub.height + (not self._costs_nothing(where, name, stack)))
         stored = set(acc.call_stores)
         self._merge(sub, where, ev.args, acc, ev.looped)
         if is_constructor_clone(name):
@@ -982,6 +993,10 @@ class Walker:
             else:
                 acc.read(o[0], (), False)
 
+    def _costs_nothing(self, where: int, name: str | None, stack: frozenset) -> bool:
+        """Whether following a call of ``where`` costs no depth (a unit's helper, named or not)."""
+        return self.is_helper(name) or self._unnamed_callee(where, name, stack)
+
     def _follow(self, where: int, name: str | None, args: tuple, depth: int, stack: frozenset) -> Summary | None:
         """The callee's summary, or None when the depth (or the helper chain) ends here."""
         unit_helper = self.is_helper(name)
@@ -994,7 +1009,20 @@ class Walker:
         # would become stores by address: a build).
         given = unit_helper or (helper and len(stack) == 1)
         passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if given else ()
-        return self.walk(where, self._capped(where, passed), depth if helper else depth - 1, stack)
+        args, depth = self._capped(where, passed), depth if helper else depth - 1
+        budget = self.dis.budget
+        if budget.kept >= budget.entries and not self._walked(where, args, depth):
+            shallow = max(DEFAULT_DEPTH - len(stack), 0)  # as deep below the initializer as --depth 3 goes
+            if depth > shallow:
+                budget.cut_short(where, f"the file's budget of summary entries was spent: walked at most "
+                                        f"{DEFAULT_DEPTH} calls deep")
+                depth = shallow
+        return self.walk(where, args, depth, stack)
+
+    def _walked(self, addr: int, args: tuple, depth: int) -> bool:
+        """Whether walk() would answer from what it keeps (no new walk)."""
+        return any(d == depth or (s.depth_limited == 0 and s.height <= depth)
+                   for d, s in self._memo.get((addr, args), ()))
 
     def _unnamed_callee(self, where: int, name: str | None, stack: frozenset) -> bool:
         """In a stripped file a unit's helpers have no name: a function that is not exported and that the

@@ -9,6 +9,7 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from conftest import require_tool
@@ -233,6 +234,49 @@ def test_long_helper_chain_over_many_reads_stays_small(tmp_path: Path) -> None:
     assert lib.stat().st_size < 1 << 20
     f = _analyse(lib)
     assert f["analysis_complete"] is False and any("not followed" in n for n in f["analysis_notes"])
+
+
+def test_summary_entries_past_the_budget_walk_no_deeper_than_the_default(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The initializer calls level0 .. level39, each reading 5 globals of its own and calling the level below:
+    each level's summary lists its whole subtree's reads, so what the summaries keep grows with the square of
+    the chain (a deep --depth on a large library kept 2.5M, 1 GB). Past the file's SUMMARY_ENTRIES (here 100)
+    new walks go no deeper than the default depth: they keep a few levels each, the registration in the
+    initializer itself is still listed, and the file says which functions the budget cut."""
+    from elfpatch.inits import analysis
+    from elfpatch.inits.budget import Budget
+    from elfpatch.inits.order import list_initializers
+
+    levels, reads = 40, 5
+    funcs = [_function(f"level{k}", "\n".join(f"mov eax, dword ptr [rip + g{k}_{i}]" for i in range(reads))
+                       + (f"\ncall level{k - 1}" if k else "") + "\nret") for k in range(levels)]
+    calls = "".join(f"call level{k}\n" for k in range(levels))
+    funcs.append(_function("init", "push rbx\nlea rdi, [rip + dtor]\nlea rsi, [rip + obj]\nlea rdx, [rip + obj]\n"
+                           f"call __cxa_atexit@PLT\n{calls}pop rbx\nret"))
+    data = "".join(f".type g{k}_{i}, @object\n.size g{k}_{i}, 4\ng{k}_{i}: .long 1\n"
+                   for k in range(levels) for i in range(reads))
+    body = "\n".join(funcs) + "\ndtor:\nret\n.bss\nobj: .zero 8\n.data\n" + data + ".text\n"
+    lib = str(_build(tmp_path, body, name="levels"))
+    budgets: list[Budget] = []
+
+    def budget(entries: int) -> Callable[[], Budget]:
+        def make() -> Budget:
+            budgets.append(Budget(entries=entries))
+            return budgets[-1]
+        return make
+
+    monkeypatch.setattr(analysis, "Budget", budget(1 << 30))
+    whole = list_initializers(lib)
+    analysis.analyze_path(lib, whole, depth=levels + 2)
+    assert not any("summary entries" in n for n in whole["analysis_notes"])
+    monkeypatch.setattr(analysis, "Budget", budget(100))
+    cut = list_initializers(lib)
+    analysis.analyze_path(lib, cut, depth=levels + 2)
+    assert any("summary entries" in n for n in cut["analysis_notes"]), cut["analysis_notes"]
+    assert not cut["analysis_complete"]
+    assert [d["kind"] for d in cut["exit_time_destructors"]] == [d["kind"] for d in whole["exit_time_destructors"]]
+    # unbounded, the levels' summaries list 5 + 10 + ... + 200 = 4,100 objects; cut, a few levels per walk
+    assert budgets[0].kept > 4000 and budgets[1].kept < budgets[0].kept // 2
 
 
 def test_symbol_size_checked_against_its_fde(tmp_path: Path) -> None:

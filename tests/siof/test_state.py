@@ -4,14 +4,15 @@ object to Within it, and State.bound() keeps a state's size constant."""
 from __future__ import annotations
 
 from itertools import product
+from types import SimpleNamespace
 
 import pytest
 
-from elfpatch.inits.budget import STATE_SLOTS
+from elfpatch.inits.budget import STATE_SLOTS, Budget
 from elfpatch.inits.events import Ret
 from elfpatch.inits.state import State, equal, head_state, join
 from elfpatch.inits.values import ALLOC, FRAME, Ptr, Within, address_of, plain, same
-from elfpatch.inits.walk import Walker
+from elfpatch.inits.walk import EMPTY, Summary, Walker
 
 OBJECTS = ((0x4000, 0x4100), (0x5000, 0x5010))  # two global objects: [start, end)
 
@@ -139,6 +140,7 @@ def _bare_walker(events: list) -> Walker:
     """A Walker with only what its caches and the getter check use: no file behind it."""
     w = Walker.__new__(Walker)
     w.image, w._memo, w._returns, w._sweeps, w._returning = _Image(), {}, {}, {}, []  # type: ignore[assignment]
+    w.dis = SimpleNamespace(budget=Budget())  # type: ignore[assignment]
     w._events = lambda _addr, _end, _args: events  # type: ignore[method-assign]
     return w
 
@@ -149,15 +151,34 @@ def test_a_within_argument_is_not_its_exact_start_to_the_summaries() -> None:
     w = _bare_walker([])
     made: list[tuple] = []
 
-    def exact(addr: int, _end: int, args: tuple, _depth: int, _stack: frozenset) -> object:
+    def exact(addr: int, _end: int, args: tuple, _depth: int, _stack: frozenset) -> Summary:
         made.append(args)
-        return object()
+        return EMPTY._replace()  # a new summary each walk
 
     w._exact = exact  # type: ignore[method-assign]
     a = w.walk(0x1000, (Within(0x4000),), 1)
     b = w.walk(0x1000, (0x4000,), 1)
     assert made == [(Within(0x4000),), (0x4000,)] and a is not b
     assert w.walk(0x1000, (Within(0x4000),), 1) is a  # the same tuple again: the summary made
+
+
+def test_a_walk_the_depth_cut_nothing_of_stands_for_every_depth_it_reaches() -> None:
+    """A walk at depth 3 whose calls went one level deep, none cut (height 1, depth_limited 0), is the walk at
+    depths 1 and 8 too (one summary, not one per depth it is reached at); at depth 0 it would be cut: walked
+    again. A walk the depth did cut stands only for its own depth."""
+    w = _bare_walker([])
+    made: list[int] = []
+
+    def exact(_addr: int, _end: int, _args: tuple, depth: int, _stack: frozenset) -> Summary:
+        made.append(depth)
+        return EMPTY._replace(height=1, depth_limited=int(depth == 0))
+
+    w._exact = exact  # type: ignore[method-assign]
+    first = w.walk(0x1000, (), 3)
+    assert w.walk(0x1000, (), 1) is first and w.walk(0x1000, (), 8) is first
+    cut = w.walk(0x1000, (), 0)
+    assert cut is not first and w.walk(0x1000, (), 0) is cut
+    assert made == [3, 0]
 
 
 def test_a_getter_returning_within_and_exact_returns_no_one_value() -> None:
