@@ -135,7 +135,7 @@ class _A64:
                 cmp: bool | None) -> bool:
         """Returns, calls, jumps and hints (True: handled)."""
         if mnem in ("ret", "retaa"):
-            out.append(Ret(st.get("x0")))
+            out.append(Ret(st.get("x0"), addr))
         elif mnem in ("bl", "b"):
             if not self._call(addr, mnem, op, st, out, start, end):
                 st["cmp"] = cmp

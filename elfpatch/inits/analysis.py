@@ -364,7 +364,8 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
                              "unanalyzed": {"indirect_calls": 0, "depth_limited": 0}}
             continue
         reads = []
-        unseen_guard = []
+        unseen_guard: list[str] = []
+        skipped: list[str] = []
         built_elsewhere = strong | _others(builders, s.reads, entries, pos)
         for o, via in s.reads.items():
             if o in s.via_once and _ran_once(walker, s.via_once[o], entries[:pos], summaries[:pos]):
@@ -374,13 +375,12 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
             if status == "constant" and image.guarded(name):
                 status = "guarded"
                 unseen_guard.append(name)  # no initializer here runs its guarded initialization: not proven
+            if status == "function-local-static" and o in s.unguarded:
+                skipped.append(name)  # used on a path that skips its guard: perhaps unbuilt
             reads.append({"object": _obj(image, o), "status": status})
             if status in VERDICTS and c is not None:  # a verdict always names its constructor
                 findings.append(_finding(image, status, o, e, entries[c], s.early.get(o, via)))
-        if unseen_guard:
-            notes.append(
-                f"initializer {e['index']} ({e['symbol']}): reads inline or template variable(s) whose guarded "
-                "initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
+        unsafe = _guard_notes(e, unseen_guard, skipped, notes)
         later = {o for o in s.reads if any(p > pos and entries[p]["address"] != e["address"]
                                            for p in builders.get(o, ()))}
         elsewhere = (_others(inserters, s.reads, entries, pos), _others(handers, s.reads, entries, pos), later)
@@ -391,7 +391,7 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         e["analysis"] = {
             "constructs": [_obj(image, o) for o in built],
             "reads": reads,
-            "complete": _proven(s) and not image.stripped and e not in lto and not unseen_guard and not shared
+            "complete": _proven(s) and not image.stripped and e not in lto and not unsafe and not shared
             and not changed[pos],
             "unanalyzed": {"indirect_calls": s.indirect, "depth_limited": s.depth_limited},
             "other_module_reads": sorted(s.foreign),  # judged by the whole load (inits.crossload, --deps)
@@ -401,6 +401,20 @@ def _siof(image: Image | None, walker: Walker | None, entries: list[dict], summa
         }
     listing["findings"] = findings
     return notes
+
+
+def _guard_notes(e: dict[str, Any], unseen_guard: list[str], skipped: list[str], notes: list[str]) -> bool:
+    """Notes on reads a guard does not prove safe: of inline or template variables whose guarded
+    initialization no initializer here runs, and of function-local statics used on a path that skips their
+    guard's check (inits.localstatic); whether there is any."""
+    if unseen_guard:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): reads inline or template variable(s) whose "
+                     "guarded initialization no initializer of this file runs: " + ", ".join(unseen_guard[:3]))
+    if skipped:
+        notes.append(f"initializer {e['index']} ({e['symbol']}): uses function-local static(s) on a path that "
+                     "passes no check of their guard (a goto or case label past the declaration: perhaps "
+                     "unbuilt): " + ", ".join(skipped[:3]))
+    return bool(unseen_guard or skipped)
 
 
 def _written_elsewhere(image: Image, e: dict[str, Any], s: Summary, reads: list[dict[str, Any]],

@@ -36,6 +36,7 @@ class Ret(NamedTuple):
     """A return: what the result register holds there (a getter returning a reference to a global)."""
 
     value: Value | None
+    insn: int = -1  # the return instruction's address
 
 
 class Stash(NamedTuple):

@@ -153,6 +153,7 @@ class Image:
         self._funcs: dict[int, int] = {}  # address -> index of the best function symbol there
         self._objects: dict[int, int] = {}  # address -> index of an object symbol there
         self._guard_names: set[str] | None = None
+        self._guard_at: dict[int, str | None] = {}
         self._names: Sequence[int] = ()
         self._sizes: Sequence[int] = ()
         if self.table is not None:
@@ -360,8 +361,14 @@ class Image:
         return None
 
     def is_guard(self, addr: int) -> bool:
-        name = self.symbol_at(addr)
-        return bool(name and name.startswith("_ZGV"))
+        return self.guard_name(addr) is not None
+
+    def guard_name(self, addr: int) -> str | None:
+        """The name of the ABI guard variable (``_ZGV...``) at ``addr``; None: none."""
+        if addr not in self._guard_at:
+            name = self.symbol_at(addr)
+            self._guard_at[addr] = name if name and name.startswith("_ZGV") else None
+        return self._guard_at[addr]
 
     def _loader_plt(self) -> list[tuple[int, int]]:
         """The PLT of an x86-64 file without section headers: the FDE that starts with PLT0 (``push

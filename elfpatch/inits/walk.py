@@ -18,6 +18,7 @@ from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Once, Ret, Stash
 from elfpatch.inits.image import Image
 from elfpatch.inits.isa import no_result
+from elfpatch.inits.localstatic import checked_at, guarded_static
 from elfpatch.inits.tlsonce import OnceRuns, once_blocks, once_key
 from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
 
@@ -147,6 +148,10 @@ class Summary(NamedTuple):
     # the least --depth at which this walk follows every call it followed: with nothing cut by the depth
     # (depth_limited 0) it is the walk at every depth from there up (Walker.walk reuses it)
     height: int = 0
+    # function-local statics some path uses without passing their guard's check (a goto past the declaration:
+    # inits.localstatic): their reads are not proven safe
+    unguarded: frozenset = frozenset()
+    checked: frozenset = frozenset()  # guards (names) checked on every path to every return: a getter's
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -224,6 +229,11 @@ class _Acc:
         self.reads: dict[int, tuple] = {}
         self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = self.repeated = 0
         self.height = 0
+        self.local_uses: list[tuple[int, int, str]] = []  # (instruction, object, name): function-local statics
+        self.guard_checks: list[tuple[str, int]] = []  # (guard, instruction): touched, or checked by a callee
+        self.exits: list[int] = []  # return and tail-call instructions
+        self.unguarded: set[int] = set()
+        self.checked: set[str] = set()
         self.unproven_at: list = []
         self.arg_derefs: dict[int, tuple] = {}
         self.touched: dict[int, tuple] = {}  # object -> (first touched by a load, via)
@@ -301,7 +311,7 @@ class _Acc:
                        frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
                        frozenset(self.arg_loads), frozenset(self.interposed), self.stashed_global,
                        frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated,
-                       self.height)
+                       self.height, frozenset(self.unguarded), frozenset(self.checked))
 
 
 def _first_via(sub: dict, where: int, acc: dict) -> None:
@@ -564,8 +574,36 @@ class Walker:
                 self._stash(ev.dest, acc)
             elif kind is Once:
                 acc.region = ev.key
+            elif kind is Ret:
+                self._returned_static(ev, acc)
+        if acc.local_uses or acc.guard_checks:
+            self._guards_checked(addr, end, acc)
         return acc.summary()
 
+    def _returned_static(self, ev: Ret, acc: _Acc) -> None:
+        """A return (an exit); of a function-local static's address, a use of it (its caller reads it)."""
+        acc.exits.append(ev.insn)
+        a = address_of(ev.value)
+        obj = self.image.object_at(a) if a is not None else None
+        if obj is not None and obj[1].startswith("_ZZ"):
+            acc.local_uses.append((ev.insn, obj[0], obj[1]))
+
+    def _guards_checked(self, addr: int, end: int, acc: _Acc) -> None:
+        """The function-local statics this function uses on a path that passes no check of their guard, and
+        the guards it checks on every path to its return (inits.localstatic); only statics with a guard
+        (dynamic initialization) count."""
+        image = self.image
+        uses = [(at, o, g) for at, o, name in acc.local_uses
+                if (g := guarded_static(name, image.guarded)) is not None]
+        if not uses and not acc.guard_checks:
+            return
+        checks: dict[str, list[int]] = {}
+        for g, at in acc.guard_checks:
+            checks.setdefault(g, []).append(at)
+        checked = checked_at(self.dis.decode(addr, end), checks)
+        acc.unguarded.update(o for at, o, g in uses if not checked(g, at, False))
+        if acc.exits:
+            acc.checked.update(g for g in checks if all(checked(g, x, True) for x in acc.exits))
     def _events(self, addr: int, end: int, args: tuple) -> list:
         """The function's events for these arguments: one sweep, whatever the depth it is reached at (shared
         with the getter check)."""
@@ -592,6 +630,8 @@ class Walker:
             self._written(ev.base, ev.write, acc)
 
     def _call(self, ev: Call, acc: _Acc, depth: int, stack: frozenset) -> None:
+        if ev.tail:
+            acc.exits.append(ev.at)
         target = self._call_target(ev, acc)
         if target is None:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
@@ -607,15 +647,8 @@ class Walker:
             # a loop's registration may register many times (a guarded one, and a thread_local's, once)
             acc.repeated += ev.looped and acc.guard is None and SINKS[name] != "thread_atexit"
             return
-        if name == GUARD_ACQUIRE:
-            guard = address_of(ev.args[0])
-            if guard is not None:
-                acc.guard = guard
-                acc.guards.add(guard)
-            acc.acquired = True
-            return
-        if name == GUARD_RELEASE:
-            acc.acquired = False
+        if name in (GUARD_ACQUIRE, GUARD_RELEASE):
+            self._guard_call(ev, name == GUARD_ACQUIRE, acc)
             return
         self._arguments(name, ev.args, acc)
         if where is None:  # another object's function: it cannot see this file's globals but through us
@@ -627,6 +660,17 @@ class Walker:
             return
         self._followed(ev, where, name, acc, depth, stack)
 
+    def _guard_call(self, ev: Call, acquire: bool, acc: _Acc) -> None:
+        """``__cxa_guard_acquire(&g)`` (what follows runs once, under g) or its release."""
+        acc.acquired = acquire
+        guard = address_of(ev.args[0]) if acquire else None
+        if guard is not None:
+            acc.guard = guard
+            acc.guards.add(guard)
+            named = self.image.guard_name(guard)
+            if named is not None:
+                acc.guard_checks.append((named, ev.at))
+
     def _followed(self, ev: Call, where: int, name: str | None, acc: _Acc, depth: int, stack: frozenset) -> None:
         """Follows a call into this file's function ``where`` (within the depth) and merges what it does."""
         sub = self._follow(where, name, ev.args, depth, stack)
@@ -634,6 +678,7 @@ class Walker:
             acc.depth_limited += 1
             return
         acc.height = max(acc.height, sub.height + (not self._costs_nothing(where, name, stack)))
+        acc.guard_checks.extend((g, ev.at) for g in sub.checked)
         stored = set(acc.call_stores)
         self._merge(sub, where, ev.args, acc, ev.looped)
         if is_constructor_clone(name):
@@ -760,6 +805,7 @@ class Walker:
         acc.this_builds |= sub.this_builds
         acc.this_loads |= sub.this_loads
         acc.interposed |= sub.interposed
+        acc.unguarded |= sub.unguarded
         self._merge_stashes(sub, args, acc)
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads)
@@ -903,10 +949,15 @@ class Walker:
             if own is not None:  # a load of a GOT slot or data word holding this file's own exported name
                 acc.interposed.add(own)
         if obj is None:
-            if ev.write and self.image.is_guard(addr):
-                acc.guard = addr  # an inline variable's guard set: what follows runs once
-                acc.guards.add(addr)
+            guard = self.image.guard_name(addr)
+            if guard is not None:
+                acc.guard_checks.append((guard, ev.insn))
+                if ev.write:
+                    acc.guard = addr  # an inline variable's guard set: what follows runs once
+                    acc.guards.add(addr)
             return
+        if obj[1][:3] == "_ZZ":
+            acc.local_uses.append((ev.insn, obj[0], obj[1]))
         if ev.write:
             acc.construct(obj[0], False)
         else:

@@ -538,7 +538,7 @@ class _X86:
                 out.append(Call(target, None, _x86_args(st), True, insn[0]))
             st["cmp"] = cmp
         else:
-            out.append(Ret(st.get("rax")))
+            out.append(Ret(st.get("rax"), insn[0]))
 
     def _call(self, insn: tuple, plan: tuple, st: dict, out: list, start: int, end: int) -> bool:
         """A call, or a jmp out of the function (a tail call): records it and clobbers the caller-saved

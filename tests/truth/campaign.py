@@ -59,7 +59,7 @@ def figures(builds: list[dict]) -> dict:
     """The campaign's measures over some builds (each a check.Outcome's ``builds`` entry)."""
     t = {k: sum(b[k] for b in builds) for k in ("early", "found", "false_cleans", "entry_complete_misses",
                                                   "findings", "false_findings", "dtors_logged", "dtors_listed",
-                                                  "dtors_matched")}
+                                                  "dtors_matched", "entries", "complete_entries")}
     return {
         "builds": len(builds), "observed_early_reads": t["early"], "found": t["found"],
         "false_cleans": t["false_cleans"], "entry_complete_misses": t["entry_complete_misses"],
@@ -69,6 +69,7 @@ def figures(builds: list[dict]) -> dict:
         "dtors_logged": t["dtors_logged"], "dtors_listed": t["dtors_listed"],
         "dtors_recall": _ratio(t["dtors_matched"], t["dtors_logged"]),
         "dtors_precision": _ratio(t["dtors_matched"], t["dtors_listed"]),
+        "entries": t["entries"], "entries_complete": _ratio(t["complete_entries"], t["entries"]),
     }
 
 

@@ -85,6 +85,8 @@ class Outcome:
     dtors_logged: int = 0
     dtors_listed: int = 0
     dtors_matched: int = 0
+    entries: int = 0  # initializers analysed (not the toolchain's), and how many of them say complete
+    complete_entries: int = 0
     dtors_missed: list[dict] = field(default_factory=list)
     incomplete_misses: list[dict] = field(default_factory=list)  # missed reads in entries that say incomplete
     builds: list[dict] = field(default_factory=list)  # per build: its name and counts
@@ -217,11 +219,14 @@ _CAUSES = (  # the more specific phrases first: later notes name "another module
     ("its address is not in this file", "entry not in the file"),
     ("load-time value of writable pointer", "pointer global that may have changed"),
     ("before it first stores into", "object loaded before its initializer stores into it"),
+    ("that a later initializer stores into too", "plain stores by it and by a later initializer"),
+    ("no check of their guard", "function-local static used past its guard"),
 )
 _FILE_CAUSES = (
     ("no .symtab (stripped)", "stripped file"),
     ("LTO-merged initializer", "LTO-merged initializer"),
     ("not seen whole", "work budget"),
+    ("ifunc resolver", "ifunc resolver"),
     ("loops were cut short", "loop cut short"),
     ("DT_INIT function", "DT_INIT function not analysed"),
 )
@@ -313,10 +318,14 @@ def check(prog: Program, built: Built, stdout: str, logs: dict[str, list[tuple[s
                 _judge_read(prog, mod, cid, oid, where, out)
         _judge_findings(prog, mod, ev, where, out)
         _judge_dtors(mod, logs[module], where, out)
+        analysed = [e for e in mod.doc["init"] if e.get("analysis")]
+        out.entries += len(analysed)
+        out.complete_entries += sum(bool(e["analysis"]["complete"]) for e in analysed)
     out.builds.append({"seed": prog.seed, "variant": built.variant.name, "early": out.early, "found": out.found,
                        "false_cleans": len(out.false_cleans),
                        "entry_complete_misses": len(out.entry_complete_misses), "findings": out.findings,
                        "false_findings": len(out.false_findings),
                        "dtors_logged": out.dtors_logged, "dtors_listed": out.dtors_listed,
-                       "dtors_matched": out.dtors_matched})
+                       "dtors_matched": out.dtors_matched, "entries": out.entries,
+                       "complete_entries": out.complete_entries})
     return out
