@@ -413,7 +413,8 @@ def _guard_notes(e: dict[str, Any], unseen_guard: list[str], skipped: list[str],
     if skipped:
         notes.append(f"initializer {e['index']} ({e['symbol']}): uses function-local static(s) on a path that "
                      "passes no check of their guard (a goto or case label past the declaration: perhaps "
-                     "unbuilt): " + ", ".join(skipped[:3]))
+                     "unbuilt; or past a call of another module's function that never returns, not known as "
+                     "one here): " + ", ".join(skipped[:3]))
     return bool(unseen_guard or skipped)
 
 

@@ -15,6 +15,7 @@ from typing import Callable
 
 from elfpatch.elf.symbols import guard_variable
 from elfpatch.inits.disasm import Decoded
+from elfpatch.inits.isa import imm
 
 
 def static_base(name: str) -> str:
@@ -30,10 +31,24 @@ def guarded_static(name: str, guarded: Callable[[str], bool]) -> str | None:
     return guard_variable(base) if name.startswith("_ZZ") and guarded(base) else None
 
 
-def checked_at(dec: Decoded, checks: dict[str, list[int]]) -> Callable[[str, int, bool], bool]:
+def calls(dec: Decoded) -> dict[int, int]:
+    """Direct call instructions (address -> target) of a function, for the caller to say which never return."""
+    out = {}
+    for a, _size, mnem, op in dec.insns:
+        if mnem in ("call", "bl"):
+            target = imm(op.lstrip("#"))
+            if target is not None:
+                out[a] = target
+    return out
+
+
+def checked_at(dec: Decoded, checks: dict[str, list[int]],
+               ends: frozenset[int] = frozenset()) -> Callable[[str, int, bool], bool]:
     """A predicate on (guard, instruction address, inclusive): whether every path from the function's entry
     to that instruction passes one of ``checks[guard]`` (instruction addresses) before it (or at it, when
-    ``inclusive``: a tail call of a function that checks it). An instruction the blocks do not hold is not."""
+    ``inclusive``: a tail call of a function that checks it). An instruction the blocks do not hold is not.
+    ``ends``: call instructions that never return (a function of this file that throws: the code after it is
+    not where the call goes on)."""
     index = {insn[0]: i for i, insn in enumerate(dec.insns)}
     block_of: dict[int, int] = {}
     for b, (first, last) in enumerate(dec.blocks):
@@ -42,7 +57,7 @@ def checked_at(dec: Decoded, checks: dict[str, list[int]]) -> Callable[[str, int
     live = _live(dec)
     preds: dict[int, list[int]] = {}
     for b, edges in dec.succs.items():
-        if b in live:
+        if b in live and dec.insns[dec.blocks[b][1]][0] not in ends:
             for s, _taken in edges:
                 preds.setdefault(s, []).append(b)
     into: dict[str, list[bool]] = {}

@@ -18,7 +18,7 @@ from elfpatch.inits.disasm import Disassembler
 from elfpatch.inits.events import Access, Call, Deref, Once, Ret, Stash
 from elfpatch.inits.image import Image
 from elfpatch.inits.isa import no_result
-from elfpatch.inits.localstatic import checked_at, guarded_static
+from elfpatch.inits.localstatic import calls, checked_at, guarded_static
 from elfpatch.inits.tlsonce import OnceRuns, once_blocks, once_key
 from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
 
@@ -230,8 +230,8 @@ class _Acc:
         self.indirect = self.depth_limited = self.unresolved = self.unproven = self.strange = self.repeated = 0
         self.height = 0
         self.local_uses: list[tuple[int, int, str]] = []  # (instruction, object, name): function-local statics
-        self.guard_checks: list[tuple[str, int]] = []  # (guard, instruction): touched, or checked by a callee
-        self.exits: list[int] = []  # return and tail-call instructions
+        self.guard_checks: list[tuple[str, int]] = []  # (guard, call instruction): a callee checks it
+        self.touches_guard = False  # some instruction touches a guard variable
         self.unguarded: set[int] = set()
         self.checked: set[str] = set()
         self.unproven_at: list = []
@@ -347,6 +347,8 @@ class Walker:
         self._kept: dict[int, frozenset] = {}
         self._ifunc: set[int] = set()  # PLT stubs through an R_*_IRELATIVE slot (callee() finds them)
         self._interposed: dict[int, str] = {}  # PLT stubs through a slot of an own interposable name
+        self._checked_getters: dict[int, frozenset[str]] = {}  # getter -> the guards it checks (_getter_checks)
+        self._never: dict[int, bool] = {}  # call target -> whether it never returns (_never_returns)
         self._once_fn: dict[int, bool] = {}  # function -> whether it is a thread_local's initialization
         # whether a function surely ran a thread_local's initialization
         self.once_runs = OnceRuns(dis, image, lambda target: self.callee(target)[0])
@@ -562,7 +564,8 @@ class Walker:
 
     def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
         acc = _Acc(addr)
-        for ev in self._events(addr, end, args):
+        events = self._events(addr, end, args)
+        for ev in events:
             kind = type(ev)  # the event types are final (NamedTuples): no isinstance chain per event
             if kind is Access:
                 self._access(ev, acc)
@@ -576,34 +579,93 @@ class Walker:
                 acc.region = ev.key
             elif kind is Ret:
                 self._returned_static(ev, acc)
-        if acc.local_uses or acc.guard_checks:
-            self._guards_checked(addr, end, acc)
+        if acc.local_uses or acc.guard_checks or acc.touches_guard:
+            self._guards_checked(addr, end, events, acc)
         return acc.summary()
 
     def _returned_static(self, ev: Ret, acc: _Acc) -> None:
-        """A return (an exit); of a function-local static's address, a use of it (its caller reads it)."""
-        acc.exits.append(ev.insn)
+        """A return of a function-local static's address: a use of it (its caller reads it)."""
         a = address_of(ev.value)
         obj = self.image.object_at(a) if a is not None else None
         if obj is not None and obj[1].startswith("_ZZ"):
             acc.local_uses.append((ev.insn, obj[0], obj[1]))
 
-    def _guards_checked(self, addr: int, end: int, acc: _Acc) -> None:
+    def _guards_checked(self, addr: int, end: int, events: list, acc: _Acc) -> None:
         """The function-local statics this function uses on a path that passes no check of their guard, and
         the guards it checks on every path to its return (inits.localstatic); only statics with a guard
-        (dynamic initialization) count."""
-        image = self.image
+        (dynamic initialization) count. A check is an instruction touching the guard, or a call of a function
+        that checks it on every path to its return (``acc.guard_checks``)."""
         uses = [(at, o, g) for at, o, name in acc.local_uses
-                if (g := guarded_static(name, image.guarded)) is not None]
-        if not uses and not acc.guard_checks:
-            return
-        checks: dict[str, list[int]] = {}
+                if (g := guarded_static(name, self.image.guarded)) is not None]
+        checks, exits = self._touches(events)
         for g, at in acc.guard_checks:
             checks.setdefault(g, []).append(at)
-        checked = checked_at(self.dis.decode(addr, end), checks)
+        dec = self.dis.decode(addr, end)
+        checked = checked_at(dec, checks)
+        if any(not checked(g, at, False) for at, _o, g in uses):  # again, knowing which calls never return
+            ends = frozenset(a for a, target in calls(dec).items() if self._never_returns(target))
+            checked = checked_at(dec, checks, ends) if ends else checked
         acc.unguarded.update(o for at, o, g in uses if not checked(g, at, False))
-        if acc.exits:
-            acc.checked.update(g for g in checks if all(checked(g, x, True) for x in acc.exits))
+        if exits:
+            acc.checked.update(g for g in checks if all(checked(g, x, True) for x in exits))
+
+    def _touches(self, events: list) -> tuple[dict[str, list[int]], list[int]]:
+        """The instructions of a function's events that touch a guard variable (a load or store of it, its
+        address passed to a call), by guard name; and its exits (returns, tail calls)."""
+        image = self.image
+        checks: dict[str, list[int]] = {}
+        exits: list[int] = []
+        for ev in events:
+            kind = type(ev)
+            if kind is Access:
+                touched = [(address_of(ev.address), ev.insn)]
+            elif kind is Call:
+                touched = [(address_of(v), ev.at) for v in ev.args]
+                if ev.tail:
+                    exits.append(ev.at)
+            elif kind is Ret:
+                exits.append(ev.insn)
+                continue
+            else:
+                continue
+            for a, at in touched:
+                g = image.guard_name(a) if a is not None and image.object_at(a) is None else None
+                if g is not None:
+                    checks.setdefault(g, []).append(at)
+        return checks, exits
+
+    def _never_returns(self, target: int) -> bool:
+        """Whether a call of ``target`` never returns: by name (NO_RETURN), or a small function of this file
+        (through its PLT stub too) whose whole sweep has no return and no tail call (``[[noreturn]]`` helpers
+        that throw: c10's torchInternalAssertFail)."""
+        if self.no_return(target):
+            return True
+        hit = self._never.get(target)
+        if hit is None:
+            where = self.callee(target)[0]
+            end = self.image.function_end(where) if where is not None else 0
+            hit = False
+            if where is not None and self.image.function_start(where) and end - where <= MAX_GETTER:
+                events = self._events(where, end, ())
+                hit = bool(events) and where not in self.dis.budget.cut and not any(
+                    type(ev) is Ret or (type(ev) is Call and ev.tail) for ev in events)
+            self._never[target] = hit
+        return hit
+
+    def _getter_checks(self, where: int) -> frozenset[str]:
+        """The guards a getter (a function whose every return gives a function-local static's address) checks on
+        every path to its return, from its own code (its sweep with no argument known, as _returned made it)."""
+        hit = self._checked_getters.get(where)
+        if hit is None:
+            events = self._sweeps.get((where, ()), [])
+            checks, exits = self._touches(events)
+            hit = frozenset()
+            if checks and exits:
+                checked = checked_at(self.dis.decode(where, self.image.function_end(where)), checks)
+                hit = frozenset(g for g in checks if all(checked(g, x, True) for x in exits))
+            self._checked_getters[where] = hit
+        return hit
+
     def _events(self, addr: int, end: int, args: tuple) -> list:
         """The function's events for these arguments: one sweep, whatever the depth it is reached at (shared
         with the getter check)."""
@@ -630,12 +692,11 @@ class Walker:
             self._written(ev.base, ev.write, acc)
 
     def _call(self, ev: Call, acc: _Acc, depth: int, stack: frozenset) -> None:
-        if ev.tail:
-            acc.exits.append(ev.at)
         target = self._call_target(ev, acc)
         if target is None:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
             return
+        self._getter_call(ev, target, acc)
         if isinstance(target, int) and target in self._interposed:
             acc.interposed.add(self._interposed[target])
         where, name = self._entered(ev, *self.named(target), stack)
@@ -660,6 +721,17 @@ class Walker:
             return
         self._followed(ev, where, name, acc, depth, stack)
 
+    def _getter_call(self, ev: Call, target: int | str, acc: _Acc) -> None:
+        """A call of a getter that returns a function-local static's address (its caller may read it through
+        the result, the call not followed past --depth): the guards it checks are checked at the call."""
+        where = self.callee(target)[0] if isinstance(target, int) else None
+        if where is None:
+            return
+        a = address_of(self._returns.get(where))  # result() asked it during the sweep
+        obj = self.image.object_at(a) if a is not None else None
+        if obj is not None and obj[1].startswith("_ZZ"):
+            acc.guard_checks.extend((g, ev.at) for g in self._getter_checks(where))
+
     def _guard_call(self, ev: Call, acquire: bool, acc: _Acc) -> None:
         """``__cxa_guard_acquire(&g)`` (what follows runs once, under g) or its release."""
         acc.acquired = acquire
@@ -667,9 +739,7 @@ class Walker:
         if guard is not None:
             acc.guard = guard
             acc.guards.add(guard)
-            named = self.image.guard_name(guard)
-            if named is not None:
-                acc.guard_checks.append((named, ev.at))
+            acc.touches_guard = True
 
     def _followed(self, ev: Call, where: int, name: str | None, acc: _Acc, depth: int, stack: frozenset) -> None:
         """Follows a call into this file's function ``where`` (within the depth) and merges what it does."""
@@ -679,6 +749,10 @@ class Walker:
             return
         acc.height = max(acc.height, sub.height + (not self._costs_nothing(where, name, stack)))
         acc.guard_checks.extend((g, ev.at) for g in sub.checked)
+        for o in sub.unguarded:  # unchecked on a path from the callee's entry: a use at the call, here
+            obj = self.image.object_at(o)
+            if obj is not None:
+                acc.local_uses.append((ev.at, o, obj[1]))
         stored = set(acc.call_stores)
         self._merge(sub, where, ev.args, acc, ev.looped)
         if is_constructor_clone(name):
@@ -805,7 +879,6 @@ class Walker:
         acc.this_builds |= sub.this_builds
         acc.this_loads |= sub.this_loads
         acc.interposed |= sub.interposed
-        acc.unguarded |= sub.unguarded
         self._merge_stashes(sub, args, acc)
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads)
@@ -949,9 +1022,8 @@ class Walker:
             if own is not None:  # a load of a GOT slot or data word holding this file's own exported name
                 acc.interposed.add(own)
         if obj is None:
-            guard = self.image.guard_name(addr)
-            if guard is not None:
-                acc.guard_checks.append((guard, ev.insn))
+            if self.image.guard_name(addr) is not None:
+                acc.touches_guard = True
                 if ev.write:
                     acc.guard = addr  # an inline variable's guard set: what follows runs once
                     acc.guards.add(addr)
