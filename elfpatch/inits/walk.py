@@ -740,14 +740,15 @@ class Walker:
 
     def _passed_call(self, ev: Call, n: int, count: int, acc: _Acc, depth: int, stack: frozenset) -> None:
         """The callee calls what this call passed in argument register ``n`` (``count`` times, counted as
-        indirect calls): a function of this file is followed as called here, one level deeper (no longer
-        indirect); the caller's own argument, handed on, is its caller's to resolve."""
+        indirect calls): a function of this file is followed as if called here (no longer indirect; the
+        depth it costs counted as such a call's, so a summary's height stays exact); the caller's own
+        argument, handed on, is its caller's to resolve."""
         v = ev.args[n] if n < len(ev.args) else None
         if isinstance(v, Ptr) and v.kind == "arg":
             acc.arg_calls[v.n] = acc.arg_calls.get(v.n, 0) + count
-        elif isinstance(v, int) and self.image.function_start(v) and depth > 0:
+        elif isinstance(v, int) and self.image.function_start(v):
             before = acc.indirect
-            self._call(Call(v, None, (), False, ev.at, ev.looped), acc, depth - 1, stack)
+            self._call(Call(v, None, (), False, ev.at, ev.looped), acc, depth, stack)
             if acc.indirect == before:  # followed (or known to be no call to follow)
                 acc.indirect -= count
 
