@@ -553,18 +553,21 @@ class Walker:
         reads, decoded whole. A summary that could
         not follow a recursive call (its function still on the stack) is never final: the skipped call counts
         as unproven (``cut`` names it), so every entry that reuses it is incomplete."""
-        key = (addr, args)  # an argument Within an object and its exact start are two walks
-        kept = self._memo.get(key)
-        for d, hit in kept or ():  # the same depth; or one the depth cut nothing of, deep enough
-            if d == depth or (hit.depth_limited == 0 and hit.height <= depth):
-                return hit
+        hit = self._kept_walk(addr, args, depth)
+        if hit is not None:
+            return hit
         out = self._exact(addr, self.image.function_end(addr), args, depth, stack | {addr})
         self.dis.budget.kept += len(out.reads) + len(out.touched)
-        if kept is None:
-            self._memo[key] = [(depth, out)]
-        else:
-            kept.append((depth, out))
+        self._memo.setdefault((addr, args), []).append((depth, out))  # Within an object and its start: two
         return out
+
+    def _kept_walk(self, addr: int, args: tuple, depth: int) -> Summary | None:
+        """A kept walk that stands for one at ``depth``: made at that depth, or one the depth cut nothing of
+        whose calls go no deeper (None: none)."""
+        for d, kept in self._memo.get((addr, args), ()):
+            if d == depth or (kept.depth_limited == 0 and kept.height <= depth):
+                return kept
+        return None
 
     def _exact(self, addr: int, end: int, args: tuple, depth: int, stack: frozenset) -> Summary:
         acc = _Acc(addr)
@@ -1156,18 +1159,13 @@ class Walker:
         passed = tuple(None if isinstance(v, Ptr) and v.kind == "arg" else v for v in args) if given else ()
         args, depth = self._capped(where, passed), depth if helper else depth - 1
         budget = self.dis.budget
-        if budget.kept >= budget.entries and not self._walked(where, args, depth):
+        if budget.kept >= budget.entries and self._kept_walk(where, args, depth) is None:
             shallow = max(DEFAULT_DEPTH - len(stack), 0)  # as deep below the initializer as --depth 3 goes
             if depth > shallow:
                 budget.cut_short(where, f"the file's budget of summary entries was spent: walked at most "
                                         f"{DEFAULT_DEPTH} calls deep")
                 depth = shallow
         return self.walk(where, args, depth, stack)
-
-    def _walked(self, addr: int, args: tuple, depth: int) -> bool:
-        """Whether walk() would answer from what it keeps (no new walk)."""
-        return any(d == depth or (s.depth_limited == 0 and s.height <= depth)
-                   for d, s in self._memo.get((addr, args), ()))
 
     def _unnamed_callee(self, where: int, name: str | None, stack: frozenset) -> bool:
         """In a stripped file a unit's helpers have no name: a function that is not exported and that the
