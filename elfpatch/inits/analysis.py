@@ -23,7 +23,7 @@ from elfpatch.inits.image import Image
 from elfpatch.inits.resolvers import resolver_notes, resolver_stores
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
 from elfpatch.inits.unnamed import unnamed_built
-from elfpatch.inits.values import address_of, held_by
+from elfpatch.inits.values import Ptr, address_of, held_by
 from elfpatch.inits.walk import UNKNOWN_STORE, Registration, Summary, Walker, returned_by
 
 # GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file, and the
@@ -324,6 +324,9 @@ def _registrations(image: Image | None, entries: list[dict], summaries: list) ->
             continue
         for r in s.registrations:
             assert isinstance(r, Registration)
+            if isinstance(r.dtor, Ptr) or isinstance(r.obj, Ptr):  # the initializer's own argument: not known
+                r = r._replace(dtor=None if isinstance(r.dtor, Ptr) else r.dtor,
+                               obj=None if isinstance(r.obj, Ptr) else r.obj)
             key = _registration_key(r, e["index"], guarded)
             if key in once:
                 continue

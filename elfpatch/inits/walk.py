@@ -318,6 +318,26 @@ class _Acc:
                        self.height, frozenset(self.unguarded), frozenset(self.checked), self.arg_calls)
 
 
+def _registered(v: Value | None) -> Value | None:
+    """What a registration's destructor or object is reported as: an address or another module's name; the
+    walked function's own argument (Ptr "arg", for its caller to bind); None where not known."""
+    if isinstance(v, Ptr):
+        return v if v.kind == "arg" else None
+    return None if returned_by(v) or held_by(v) is not None else v
+
+
+def _passed(v: Value | None) -> bool:
+    return isinstance(v, Ptr) and v.kind == "arg"
+
+
+def _bound(v: Value | None, args: tuple) -> Value | None:
+    """A registered value in the caller's terms: what it passed for the callee's argument (``args``)."""
+    if not _passed(v):
+        return v
+    assert isinstance(v, Ptr)
+    return _registered(plain(args[v.n])) if v.n < len(args) else None
+
+
 def _first_via(sub: dict, where: int, acc: dict) -> None:
     """A callee's object -> path entries merged into its caller's, the caller's path first (made only for an
     object the caller has not met yet)."""
@@ -777,7 +797,7 @@ class Walker:
             if obj is not None:
                 acc.local_uses.append((ev.at, o, obj[1]))
         stored = set(acc.call_stores)
-        self._merge(sub, where, ev.args, acc, ev.looped)
+        self._merge(sub, where, ev.args, acc, ev.looped, ev.at)
         for n, count in sub.arg_calls.items():
             self._passed_call(ev, n, count, acc, depth, stack)
         if is_constructor_clone(name):
@@ -849,15 +869,23 @@ class Walker:
             return -1, None
         return inside, ""
 
-    def _merge_registrations(self, sub: Summary, where: int, acc: _Acc) -> None:
+    def _merge_registrations(self, sub: Summary, where: int, acc: _Acc, args: tuple, at: int) -> None:
         """The callee's registrations, under the guard this walk runs under; a thread_local's in an
-        initialization (inlined around the call, or the callee itself) known by it (see _once_site)."""
+        initialization (inlined around the call, or the callee itself) known by it (see _once_site); one that
+        registers what this call passed (``args``) registers this caller's value, its site this call (``at``)."""
         guard = acc.guard
         listed = acc.listed  # one site once: a call tree reaching it 2^k ways
         once = self._once_site(where, acc)
         ordinal = 0
         for r in sub.registrations:
             r = r if r.guard is not None or guard is None else r._replace(guard=guard)
+            if _passed(r.dtor) or _passed(r.obj):
+                dtor, obj = _bound(r.dtor, args), _bound(r.obj, args)
+                acc.unresolved -= dtor is not None and not isinstance(dtor, Ptr)  # resolved here
+                r = r._replace(dtor=dtor, obj=obj, site=acc.addr, at=at)
+                o = self.image.object_at(obj) if isinstance(obj, int) else None
+                if o is not None:
+                    acc.construct(o[0], True)
             if once is not None and r.kind == "thread_atexit":
                 r = r._replace(site=once, at=ordinal)  # the same in an inlined copy of the initialization
                 ordinal += 1
@@ -867,9 +895,9 @@ class Walker:
             elif r.guard is None and r.kind != "thread_atexit":
                 acc.repeated += 1  # reached again: it registers again
 
-    def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc, looped: bool = False) -> None:
+    def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc, looped: bool = False, at: int = -1) -> None:
         if sub.registrations:
-            self._merge_registrations(sub, where, acc)
+            self._merge_registrations(sub, where, acc, args, at)
             if looped:  # called in a loop: its registrations may run many times (but guarded ones)
                 acc.repeated += sum(1 for r in sub.registrations if r.guard is None and r.kind != "thread_atexit")
         touched = acc.touched
@@ -1093,10 +1121,9 @@ class Walker:
 
     def _register(self, kind: str, args: tuple, acc: _Acc, at: int) -> int:
         """Records a call to a registration function (SINKS); returns 1 when its destructor is not known."""
-        dtor, obj = plain(args[0]), plain(args[1] if kind != "atexit_c" else None)  # as reported: Within's start
-        dtor = dtor if not isinstance(dtor, Ptr) and not returned_by(dtor) and held_by(dtor) is None else None
-        obj = None if returned_by(obj) or held_by(obj) is not None else obj
-        obj = obj if not isinstance(obj, Ptr) else None
+        # as reported: Within's start; what the caller passed stays its argument (a registration wrapper's
+        # ``atexit(fn)``: each call of the wrapper registers its caller's fn, _merge_registrations binds it)
+        dtor, obj = _registered(plain(args[0])), _registered(plain(args[1] if kind != "atexit_c" else None))
         # a thread_local's destructor registered in an inlined initialization: one site, whichever unit runs it
         site, at = (acc.region, sum(1 for r in acc.regs if r.site == acc.region)) \
             if kind == "thread_atexit" and acc.region is not None else (acc.addr, at)
@@ -1107,7 +1134,7 @@ class Walker:
             o = self.image.object_at(obj)
             if o is not None:
                 acc.construct(o[0], True)  # the object whose destructor is registered was just built
-        return 1 if dtor is None else 0
+        return 1 if dtor is None or isinstance(dtor, Ptr) else 0
 
     def foreign_object(self, name: str) -> bool:
         """Whether ``name`` is a data object another module defines (an undefined STT_OBJECT symbol here)."""

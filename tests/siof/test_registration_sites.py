@@ -110,3 +110,32 @@ def test_the_listing_matches_what_the_run_registers(tmp_path: Path, program: str
     assert len(listed) == ran or not f["analysis_complete"], (ran, listed, f["analysis_notes"])
     if program == "loop":
         assert not f["analysis_complete"] and any("reached again" in n for n in f["analysis_notes"])
+
+
+@pytest.mark.parametrize("strip", [False, True])
+@pytest.mark.parametrize("depth", ["3", "5"])
+def test_a_wrapper_that_registers_its_callers_function_is_one_site_per_call(tmp_path: Path, siof_build: Path,
+                                                                             strip: bool, depth: str) -> None:
+    """HDF5's C++ library: a function calls ``atexit(f)`` for twelve functions, and (stripped) each call goes to
+    a local copy of libc's ``atexit`` stub, ``__cxa_atexit(fn, 0, __dso_handle)`` on its argument. The stub's
+    one site registered "a destructor not known"; each call of the stub registers its caller's function: one
+    entry per call, as the LD_PRELOAD shim logs them at dlopen."""
+    require_tool("g++", packages="g++")
+    fns = "".join(f"void bye{i}() {{}}\n" for i in range(4))
+    calls = "".join(f"  reg(bye{i});\n" for i in range(4))
+    (tmp_path / "lib.cpp").write_text(
+        '#include <stdlib.h>\n' + fns + '__attribute__((noinline)) static void reg(void (*fn)()) { atexit(fn); }\n'
+        "__attribute__((noinline)) void init_all() {\n" + calls + "}\nstatic int once = (init_all(), 1);\n")
+    lib = tmp_path / "libwrap.so"
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-o", str(lib), str(tmp_path / "lib.cpp")], check=True,
+                   capture_output=True)
+    if strip:
+        subprocess.run(["strip", str(lib)], check=True)
+    d = siof_build / "gcc-O2"
+    log = tmp_path / "shim.log"
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(d / "shim.so"), "SHIM_LOG": str(log), "SHIM_TARGET": lib.name}
+    subprocess.run([str(d / "dlopen_driver"), str(lib)], env=env, check=True, capture_output=True, timeout=60)
+    logged = sorted(int(line.split()[1], 16) for line in log.read_text().splitlines())
+    f = json.loads(run_main("inits", "--dtors", "--depth", depth, "--json", str(lib), check=True).stdout)["files"][0]
+    listed = sorted(r["dtor"]["address"] or 0 for r in f["exit_time_destructors"])
+    assert len(logged) == 4 and listed == logged
