@@ -152,9 +152,6 @@ class Summary(NamedTuple):
     # inits.localstatic): their reads are not proven safe
     unguarded: frozenset = frozenset()
     checked: frozenset = frozenset()  # guards (names) checked on every path to every return: a getter's
-    # calls through what the caller passed in an argument register (argument n -> how many; each counted in
-    # ``indirect``): the caller that knows the function it passed follows it (TorchLibraryInit's fn(lib_))
-    arg_calls: dict = {}
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -237,7 +234,6 @@ class _Acc:
         self.touches_guard = False  # some instruction touches a guard variable
         self.unguarded: set[int] = set()
         self.checked: set[str] = set()
-        self.arg_calls: dict[int, int] = {}
         self.unproven_at: list = []
         self.arg_derefs: dict[int, tuple] = {}
         self.touched: dict[int, tuple] = {}  # object -> (first touched by a load, via)
@@ -315,7 +311,7 @@ class _Acc:
                        frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
                        frozenset(self.arg_loads), frozenset(self.interposed), self.stashed_global,
                        frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated,
-                       self.height, frozenset(self.unguarded), frozenset(self.checked), self.arg_calls)
+                       self.height, frozenset(self.unguarded), frozenset(self.checked))
 
 
 def _registered(v: Value | None) -> Value | None:
@@ -722,8 +718,6 @@ class Walker:
         target = self._call_target(ev, acc)
         if target is None:
             acc.indirect += 1  # a register or slot whose value is not known here: not a call we can follow
-            if isinstance(ev.target, Ptr) and ev.target.kind == "arg":  # the caller may know it
-                acc.arg_calls[ev.target.n] = acc.arg_calls.get(ev.target.n, 0) + 1
             return
         self._getter_call(ev, target, acc)
         if isinstance(target, int) and target in self._interposed:
@@ -761,20 +755,6 @@ class Walker:
         if obj is not None and obj[1].startswith("_ZZ"):
             acc.guard_checks.extend((g, ev.at) for g in self._getter_checks(where))
 
-    def _passed_call(self, ev: Call, n: int, count: int, acc: _Acc, depth: int, stack: frozenset) -> None:
-        """The callee calls what this call passed in argument register ``n`` (``count`` times, counted as
-        indirect calls): a function of this file is followed as if called here (no longer indirect; the
-        depth it costs counted as such a call's, so a summary's height stays exact); the caller's own
-        argument, handed on, is its caller's to resolve."""
-        v = ev.args[n] if n < len(ev.args) else None
-        if isinstance(v, Ptr) and v.kind == "arg":
-            acc.arg_calls[v.n] = acc.arg_calls.get(v.n, 0) + count
-        elif isinstance(v, int) and self.image.function_start(v):
-            before = acc.indirect
-            self._call(Call(v, None, (), False, ev.at, ev.looped), acc, depth, stack)
-            if acc.indirect == before:  # followed (or known to be no call to follow)
-                acc.indirect -= count
-
     def _guard_call(self, ev: Call, acquire: bool, acc: _Acc) -> None:
         """``__cxa_guard_acquire(&g)`` (what follows runs once, under g) or its release."""
         acc.acquired = acquire
@@ -798,8 +778,6 @@ class Walker:
                 acc.local_uses.append((ev.at, o, obj[1]))
         stored = set(acc.call_stores)
         self._merge(sub, where, ev.args, acc, ev.looped, ev.at)
-        for n, count in sub.arg_calls.items():
-            self._passed_call(ev, n, count, acc, depth, stack)
         if is_constructor_clone(name):
             self._credit(sub, acc.call_stores - stored, acc)
         elif not name and self.image.stripped:
