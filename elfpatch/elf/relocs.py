@@ -34,6 +34,7 @@ from elfpatch.elf.const import (
     R_IRELATIVE,
     R_X86_64_COPY,
     SHN_UNDEF,
+    STV_DEFAULT,
 )
 from elfpatch.elf.file import ElfFile, Symbol, SymbolTable
 from elfpatch.errors import ElfPatchError, ParseError
@@ -196,6 +197,12 @@ class Relocator:
         except ElfPatchError:
             return None
         return sym if sym.st_shndx != SHN_UNDEF else None
+
+    def own_default_name(self, vaddr: int) -> str | None:
+        """The name of own_symbol(vaddr) when it has default visibility (the loader may bind the word to
+        another object's definition of it); None otherwise."""
+        sym = self.own_symbol(vaddr)
+        return sym.name if sym is not None and sym.st_other & 3 == STV_DEFAULT else None
 
     def word(self, vaddr: int) -> Target:
         """The relocated value of the word at link-time address ``vaddr``."""

@@ -10,17 +10,7 @@ and the analysis proves separately that nothing changed it before the load (see 
 """
 from __future__ import annotations
 
-from elfpatch.elf.const import (
-    ET_EXEC,
-    PT_GNU_RELRO,
-    PT_LOAD,
-    SHF_ALLOC,
-    SHF_EXECINSTR,
-    SHF_TLS,
-    SHF_WRITE,
-    SHT_NOBITS,
-    STV_DEFAULT,
-)
+from elfpatch.elf.const import ET_EXEC, PT_GNU_RELRO, PT_LOAD, SHF_ALLOC, SHF_EXECINSTR, SHF_TLS, SHF_WRITE, SHT_NOBITS
 from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import Relocator
 
@@ -70,8 +60,7 @@ class _Words:
         scope, which another object may hold; None for none."""
         if addr not in self._own:
             reloc = self._relocator(addr)
-            sym = reloc.own_symbol(addr) if reloc is not None else None
-            self._own[addr] = sym.name if sym is not None and sym.st_other & 3 == STV_DEFAULT else None
+            self._own[addr] = reloc.own_default_name(addr) if reloc is not None else None
         return self._own[addr]
 
     def _resolve(self, reloc: Relocator, addr: int) -> int | str | None:

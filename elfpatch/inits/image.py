@@ -33,7 +33,6 @@ from elfpatch.elf.const import (
     SHF_TLS,
     SHF_WRITE,
     SHT_NOBITS,
-    STV_DEFAULT,
 )
 from elfpatch.elf.file import ElfFile, Section, SymbolTable
 from elfpatch.elf.relocs import Relocator
@@ -427,8 +426,8 @@ class Image:
         if not self._interposable or self._reloc is None:
             return None
         if slot not in self._own:
-            sym = self._reloc.own_symbol(slot) if any(lo <= slot < hi for lo, hi in self.got_ranges) else None
-            self._own[slot] = sym.name if sym is not None and sym.st_other & 3 == STV_DEFAULT else None
+            self._own[slot] = self._reloc.own_default_name(slot) \
+                if any(lo <= slot < hi for lo, hi in self.got_ranges) else None
         return self._own[slot]
 
     def ifunc_slot(self, addr: int) -> bool:
