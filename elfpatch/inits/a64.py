@@ -12,7 +12,16 @@ from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
 from elfpatch.inits.jumptable import A64_TABLE_JUMP, TABLE_LOAD
-from elfpatch.inits.state import SLOTS, forget_slots, frame_handed, narrowed, overwrite, slot_clobbers, slot_key
+from elfpatch.inits.state import (
+    SLOTS,
+    forget_slots,
+    frame_handed,
+    frame_held,
+    narrowed,
+    overwrite,
+    slot_clobbers,
+    slot_key,
+)
 from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
@@ -154,7 +163,7 @@ class _A64:
         if target is None or (mnem == "b" and start <= target < end):
             return False
         args = tuple(st.get(r) for r in A64_ARGS)
-        out.append(Call(target, None, args, mnem == "b", addr))
+        out.append(Call(target, None, args, mnem == "b", addr, held=frame_held(st, args)))
         frame_handed(st, args)
         self._clobber(st)
         self._set(st, "x0", self.result(target, args))  # what the callee returns, when the walker knows it
@@ -166,7 +175,8 @@ class _A64:
         slot = st.get("slot:" + reg)
         args = tuple(st.get(r) for r in A64_ARGS)
         target = plain(st.get(reg))  # Within an object: a call to its start
-        out.append(Call(target, slot if isinstance(slot, int) else None, args, mnem.startswith("br"), addr))
+        out.append(Call(target, slot if isinstance(slot, int) else None, args, mnem.startswith("br"), addr,
+                        held=frame_held(st, args)))
         frame_handed(st, args)
         self._clobber(st)
         self._set(st, "x0", self.result(target, args))

@@ -20,6 +20,7 @@ class Call(NamedTuple):
     tail: bool
     at: int = -1  # the call instruction's address (one registration site is one call instruction)
     looped: bool = False  # the call lies in a loop: it may run many times (a registration in a loop)
+    held: tuple = ()  # addresses the frame's slots hold when the call is handed a pointer into the frame
 
 
 class Deref(NamedTuple):

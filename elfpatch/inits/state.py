@@ -130,6 +130,12 @@ def narrowed(value: Value | None, width: int | None) -> Value | None:
     return value & 0xFFFFFFFF if type(value) is int else None
 
 
+def frame_held(values: dict, args: tuple) -> tuple:
+    """The values the frame's slots hold when a call is handed a pointer into the frame: another module's
+    function may read the addresses among them (``writev``'s iovec, ``sendmsg``'s msghdr)."""
+    return tuple(v for k, v in values.items() if k.startswith(SLOTS) and v is not None) if FRAME in args else ()
+
+
 def frame_handed(values: dict, args: tuple) -> None:
     """A call handed a pointer into the frame (``pick(&p)``, ``memcpy(&p, ...)``): it may store into any of the
     frame's slots (which one the pointer names is not kept), so none keeps its value."""

@@ -27,6 +27,9 @@ SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": 
 GUARD_ACQUIRE, GUARD_RELEASE = "__cxa_guard_acquire", "__cxa_guard_release"
 # Calls that load an object and run its initializers (which may call back into this file): not followed.
 RUNS_INITIALIZERS = frozenset({"dlopen", "dlmopen", "__libc_dlopen_mode"})
+# exit() in an initializer runs the destructors and atexit functions registered so far, and the fini arrays,
+# before the objects later initializers build: what they read is not followed (quick_exit: at_quick_exit's)
+RUNS_EXIT_HANDLERS = frozenset({"exit", "quick_exit"})
 _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
                         r"|_GLOBAL__I_\d|__tls_init|^_ZTH")  # _ZTH<var>: a thread_local's init, __tls_init's alias
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
@@ -1005,8 +1008,8 @@ class Walker:
         # callable the caller stored in libstdc++'s TLS), and dlopen runs the opened object's initializers.
         known = [v for v in ev.args if v is not None]  # most argument registers are not known
         acc.indirect += sum(1 for v in known if self.handed_function(v))
-        if name in RUNS_INITIALIZERS:
-            acc.indirect += 1
+        if name in RUNS_INITIALIZERS or name in RUNS_EXIT_HANDLERS:
+            acc.indirect += 1  # code this walk does not follow runs now: initializers, or exit-time code
         # a callback or vptr stored where this call can reach it: in memory it is handed (the frame, the heap, an
         # object of this file whose address it gets) or anywhere another module can name
         if acc.stashed_global or (acc.stashed_local or acc.stashed_objects or acc.stash_args) and any(
@@ -1023,6 +1026,12 @@ class Walker:
                 acc.foreign_written.add(str(v))
         acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
                            and (o := self.image.object_start(a)))
+        for v in ev.held:  # this file's objects whose address sits in the frame it is handed: it may read them
+            a = address_of(v)
+            obj = self.image.object_at(a) if a is not None else None
+            if obj is not None:
+                acc.read(obj[0], (), False)
+                acc.escaped.add(obj[0])
 
     def _code(self, addr: int) -> bool:
         """Whether ``addr`` is code of this file (without section headers, whose executable segment may hold

@@ -13,7 +13,16 @@ from elfpatch.inits.isa import moved as _moved
 from elfpatch.inits.isa import moved_by as _moved_by
 from elfpatch.inits.isa import no_result as _no_result
 from elfpatch.inits.isa import put as _put
-from elfpatch.inits.state import SLOTS, forget_slots, frame_handed, narrowed, overwrite, slot_clobbers, slot_key
+from elfpatch.inits.state import (
+    SLOTS,
+    forget_slots,
+    frame_handed,
+    frame_held,
+    narrowed,
+    overwrite,
+    slot_clobbers,
+    slot_key,
+)
 from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
@@ -549,16 +558,17 @@ class _X86:
         if target is not None:  # an immediate
             if tail and start <= target < end:
                 return False
-            out.append(Call(target, None, args, tail, insn[0]))
+            out.append(Call(target, None, args, tail, insn[0], held=frame_held(st, args)))
         elif memory:
             at, exact = self._mem(terms, st, insn[0] + insn[1]) if terms is not None else (None, False)
             slot = at if exact and isinstance(at, int) else None  # a table's entry at an index not known: none
             word = _word_of(st, _based(terms)) if slot is None and terms is not None else None
-            out.append(Call(word, slot, args, tail, insn[0]))  # word: a function pointer another module's object holds
+            # word: a function pointer another module's object holds
+            out.append(Call(word, slot, args, tail, insn[0], held=frame_held(st, args)))
             target = self.got(slot) if isinstance(slot, int) else None
         elif not (tail and notrack):  # through a register: known when from the GOT
             target = plain(st.get(reg))  # Within an object: a call to its start
-            out.append(Call(target, None, args, tail, insn[0]))
+            out.append(Call(target, None, args, tail, insn[0], held=frame_held(st, args)))
         frame_handed(st, args)
         kept = self.kept(target) if isinstance(target, int) and not tail else None
         pop = st.pop

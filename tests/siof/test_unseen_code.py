@@ -360,3 +360,40 @@ def test_a_read_of_what_code_not_followed_may_build_is_not_proven(tmp_path: Path
     user = next(e for e in f["init"] if e["source"] == "user.cpp")
     found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
     assert "_Z7g_namesB5cxx11" in found or not user["analysis"]["complete"]
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_exit_in_an_initializer_runs_the_exit_time_code_registered_before(tmp_path: Path, opt: str) -> None:
+    """An earlier unit registers bye() (it reads g_obj); the next one calls exit(0) (a configuration check
+    failing): exit runs bye before later.cpp builds g_obj. The exiting entry said complete, the file too."""
+    require_tool("g++", packages="g++")
+    exe = _run_units(tmp_path, {
+        "obj.hpp": OBJ,
+        "reg.cpp": '#include "obj.hpp"\n#include <stdlib.h>\n'
+                   'static void bye() { printf("g_obj %d\\n", g_obj.built); }\nstatic int r = atexit(bye);\n',
+        "quit.cpp": '#include <stdlib.h>\nextern "C" volatile int k_seven;\n'
+                    "static int q = (k_seven ? (exit(0), 0) : 0);\nint main() {}\n",
+        "later.cpp": LATER}, opt, "g_obj 0\n")
+    f = _analysis(exe)
+    quit_entry = next(e for e in f["init"] if e["source"] == "quit.cpp")
+    assert not quit_entry["analysis"]["complete"] and not f["analysis_complete"]
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_an_address_in_the_frame_handed_to_another_module_is_read_by_it(tmp_path: Path, opt: str) -> None:
+    """writev(fd, &iov, 1) with iov.iov_base = &g_obj: the kernel reads g_obj through the frame's iovec. The
+    walk took a frame pointer handed on for a place the callee may store into, never read pointers from."""
+    require_tool("g++", packages="g++")
+    exe = _run_units(tmp_path, {
+        "obj.hpp": OBJ,
+        "user.cpp": '#include "obj.hpp"\n#include <sys/uio.h>\n#include <unistd.h>\n'
+                    "static int seen = [] { int p[2]; if (pipe(p)) return 1;\n"
+                    "  struct iovec iov = {&g_obj, sizeof(int)};\n"
+                    "  writev(p[1], &iov, 1); int v = -1; if (read(p[0], &v, sizeof v) < 0) return 1;\n"
+                    '  printf("g_obj %d\\n", v); return 0; }();\nint main() {}\n',
+        "later.cpp": LATER}, opt, "g_obj 0\n")
+    f = _analysis(exe)
+    entry = next(e for e in f["init"] if e["source"] == "user.cpp")
+    found = {x["object"]["symbol"] for x in f["findings"] if x["reader"]["source"] == "user.cpp"}
+    assert "g_obj" in found or not entry["analysis"]["complete"]
+    assert found or not f["analysis_complete"]
