@@ -89,6 +89,17 @@ def _disassembler(machine: int):
 
 
 
+def direct_calls(insns: list) -> dict[int, int]:
+    """The direct calls among decoded instructions: their index -> the address called."""
+    out = {}
+    for n, insn in enumerate(insns):
+        if insn[2] in ("call", "bl"):
+            target = _imm(insn[3].lstrip("#"))
+            if target is not None:
+                out[n] = target
+    return out
+
+
 def _table_jump(mnem: str) -> bool:
     """Whether an instruction is a jump table's jump (x86-64: `notrack jmp`; AArch64: a `br` read as one)."""
     return mnem.startswith("notrack j") or mnem == A64_TABLE_JUMP
@@ -359,9 +370,8 @@ class Disassembler:
         """A call of a function that never returns (``__cxa_throw``, ``std::__throw_length_error``, ``abort``)
         ends its block: the code after it in address order is another path's (often a landing pad that only
         the unwinder enters, after what the function built), not where the call goes on."""
-        for n in [n for n, insn in enumerate(insns) if insn[2] in ("call", "bl")]:
-            target = _imm(insns[n][3].lstrip("#"))
-            if target is not None and self.noreturn(target):
+        for n, target in direct_calls(insns).items():
+            if self.noreturn(target):
                 kinds[n] = ("end", None)
 
     def _cases(self, insns: list, index: dict[int, int], flows: list[int]) -> dict[int, list[int]] | None:

@@ -11,11 +11,11 @@ path to its return (a getter GCC's IPA lets its caller read through: ``call get;
 must-analysis over the function's decoded blocks decides both."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Callable
 
 from elfpatch.elf.symbols import guard_variable
 from elfpatch.inits.disasm import Decoded
-from elfpatch.inits.isa import imm
 
 
 def static_base(name: str) -> str:
@@ -29,17 +29,6 @@ def guarded_static(name: str, guarded: Callable[[str], bool]) -> str | None:
     static with constant initialization, which has no guard and is never unbuilt)."""
     base = static_base(name)
     return guard_variable(base) if name.startswith("_ZZ") and guarded(base) else None
-
-
-def calls(dec: Decoded) -> dict[int, int]:
-    """Direct call instructions (address -> target) of a function, for the caller to say which never return."""
-    out = {}
-    for a, _size, mnem, op in dec.insns:
-        if mnem in ("call", "bl"):
-            target = imm(op.lstrip("#"))
-            if target is not None:
-                out[a] = target
-    return out
 
 
 def checked_at(dec: Decoded, checks: dict[str, list[int]],
@@ -75,6 +64,11 @@ def checked_at(dec: Decoded, checks: dict[str, list[int]],
         return into[guard][b] or any(first <= j < i or (inclusive and j == i) for j in here)
 
     return checked
+
+
+def checked_on_exit(checked: Callable[[str, int, bool], bool], guards: Iterable[str], exits: list[int]) -> set[str]:
+    """Those of ``guards`` that every path to every exit (return, tail call) checks (a getter's)."""
+    return {g for g in guards if all(checked(g, x, True) for x in exits)} if exits else set()
 
 
 def _live(dec: Decoded) -> set[int]:

@@ -14,11 +14,11 @@ from typing import Callable, NamedTuple
 
 from elfpatch.elf.const import STT_OBJECT
 from elfpatch.inits.budget import ARG_TUPLES, DEFAULT_DEPTH
-from elfpatch.inits.disasm import Disassembler
+from elfpatch.inits.disasm import Disassembler, direct_calls
 from elfpatch.inits.events import Access, Call, Deref, Once, Ret, Stash
 from elfpatch.inits.image import Image
 from elfpatch.inits.isa import no_result
-from elfpatch.inits.localstatic import calls, checked_at, guarded_static
+from elfpatch.inits.localstatic import checked_at, checked_on_exit, guarded_static
 from elfpatch.inits.tlsonce import OnceRuns, once_blocks, once_key
 from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
 
@@ -629,11 +629,11 @@ class Walker:
         dec = self.dis.decode(addr, end)
         checked = checked_at(dec, checks)
         if any(not checked(g, at, False) for at, _o, g in uses):  # again, knowing which calls never return
-            ends = frozenset(a for a, target in calls(dec).items() if self._never_returns(target))
+            ends = frozenset(dec.insns[n][0] for n, target in direct_calls(dec.insns).items()
+                             if self._never_returns(target))
             checked = checked_at(dec, checks, ends) if ends else checked
         acc.unguarded.update(o for at, o, g in uses if not checked(g, at, False))
-        if exits:
-            acc.checked.update(g for g in checks if all(checked(g, x, True) for x in exits))
+        acc.checked.update(checked_on_exit(checked, checks, exits))
 
     def _touches(self, events: list) -> tuple[dict[str, list[int]], list[int]]:
         """The instructions of a function's events that touch a guard variable (a load or store of it, its
@@ -688,7 +688,7 @@ class Walker:
             hit = frozenset()
             if checks and exits:
                 checked = checked_at(self.dis.decode(where, self.image.function_end(where)), checks)
-                hit = frozenset(g for g in checks if all(checked(g, x, True) for x in exits))
+                hit = frozenset(checked_on_exit(checked, checks, exits))
             self._checked_getters[where] = hit
         return hit
 
