@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from elfpatch.inits.events import Access, Call, Deref, Ret, Stash
+from elfpatch.inits.events import Access, Call, Deref, Ret, Stash, Trap
 from elfpatch.inits.isa import decides as _decides
 from elfpatch.inits.isa import imm as _imm
 from elfpatch.inits.isa import moved as _moved
@@ -32,6 +32,8 @@ A64_CLOBBER = tuple(f"x{i}" for i in range(19)) + ("x30",)
 _A64_MEM = re.compile(r"\[(\w+)(?:, #(-?(?:0x[0-9a-f]+|\d+))|, ([wx]\d+)[^\]]*)?\](!?)(?:, #(-?(?:0x[0-9a-f]+|\d+)))?")
 _A64_COND = ("b.", "cbz", "cbnz", "tbz", "tbnz")
 _A64_INDIRECT = ("blr", "br", "blraa", "braa", "blraaz", "braaz")
+# Instructions that raise a signal (a breakpoint, an undefined instruction) or enter the kernel, which may send one.
+A64_TRAPS = frozenset({"brk", "udf", "hlt", "svc", "hvc", "smc"})
 _A64_QUIET = ("nop", "hint", "bti", "paciasp", "autiasp", "pacibsp", "autibsp", "prfm", "dmb", "dsb", "isb")
 
 
@@ -152,8 +154,11 @@ class _A64:
             pass  # control flow to the cases, no call
         elif mnem in _A64_INDIRECT:
             self._indirect(addr, mnem, op, st, out)
+        elif mnem in A64_TRAPS:
+            out.append(Trap(addr))
+            self._set(st, "x0", None)  # a system call's result
         else:
-            return mnem.startswith(_A64_COND) or mnem in ("brk", "udf") or mnem in _A64_QUIET
+            return mnem.startswith(_A64_COND) or mnem in _A64_QUIET
         return True
 
     def _call(self, addr: int, mnem: str, op: str, st: dict, out: list, start: int, end: int) -> bool:

@@ -81,10 +81,12 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
     changed = [names + _loaded_then_stored(image, s)
                for names, s in zip(_initial_changed(image, summaries, constructors(summaries)), summaries)]
+    called_back = _called_back(entries, summaries) if image is not None else []
     if siof:
         notes += _siof(image, walker, entries, summaries, listing, lto, changed)
-        for e, _n in unbound:
+        for e, _n in unbound + called_back:
             e["analysis"]["complete"] = False
+    notes += [n for _e, n in called_back]
     unsettled = _walks_done(image, walker, entries, notes)
     complete = supported and not notes and not (image and image.stripped) and not lto and not unsettled \
         and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 and s.repeated == 0
@@ -557,6 +559,24 @@ def _loaded_then_stored(image: Image | None, s: Summary | None) -> list[str]:
         return []
     return ["loaded before stored: " + (image.symbol_at(o) or f"{o:#x}")
             for o, (load, _via) in s.touched.items() if load and s.constructs.get(o) is False]
+
+
+def _called_back(entries: list[dict], summaries: list) -> list[tuple[dict[str, Any], str]]:
+    """The entries that call into another module, or trap, after an earlier one left a callback or vptr of
+    this file with another module (a signal or atfork handler, a printf specifier, a registry's entry: see
+    Summary.hands_on), with their notes: the other module may call it there, code this file's walk does not
+    follow. An entry not walked may have left one."""
+    out = []
+    left: dict[str, Any] | None = None
+    for e, s in zip(entries, summaries):
+        if left is not None and (s is None or s.calls_out or s.traps):
+            how = "calls into another module" if s is None or s.calls_out else "traps (a signal may be raised)"
+            out.append((e, f"initializer {e['index']} ({e['symbol']}): {how} after initializer {left['index']} "
+                           f"({left['symbol']}) left a callback with another module, which may call it there: "
+                           "not followed"))
+        if left is None and (s is None or s.hands_on):
+            left = e
+    return out
 
 
 def _changed_note(e: dict[str, Any], names: list[str]) -> list[str]:

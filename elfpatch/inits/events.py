@@ -1,5 +1,5 @@
 """What a sweep of one function yields, in code order (see disasm.py): global accesses, calls, loads and stores
-through pointers not resolved, returns."""
+through pointers not resolved, returns, traps."""
 from __future__ import annotations
 
 from typing import NamedTuple, Union
@@ -48,6 +48,13 @@ class Stash(NamedTuple):
     dest: object
 
 
+class Trap(NamedTuple):
+    """An instruction that raises a signal or enters the kernel (``ud2``, ``int3``, ``syscall``; AArch64's
+    ``brk``, ``udf``, ``svc``): a signal handler another initializer installed may run here."""
+
+    insn: int
+
+
 class Once(NamedTuple):
     """The events that follow, up to the next Once, lie in blocks only the first run of an inlined
     ``thread_local`` initialization reaches (``key``: inits.tlsonce.once_key of its guard byte), or in none
@@ -57,4 +64,4 @@ class Once(NamedTuple):
 
 
 # Events a sweep yields, in code order.
-Event = Union[Access, Call, Deref, Ret, Stash, Once]
+Event = Union[Access, Call, Deref, Ret, Stash, Once, Trap]

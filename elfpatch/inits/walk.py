@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 from elfpatch.elf.const import STT_OBJECT
 from elfpatch.inits.budget import ARG_TUPLES, DEFAULT_DEPTH
 from elfpatch.inits.disasm import Disassembler, direct_calls
-from elfpatch.inits.events import Access, Call, Deref, Once, Ret, Stash
+from elfpatch.inits.events import Access, Call, Deref, Once, Ret, Stash, Trap
 from elfpatch.inits.image import Image
 from elfpatch.inits.isa import no_result
 from elfpatch.inits.localstatic import checked_at, checked_on_exit, guarded_static
@@ -30,6 +30,12 @@ RUNS_INITIALIZERS = frozenset({"dlopen", "dlmopen", "__libc_dlopen_mode"})
 # exit() in an initializer runs the destructors and atexit functions registered so far, and the fini arrays,
 # before the objects later initializers build: what they read is not followed (quick_exit: at_quick_exit's)
 RUNS_EXIT_HANDLERS = frozenset({"exit", "quick_exit"})
+# Functions that call the callbacks they are handed only while they run (a comparator, a once routine, a
+# visitor), and keep none: the callback is an indirect call of that call alone (Summary.hands_on).
+CALLS_BACK_WHILE_RUNNING = frozenset({
+    "qsort", "qsort_r", "bsearch", "lfind", "lsearch", "tsearch", "tfind", "tdelete", "twalk", "twalk_r",
+    "pthread_once", "dl_iterate_phdr", "ftw", "ftw64", "nftw", "nftw64", "scandir", "scandir64", "glob",
+    "glob64"})
 _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
                         r"|_GLOBAL__I_\d|__tls_init|^_ZTH")  # _ZTH<var>: a thread_local's init, __tls_init's alias
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
@@ -155,6 +161,13 @@ class Summary(NamedTuple):
     # inits.localstatic): their reads are not proven safe
     unguarded: frozenset = frozenset()
     checked: frozenset = frozenset()  # guards (names) checked on every path to every return: a getter's
+    # a callback or vptr of this file left where another module keeps it (handed to its function, stored in its
+    # object or an exported one): any later call into another module, or a signal, may run it (analysis._called_back)
+    hands_on: bool = False
+    traps: bool = False  # it (or a function it follows) executes a Trap: a signal handler may run there
+    # argument registers it hands on, as they came, to another module's function -> whether that one may keep
+    # them (a wrapper's: libc_nonshared's pthread_atfork passes its handlers to __register_atfork)
+    passes_on: dict = {}
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -266,6 +279,10 @@ class _Acc:
         self.stash_args: set[int] = set()
         self.stashed_objects: set[int] = set()
         self.calls_out = False
+        self.hands_on = False  # see Summary.hands_on
+        self.passes_on: dict[int, bool] = {}
+        self.stashed_frame = False  # a callback or vptr stored in this function's own frame
+        self.traps = False
         self.region: int | None = None  # the inlined thread_local initialization what follows lies in (Once)
 
     def read(self, o: int, via: tuple, load: bool) -> None:
@@ -314,7 +331,11 @@ class _Acc:
                        frozenset(self.guarded), frozenset(self.this_builds), frozenset(self.this_loads),
                        frozenset(self.arg_loads), frozenset(self.interposed), self.stashed_global,
                        frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated,
-                       self.height, frozenset(self.unguarded), frozenset(self.checked))
+                       self.height, frozenset(self.unguarded), frozenset(self.checked),
+                       self.hands_on or self.stashed_global, self.traps, self.passes_on or _NOTHING_PASSED)
+
+
+_NOTHING_PASSED: dict = {}  # Summary.passes_on of nearly every walk: one empty dict, never written
 
 
 def _registered(v: Value | None) -> Value | None:
@@ -468,6 +489,7 @@ class Walker:
                 acc.stash_args.add(dest.n)
             else:
                 acc.stashed_local = True
+                acc.stashed_frame |= dest.kind == "frame"
         elif isinstance(dest, int):
             o = self.image.object_at(dest)
             if o is not None and o[1] and o[1] in self.image.exported():
@@ -605,6 +627,8 @@ class Walker:
                 acc.region = ev.key
             elif kind is Ret:
                 self._returned_static(ev, acc)
+            elif kind is Trap:
+                acc.traps = True
         if acc.local_uses or acc.guard_checks or acc.touches_guard:
             self._guards_checked(addr, end, events, acc)
         return acc.summary()
@@ -922,6 +946,11 @@ class Walker:
         this walk stored before the call (then they may call it back: an indirect call)."""
         if sub.calls_out and self._stash_reached(sub, args, acc):
             acc.indirect += 1
+            acc.hands_on = True
+        acc.hands_on |= sub.hands_on
+        acc.traps |= sub.traps
+        for n, kept in sub.passes_on.items():  # handed on by the callee as this walk passed them
+            self._handed_on((args[n] if n < len(args) else None,), kept, acc)
         acc.stashed_global |= sub.stashed_global
         acc.stashed_objects |= sub.stashed_objects
         acc.calls_out |= sub.calls_out
@@ -1006,10 +1035,31 @@ class Walker:
         # called back by it, now or later: an indirect call this walk does not follow. So may another module's
         # function handed on (std::call_once hands pthread_once libstdc++'s __once_proxy, which calls the
         # callable the caller stored in libstdc++'s TLS), and dlopen runs the opened object's initializers.
-        known = [v for v in ev.args if v is not None]  # most argument registers are not known
-        acc.indirect += sum(1 for v in known if self.handed_function(v))
+        kept = name not in CALLS_BACK_WHILE_RUNNING
+        # a callback stored in the frame: the call may read it from its stack arguments (a struct passed by value:
+        # fopencookie's cookie_io_functions_t), which the walk does not tell from the frame's other slots
+        if acc.stashed_frame:
+            acc.indirect += 1
+            acc.hands_on |= kept
+        self._handed_on(ev.args, kept, acc)
         if name in RUNS_INITIALIZERS or name in RUNS_EXIT_HANDLERS:
             acc.indirect += 1  # code this walk does not follow runs now: initializers, or exit-time code
+        for v in ev.held:  # this file's objects whose address sits in the frame it is handed: it may read them
+            a = address_of(v)
+            obj = self.image.object_at(a) if a is not None else None
+            if obj is not None:
+                acc.read(obj[0], (), False)
+                acc.escaped.add(obj[0])
+
+    def _handed_on(self, args: tuple, kept: bool, acc: _Acc) -> None:
+        """What another module's function is handed in ``args`` (known values, or the walk's own arguments
+        passed through: Summary.passes_on): a function of this file or of another module, which it may call back
+        now or later (an indirect call this walk does not follow), a callback in memory it can reach, this
+        file's objects (they escape), another module's object (it may write it). ``kept``: the function may keep
+        what it is handed past the call (Summary.hands_on)."""
+        known = [v for v in args if v is not None]  # most argument registers are not known
+        before = acc.indirect
+        acc.indirect += sum(1 for v in known if self.handed_function(v))
         # a callback or vptr stored where this call can reach it: in memory it is handed (the frame, the heap, an
         # object of this file whose address it gets) or anywhere another module can name
         if acc.stashed_global or (acc.stashed_local or acc.stashed_objects or acc.stash_args) and any(
@@ -1021,17 +1071,16 @@ class Walker:
         # ... or one its load-time words hold: `lib_register(&kOps)` with `static const ops kOps = {cb, 1};`
         if any((a := address_of(v)) is not None and self.holds_handed(a) for v in known):
             acc.indirect += 1
-        for v in ev.args:  # most argument registers are not known: only another module's object handed on counts
-            if isinstance(v, str) and held_by(v) is None and not returned_by(v):
-                acc.foreign_written.add(str(v))
-        acc.escaped.update(o for v in ev.args if (a := address_of(v)) is not None
+        # kept past the call (a signal handler, an atfork handler, a registry's entry) unless the function only
+        # calls back while it runs (qsort)
+        acc.hands_on |= kept and acc.indirect > before
+        for v in known:
+            if isinstance(v, Ptr) and v.kind == "arg":  # the caller's to judge (a wrapper: pthread_atfork's)
+                acc.passes_on[v.n] = acc.passes_on.get(v.n, False) or kept
+            elif isinstance(v, str) and held_by(v) is None and not returned_by(v):
+                acc.foreign_written.add(str(v))  # only another module's object handed on counts
+        acc.escaped.update(o for v in known if (a := address_of(v)) is not None
                            and (o := self.image.object_start(a)))
-        for v in ev.held:  # this file's objects whose address sits in the frame it is handed: it may read them
-            a = address_of(v)
-            obj = self.image.object_at(a) if a is not None else None
-            if obj is not None:
-                acc.read(obj[0], (), False)
-                acc.escaped.add(obj[0])
 
     def _code(self, addr: int) -> bool:
         """Whether ``addr`` is code of this file (without section headers, whose executable segment may hold

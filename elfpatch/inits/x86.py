@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from elfpatch.inits.events import Access, Call, Deref, Ret, Stash
+from elfpatch.inits.events import Access, Call, Deref, Ret, Stash, Trap
 from elfpatch.inits.isa import X86_WIDTH
 from elfpatch.inits.isa import decides as _decides
 from elfpatch.inits.isa import imm as _imm
@@ -39,6 +39,8 @@ _X86_PARTIAL.update({f"{r}x": f"r{r}x" for r in "abcd"})
 _X86_PARTIAL.update({"sil": "rsi", "dil": "rdi", "si": "rsi", "di": "rdi"})
 _X86_PARTIAL.update({f"r{n}{w}": f"r{n}" for n in range(8, 16) for w in "bw"})
 X86_ARGS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
+# Instructions that raise a signal (a trap, an interrupt, a privileged hlt) or enter the kernel, which may send one.
+X86_TRAPS = frozenset({"ud0", "ud1", "ud2", "int", "int1", "int3", "into", "hlt", "syscall", "sysenter"})
 X86_CLOBBER = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 _X86_MEM = re.compile(r"(?:(\w+):)?\[([^\]]*)\]")
 # What an instruction does to its memory operand, by its semantics (capstone's detailed operand access is the
@@ -181,7 +183,7 @@ def _x86_provenance(bases: tuple, st: dict) -> Ptr | str | None:
 # What a decoded instruction is to the x86-64 walk, worked out once per distinct (mnemonic, operands) text (a
 # plan): its control flow, then one of these kinds and the operands it needs, already parsed. The walk then
 # does no string work; the same text at another address (a register move, a stack slot) reuses the plan.
-_K_CALL, _K_COND, _K_RET, _K_LEA, _K_MEM, _K_REG = range(6)
+_K_CALL, _K_COND, _K_RET, _K_LEA, _K_MEM, _K_REG, _K_TRAP = range(7)
 # Register-only instructions (_K_REG): what they do to the register written.
 _R_NONE, _R_MOV, _R_ZERO, _R_MOVE, _R_FORGET = range(5)
 # A stack slot operand (_K_MEM): what the instruction does to it.
@@ -382,6 +384,8 @@ def _x86_plan(mnem: str, op: str) -> tuple:
         m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
         parsed = _x86_parse(m.group(2)) if m and not m.group(1) else None
         return flow, _K_LEA, dreg, parsed, _rip_relative(parsed[0]) if parsed is not None else None
+    if mnem in X86_TRAPS:  # a register plan (syscall's clobbers), and a Trap event
+        return (flow, _K_TRAP, None) + _x86_register(mnem, ops, dreg)
     cmp = _x86_cmp(ops) if mnem == "cmp" and len(ops) == 2 else None
     if "[" in op:
         operands = tuple(p for p in (_x86_operand(m, mnem, ops, dreg) for m in _X86_MEM.finditer(op))
@@ -541,6 +545,9 @@ class _X86:
         elif kind == _K_CALL:
             if not self._call(insn, plan, st, out, start, end):
                 st["cmp"] = cmp
+        elif kind == _K_TRAP:
+            out.append(Trap(insn[0]))
+            self._register(plan, st)
         elif kind == _K_COND:
             target = plan[2]
             if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
