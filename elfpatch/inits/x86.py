@@ -545,14 +545,19 @@ class _X86:
         elif kind == _K_CALL:
             if not self._call(insn, plan, st, out, start, end):
                 st["cmp"] = cmp
-        elif kind == _K_TRAP:
-            out.append(Trap(insn[0]))
-            self._register(plan, st)
         elif kind == _K_COND:
             target = plan[2]
             if target is not None and not start <= target < end:  # a conditional tail call (or a .cold part)
                 out.append(Call(target, None, _x86_args(st), True, insn[0]))
             st["cmp"] = cmp
+        else:
+            self._end(insn, plan, st, out)
+
+    def _end(self, insn: tuple, plan: tuple, st: dict, out: list) -> None:
+        """A trap (its registers, as a register plan's) or a return."""
+        if plan[1] == _K_TRAP:
+            out.append(Trap(insn[0]))
+            self._register(plan, st)
         else:
             out.append(Ret(st.get("rax"), insn[0]))
 

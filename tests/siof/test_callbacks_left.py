@@ -35,11 +35,13 @@ CASES = {
     "atfork": ("#include <pthread.h>\nstatic void prep() { look(); }\n"
                "static int r = pthread_atfork(prep, nullptr, nullptr);\n",
                "#include <unistd.h>\n#include <sys/wait.h>\n"
-               "static int t = [] { pid_t p = fork(); if (p == 0) _exit(0); waitpid(p, nullptr, 0); return 0; }();\n"),
+               "static int t = [] { pid_t p = fork(); if (p == 0) _exit(0);\n"
+               "  waitpid(p, nullptr, 0); return 0; }();\n"),
     "printf-specifier": ("#include <printf.h>\n"
-                         "static int out(FILE* s, const printf_info*, const void* const*) { look(); return fputs(\"Y\", s)"
-                         " < 0 ? -1 : 1; }\n"
-                         "static int info(const printf_info*, size_t n, int* t, int*) { if (n) t[0] = PA_INT; return 1; }\n"
+                         "static int out(FILE* s, const printf_info*, const void* const*) {\n"
+                         "  look(); return fputs(\"Y\", s) < 0 ? -1 : 1; }\n"
+                         "static int info(const printf_info*, size_t n, int* t, int*) {\n"
+                         "  if (n) t[0] = PA_INT; return 1; }\n"
                          "static int r = register_printf_specifier('Y', out, info);\n",
                          '#include <stdio.h>\nstatic int t = printf("%Y\\n", 1);\n'),
     "fopencookie": ("#include <string.h>\nstatic ssize_t wr(void*, const char*, size_t n) { look(); return n; }\n"
@@ -54,9 +56,11 @@ CASES = {
 CONTROLS = {
     "called-while-running": (LIB_DECL + "#include <stdlib.h>\n"
                              "static int cmp(const void* a, const void* b) { return *(int*)a - *(int*)b; }\n"
-                             "static int r = [] { int v[2] = {2, 1}; qsort(v, 2, sizeof v[0], cmp); return v[0]; }();\n",
+                             "static int r = [] { int v[2] = {2, 1};\n"
+                             "  qsort(v, 2, sizeof v[0], cmp); return v[0]; }();\n",
                              LIB_DECL + "static int t = (lib_run(), 0);\n"),
-    "no-call-out": ("#include <signal.h>\nstatic void on(int) { look(); }\nstatic auto r = signal(SIGUSR1, on);\n",
+    "no-call-out": ("#include <signal.h>\nstatic void on(int) { look(); }\n"
+                    "static auto r = signal(SIGUSR1, on);\n",
                     "__attribute__((noinline)) int three() { asm(\"\"); return 3; }\nint g_count = three();\n"),
 }
 BUILDS = [(cxx, opt) for cxx in ("g++", "clang++") for opt in ("-O0", "-O2")]
