@@ -950,7 +950,11 @@ class Walker:
         acc.hands_on |= sub.hands_on
         acc.traps |= sub.traps
         for n, kept in sub.passes_on.items():  # handed on by the callee as this walk passed them
-            self._handed_on((args[n] if n < len(args) else None,), kept, acc)
+            v = args[n] if n < len(args) else None
+            if type(v) is Ptr and v.kind == "arg":  # passed on as it came, again (most are, or not known)
+                acc.passes_on[v.n] = acc.passes_on.get(v.n, False) or kept
+            elif v is not None:
+                self._handed_on((v,), kept, acc)
         acc.stashed_global |= sub.stashed_global
         acc.stashed_objects |= sub.stashed_objects
         acc.calls_out |= sub.calls_out

@@ -205,6 +205,7 @@ def _judge_read(prog: Program, mod: Module, cid: int, oid: int, where: dict, out
 # The first that matches names a note; an entry's causes are those of the notes that name it, and the
 # file-wide ones (a stripped file, an LTO-merged initializer, the budget).
 _CAUSES = (  # the more specific phrases first: later notes name "another module's function" too
+    ("left a callback with another module", "a callback an earlier initializer left with another module"),
     ("which an object loaded before it may interpose", "own exported name another object may interpose"),
     ("store through a pointer not known or run code not followed", "a store not seen may build it"),
     ("hands to another module's function", "handed to another module's function"),

@@ -19,6 +19,15 @@ void truth_obs(int obj, int value) { say("OBS %d %d %d\n", cur, obj, value); }
 void truth_dtor(int obj) { (void)obj; }
 void truth_touch(int value) { (void)value; }
 int truth_pick(int value) { return value; }
+/* A callback an initializer leaves here, run when a later one fires it (the analysed file's view: another
+   module keeps a function of it and may call it at any later call). */
+static int (*hooks[4096])(void);
+void truth_hook(int site, int (*fn)(void)) { hooks[site & 4095] = fn; }
+int truth_fire(int site, int *value) {
+  if (!hooks[site & 4095]) return 0;
+  *value = hooks[site & 4095]();
+  return 1;
+}
 """
 
 HEADER = """#pragma once
@@ -28,6 +37,8 @@ extern "C" void truth_obs(int, int);
 extern "C" void truth_dtor(int);
 extern "C" void truth_touch(int);
 extern "C" int truth_pick(int);
+extern "C" void truth_hook(int, int (*)());
+extern "C" int truth_fire(int, int*);
 struct TruthMark { explicit TruthMark(int ctx) { truth_enter(ctx); } };
 struct Obj { int built; int id; Obj(int i, int) : id(i) { truth_ctor(i); built = 1; } };
 struct DObj : Obj { DObj(int i, int r) : Obj(i, r) {} ~DObj() { truth_dtor(id); } };
@@ -62,6 +73,7 @@ def _statement(r: Read) -> str:
         "peek": f"truth_obs({t.oid}, truth_k{s}());",
         "local": f"truth_touch(truth_l{s}());",
         "tls": f"truth_touch(truth_tl{s}.v);",
+        "hook": f"{{ int v; if (truth_fire({s}, &v)) truth_obs({t.oid}, v); }}",  # read if the hook was left
     }[r.route]
 
 
@@ -81,6 +93,7 @@ def _declaration(r: Read) -> str:
         "local": f"int truth_l{s}();",
         "tls": f"struct TL{s} {{ int v; TL{s}();{f' ~TL{s}();' if dtor else ''} }};\n"
                f"extern thread_local TL{s} truth_tl{s};",
+        "hook": "",
     }[r.route]
 
 
@@ -105,6 +118,9 @@ def _definition(r: Read) -> str:
         "tls": f"TL{s}::TL{s}() : v(0) {{ {obs} }}\n"
                + (f"TL{s}::~TL{s}() {{ truth_dtor(-{s}); }}\n" if t.dtor else "")
                + f"thread_local TL{s} truth_tl{s};",
+        # left with the runtime by the home unit's initializer, before the unit's objects are built
+        "hook": f"static int truth_hc{s}() {{ return {t.expr}.built; }}\n"
+                f"static int truth_hi{s} = (truth_hook({s}, truth_hc{s}), 0);",
     }[r.route]
 
 

@@ -11,7 +11,8 @@ Routes from a reader to an object: a direct read, one in a case of a switch comp
 (``notrack jmp`` under -fcf-protection), a reference global, a pointer global, a constant pointer table, a
 virtual call, a function pointer, a getter returning a reference, a function that reads it (``peek``; in
 another module: a program's initializer calls a library function that reads the program's object), a
-function-local static whose constructor reads, a ``thread_local`` whose constructor reads, an inline
+function-local static whose constructor reads, a ``thread_local`` whose constructor reads, a callback one
+unit's initializer leaves with the runtime (another module) and a reader fires later (``hook``), an inline
 variable, a template static member whose initialization one unit emits (explicit instantiation), across shared
 libraries (with and without DT_NEEDED, and a library reading the program's global). Readers are objects'
 initializers and ``__attribute__((constructor))`` functions (with and without a priority). Each program deals
@@ -22,7 +23,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-ROUTES = ("direct", "switch", "ref", "ptr", "table", "virtual", "fnptr", "getter", "peek", "local", "tls")
+ROUTES = ("direct", "switch", "ref", "ptr", "table", "virtual", "fnptr", "getter", "peek", "local", "tls", "hook")
 # across modules: plain objects only
 CROSS_ROUTES = ("direct", "switch", "ref", "ptr", "table", "getter", "peek", "fnptr")
 

@@ -110,6 +110,17 @@ def test_the_runs_observe_early_reads() -> None:
     assert sum(o.dtors_logged for o in outs) >= 10
 
 
+def test_a_callback_left_by_an_earlier_initializer_is_what_keeps_its_reads_unproven() -> None:
+    """The hook route's reads run in another module's call back (the runtime's truth_fire): seed 21 sees one
+    before construction in a later initializer than the one that left the callback (in the seed set they are
+    left and fired by one initializer, whose handing is an indirect call), and the note on the earlier
+    initializer's callback is among what makes that entry incomplete."""
+    out = _outcome(21, "gcc-O0-shared-o1")
+    assert not out.false_cleans and not out.entry_complete_misses
+    hooked = [m for m in out.incomplete_misses if "hook" in m["routes"]]
+    assert any("a callback an earlier initializer left with another module" in m["causes"] for m in hooked)
+
+
 def test_checker_reports_a_hidden_read_as_false_clean() -> None:
     """The checker itself: the same analysis with its findings removed and every entry claiming complete makes
     each observed early read a false clean (and every finding it had, a finding no longer: none false)."""
