@@ -22,7 +22,7 @@ from elfpatch.inits.state import (
     slot_clobbers,
     slot_key,
 )
-from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
+from elfpatch.inits.values import ALLOC, CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
 
@@ -220,12 +220,14 @@ class _A64:
 
     def _stash(self, mnem: str, ops: list, m: re.Match | None, frame: bool, st: dict, out: list) -> None:
         """A store of a callback or vptr (a Stash event: where it went)."""
-        if m is not None and mnem.startswith(("str", "stur", "stp")) and \
-                any(v is CARRIED or self.handed(v) for v in
-                    (st.get(_a64(r)) for r in (ops[:2] if mnem.startswith("stp") else ops[:1]))):
+        if m is None or not mnem.startswith(("str", "stur", "stp")):
+            return
+        values = [st.get(_a64(r)) for r in (ops[:2] if mnem.startswith("stp") else ops[:1])]
+        handed = any(v is CARRIED or self.handed(v) for v in values)
+        if handed or not frame and ALLOC in values:  # see events.Stash.alloc
             base = FRAME if frame else self._address(m, st)
             out.append(Stash(base.start if isinstance(base, Within) else base if base is not None
-                             else st.get(_a64(m.group(1)))))
+                             else st.get(_a64(m.group(1))), not handed))
 
     def _memory(self, addr: int, mnem: str, op: str, ops: list, dst: str, st: dict, out: list) -> None:
         """A load or store: a stack slot, a GOT load, an access to global memory, or one through a pointer

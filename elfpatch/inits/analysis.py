@@ -77,16 +77,20 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
     if lto:
         notes.append("LTO-merged initializer(s): several translation units in one function, so order between "
                      "them is not seen: " + ", ".join(e["symbol"] for e in lto))
+    # code another module runs for an entry, not followed: an indirect call of that entry
+    called_back = _called_back(image, entries, summaries) if image is not None else []
+    for pos, _n in called_back:
+        s = summaries[pos]
+        summaries[pos] = s._replace(indirect=s.indirect + 1) if s is not None else s
+    notes += [n for _pos, n in called_back]
     if dtors:
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
     changed = [names + _loaded_then_stored(image, s)
                for names, s in zip(_initial_changed(image, summaries, constructors(summaries)), summaries)]
-    called_back = _called_back(entries, summaries) if image is not None else []
     if siof:
         notes += _siof(image, walker, entries, summaries, listing, lto, changed)
-        for e, _n in unbound + called_back:
+        for e, _n in unbound:
             e["analysis"]["complete"] = False
-    notes += [n for _e, n in called_back]
     unsettled = _walks_done(image, walker, entries, notes)
     complete = supported and not notes and not (image and image.stripped) and not lto and not unsettled \
         and not budget.cut and all(s is not None and _proven(s) and s.unresolved == 0 and s.repeated == 0
@@ -561,21 +565,34 @@ def _loaded_then_stored(image: Image | None, s: Summary | None) -> list[str]:
             for o, (load, _via) in s.touched.items() if load and s.constructs.get(o) is False]
 
 
-def _called_back(entries: list[dict], summaries: list) -> list[tuple[dict[str, Any], str]]:
-    """The entries that call into another module, or trap, after an earlier one left a callback or vptr of
-    this file with another module (a signal or atfork handler, a printf specifier, a registry's entry: see
-    Summary.hands_on), with their notes: the other module may call it there, code this file's walk does not
-    follow. An entry not walked may have left one."""
+def _called_back(image: Image, entries: list[dict], summaries: list) -> list[tuple[int, str]]:
+    """The entries another module may run code of this file for that their walks do not follow, with their
+    notes: an entry that hands another module's function an object into which an earlier initializer stored a
+    callback or vptr (it may call them now, or keep the object); and one that calls into another module, or
+    traps, after an earlier one left a callback or vptr with another module (a signal or atfork handler, a
+    printf specifier, a registry's entry: see Summary.hands_on, and such an object handed on). An entry not
+    walked may have left one. Returns (position, note) pairs."""
     out = []
     left: dict[str, Any] | None = None
-    for e, s in zip(entries, summaries):
+    stored: dict[int, dict[str, Any]] = {}  # object -> the first earlier initializer storing a callback or vptr into it
+    for pos, (e, s) in enumerate(zip(entries, summaries)):
+        # handed on: its address, or (read, then a call into another module) a word loaded from it
+        handed = sorted(o for o in stored if o in s.escaped or s.calls_out and o in s.reads) if s is not None else []
+        if handed:
+            by = stored[handed[0]]
+            out.append((pos, f"initializer {e['index']} ({e['symbol']}): hands another module's function object(s) "
+                             f"into which initializer {by['index']} ({by['symbol']}) stored a callback or vptr (or "
+                             "memory it allocated holding one), which it may call: not followed: "
+                             + ", ".join(image.symbol_at(o) or f"{o:#x}" for o in handed[:3])))
         if left is not None and (s is None or s.calls_out or s.traps):
             how = "calls into another module" if s is None or s.calls_out else "traps (a signal may be raised)"
-            out.append((e, f"initializer {e['index']} ({e['symbol']}): {how} after initializer {left['index']} "
-                           f"({left['symbol']}) left a callback with another module, which may call it there: "
-                           "not followed"))
-        if left is None and (s is None or s.hands_on):
+            out.append((pos, f"initializer {e['index']} ({e['symbol']}): {how} after initializer {left['index']} "
+                             f"({left['symbol']}) left a callback with another module, which may call it there: "
+                             "not followed"))
+        if left is None and (s is None or s.hands_on or handed):
             left = e
+        for o in s.stashed_objects if s is not None else ():
+            stored.setdefault(o, e)
     return out
 
 

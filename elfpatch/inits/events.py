@@ -46,6 +46,9 @@ class Stash(NamedTuple):
     by name, or None: a pointer not known)."""
 
     dest: object
+    # what was stored is the address of memory the walk allocated (not a callback itself): it carries the
+    # callbacks or vptrs the walk stored into that memory, if any (``Iface* g = new Impl;``)
+    alloc: bool = False
 
 
 class Trap(NamedTuple):

@@ -282,6 +282,7 @@ class _Acc:
         self.hands_on = False  # see Summary.hands_on
         self.passes_on: dict[int, bool] = {}
         self.stashed_frame = False  # a callback or vptr stored in this function's own frame
+        self.stashed_alloc = False  # ... in memory it allocated
         self.traps = False
         self.region: int | None = None  # the inlined thread_local initialization what follows lies in (Once)
 
@@ -482,6 +483,11 @@ class Walker:
             return self._code(v)
         return isinstance(v, str) and held_by(v) is None and not returned_by(v) and not self.foreign_object(v)
 
+    def _stashed(self, ev: Stash, acc: _Acc) -> None:
+        """A Stash event: the address of allocated memory stored counts only once a callback is in that memory."""
+        if not ev.alloc or acc.stashed_alloc:
+            self._stash(ev.dest, acc)
+
     def _stash(self, dest: object, acc: _Acc) -> None:
         """Notes where a callback or vptr was stored (see Summary.stashed_global)."""
         if isinstance(dest, Ptr):
@@ -490,6 +496,7 @@ class Walker:
             else:
                 acc.stashed_local = True
                 acc.stashed_frame |= dest.kind == "frame"
+                acc.stashed_alloc |= dest.kind == "alloc"
         elif isinstance(dest, int):
             o = self.image.object_at(dest)
             if o is not None and o[1] and o[1] in self.image.exported():
@@ -622,7 +629,7 @@ class Walker:
             elif kind is Call:
                 self._call(ev, acc, depth, stack)
             elif kind is Stash:
-                self._stash(ev.dest, acc)
+                self._stashed(ev, acc)
             elif kind is Once:
                 acc.region = ev.key
             elif kind is Ret:

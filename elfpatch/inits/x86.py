@@ -23,7 +23,7 @@ from elfpatch.inits.state import (
     slot_clobbers,
     slot_key,
 )
-from elfpatch.inits.values import CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
+from elfpatch.inits.values import ALLOC, CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
 
@@ -665,8 +665,8 @@ class _X86:
             _x86_stack_slot(operand, dreg, st)
             return True
         a, base, exact = self._address(operand, st, insn[0] + insn[1])
-        if handed:
-            out.append(Stash(a.start if isinstance(a, Within) else a if a is not None else base))
+        if handed or stored == ALLOC:
+            out.append(Stash(a.start if isinstance(a, Within) else a if a is not None else base, not handed))
         if a is not None:
             # Within an object, or plus an index not known: which word is loaded is not known, so the word at
             # the start says nothing of the register (a loop over a pointer table reads every entry)
