@@ -570,10 +570,12 @@ def _called_back(image: Image, entries: list[dict], summaries: list) -> list[tup
     notes: an entry that hands another module's function an object into which an earlier initializer stored a
     callback or vptr (it may call them now, or keep the object); and one that calls into another module, or
     traps, after an earlier one left a callback or vptr with another module (a signal or atfork handler, a
-    printf specifier, a registry's entry: see Summary.hands_on, and such an object handed on). An entry not
-    walked may have left one. Returns (position, note) pairs."""
+    printf specifier, a registry's entry: see Summary.hands_on, and such an object handed on); and every entry
+    after one that started a thread (its code runs alongside). An entry not walked may have done any of these.
+    Returns (position, note) pairs."""
     out = []
     left: dict[str, Any] | None = None
+    thread: dict[str, Any] | None = None  # the first initializer that started a thread
     stored: dict[int, dict[str, Any]] = {}  # object -> the first earlier initializer storing a callback or vptr into it
     for pos, (e, s) in enumerate(zip(entries, summaries)):
         # handed on: its address, or (read, then a call into another module) a word loaded from it
@@ -584,13 +586,18 @@ def _called_back(image: Image, entries: list[dict], summaries: list) -> list[tup
                              f"into which initializer {by['index']} ({by['symbol']}) stored a callback or vptr (or "
                              "memory it allocated holding one), which it may call: not followed: "
                              + ", ".join(image.symbol_at(o) or f"{o:#x}" for o in handed[:3])))
-        if left is not None and (s is None or s.calls_out or s.traps):
+        if thread is not None:
+            out.append((pos, f"initializer {e['index']} ({e['symbol']}): runs while the thread initializer "
+                             f"{thread['index']} ({thread['symbol']}) started runs code not followed"))
+        elif left is not None and (s is None or s.calls_out or s.traps):
             how = "calls into another module" if s is None or s.calls_out else "traps (a signal may be raised)"
             out.append((pos, f"initializer {e['index']} ({e['symbol']}): {how} after initializer {left['index']} "
                              f"({left['symbol']}) left a callback with another module, which may call it there: "
                              "not followed"))
         if left is None and (s is None or s.hands_on or handed):
             left = e
+        if thread is None and (s is None or s.starts_thread):
+            thread = e
         for o in s.stashed_objects if s is not None else ():
             stored.setdefault(o, e)
     return out

@@ -36,6 +36,9 @@ CALLS_BACK_WHILE_RUNNING = frozenset({
     "qsort", "qsort_r", "bsearch", "lfind", "lsearch", "tsearch", "tfind", "tdelete", "twalk", "twalk_r",
     "pthread_once", "dl_iterate_phdr", "ftw", "ftw64", "nftw", "nftw64", "scandir", "scandir64", "glob",
     "glob64"})
+# Functions that start a thread running what they are handed: it runs alongside every later initializer.
+STARTS_THREADS = frozenset({"pthread_create", "thrd_create", "clone", "clone3",
+                            "_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE"})
 _TU_HELPER = re.compile(r"__static_initialization_and_destruction_0|__cxx_global_var_init|_GLOBAL__sub_I_"
                         r"|_GLOBAL__I_\d|__tls_init|^_ZTH")  # _ZTH<var>: a thread_local's init, __tls_init's alias
 _CTOR = re.compile(r"C[1-5]E")  # Itanium: <nested-name> C1/C2/... E <params>
@@ -168,6 +171,7 @@ class Summary(NamedTuple):
     # argument registers it hands on, as they came, to another module's function -> whether that one may keep
     # them (a wrapper's: libc_nonshared's pthread_atfork passes its handlers to __register_atfork)
     passes_on: dict = {}
+    starts_thread: bool = False  # it calls a function of STARTS_THREADS: code not followed runs meanwhile
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
@@ -284,6 +288,7 @@ class _Acc:
         self.stashed_frame = False  # a callback or vptr stored in this function's own frame
         self.stashed_alloc = False  # ... in memory it allocated
         self.traps = False
+        self.starts_thread = False
         self.region: int | None = None  # the inlined thread_local initialization what follows lies in (Once)
 
     def read(self, o: int, via: tuple, load: bool) -> None:
@@ -333,7 +338,8 @@ class _Acc:
                        frozenset(self.arg_loads), frozenset(self.interposed), self.stashed_global,
                        frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated,
                        self.height, frozenset(self.unguarded), frozenset(self.checked),
-                       self.hands_on or self.stashed_global, self.traps, self.passes_on or _NOTHING_PASSED)
+                       self.hands_on or self.stashed_global, self.traps, self.passes_on or _NOTHING_PASSED,
+                       self.starts_thread)
 
 
 _NOTHING_PASSED: dict = {}  # Summary.passes_on of nearly every walk: one empty dict, never written
@@ -956,6 +962,7 @@ class Walker:
             acc.hands_on = True
         acc.hands_on |= sub.hands_on
         acc.traps |= sub.traps
+        acc.starts_thread |= sub.starts_thread
         for n, kept in sub.passes_on.items():  # handed on by the callee as this walk passed them
             v = args[n] if n < len(args) else None
             if type(v) is Ptr and v.kind == "arg":  # passed on as it came, again (most are, or not known)
@@ -1047,6 +1054,7 @@ class Walker:
         # function handed on (std::call_once hands pthread_once libstdc++'s __once_proxy, which calls the
         # callable the caller stored in libstdc++'s TLS), and dlopen runs the opened object's initializers.
         kept = name not in CALLS_BACK_WHILE_RUNNING
+        acc.starts_thread |= name in STARTS_THREADS
         # a callback stored in the frame: the call may read it from its stack arguments (a struct passed by value:
         # fopencookie's cookie_io_functions_t), which the walk does not tell from the frame's other slots
         if acc.stashed_frame:
