@@ -224,10 +224,12 @@ class _A64:
             return
         values = [st.get(_a64(r)) for r in (ops[:2] if mnem.startswith("stp") else ops[:1])]
         handed = any(v is CARRIED or self.handed(v) for v in values)
-        if handed or not frame and ALLOC in values:  # see events.Stash.alloc
+        carried = None if handed or frame else next(  # see events.Stash.carried
+            (v for v in values if v == ALLOC or type(v) is int and self.object_of(v) is not None), None)
+        if handed or carried is not None:
             base = FRAME if frame else self._address(m, st)
             out.append(Stash(base.start if isinstance(base, Within) else base if base is not None
-                             else st.get(_a64(m.group(1))), not handed))
+                             else st.get(_a64(m.group(1))), carried))
 
     def _memory(self, addr: int, mnem: str, op: str, ops: list, dst: str, st: dict, out: list) -> None:
         """A load or store: a stack slot, a GOT load, an access to global memory, or one through a pointer

@@ -582,9 +582,10 @@ def _called_back(image: Image, entries: list[dict], summaries: list) -> list[tup
         handed = sorted(o for o in stored if o in s.escaped or s.calls_out and o in s.reads) if s is not None else []
         if handed:
             by = stored[handed[0]]
-            out.append((pos, f"initializer {e['index']} ({e['symbol']}): hands another module's function object(s) "
-                             f"into which initializer {by['index']} ({by['symbol']}) stored a callback or vptr (or "
-                             "memory it allocated holding one), which it may call: not followed: "
+            out.append((pos, f"initializer {e['index']} ({e['symbol']}): hands another module (its function, or "
+                             f"memory it reads) object(s) into which initializer {by['index']} ({by['symbol']}) "
+                             "stored a callback or vptr (or memory it allocated holding one), which it may call: "
+                             "not followed: "
                              + ", ".join(image.symbol_at(o) or f"{o:#x}" for o in handed[:3])))
         if thread is not None:
             out.append((pos, f"initializer {e['index']} ({e['symbol']}): runs while the thread initializer "

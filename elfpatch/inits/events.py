@@ -46,9 +46,10 @@ class Stash(NamedTuple):
     by name, or None: a pointer not known)."""
 
     dest: object
-    # what was stored is the address of memory the walk allocated (not a callback itself): it carries the
-    # callbacks or vptrs the walk stored into that memory, if any (``Iface* g = new Impl;``)
-    alloc: bool = False
+    # what was stored when it is no callback itself (None: a callback or vptr): the address of memory the walk
+    # allocated (ALLOC) or of an object of this file, which carries the callbacks or vptrs stored into it, if
+    # any (``Iface* g = new Impl;``, ``lib_obj = &g_impl;``)
+    carried: object = None
 
 
 class Trap(NamedTuple):

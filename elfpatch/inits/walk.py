@@ -490,9 +490,25 @@ class Walker:
         return isinstance(v, str) and held_by(v) is None and not returned_by(v) and not self.foreign_object(v)
 
     def _stashed(self, ev: Stash, acc: _Acc) -> None:
-        """A Stash event: the address of allocated memory stored counts only once a callback is in that memory."""
-        if not ev.alloc or acc.stashed_alloc:
-            self._stash(ev.dest, acc)
+        """A Stash event: the address of allocated memory stored counts once a callback is in that memory; an
+        object's address stored where another module can reach it (its object, an exported one, through a
+        pointer not known) escapes, as if handed to its function, and carries the callbacks stored into it."""
+        c = ev.carried
+        if c is None or c == ALLOC:
+            if c is None or acc.stashed_alloc:
+                self._stash(ev.dest, acc)
+            return
+        o = self.image.object_start(c) if isinstance(c, int) else None
+        d = ev.dest
+        if o and not isinstance(d, Ptr) and (not isinstance(d, int) or self._exported_at(d)):
+            acc.escaped.add(o)
+            if o in acc.stashed_objects:
+                self._stash(d, acc)
+
+    def _exported_at(self, addr: int) -> bool:
+        """Whether ``addr`` lies in an object of this file another module can name (exported)."""
+        o = self.image.object_at(addr)
+        return o is not None and bool(o[1]) and o[1] in self.image.exported()
 
     def _stash(self, dest: object, acc: _Acc) -> None:
         """Notes where a callback or vptr was stored (see Summary.stashed_global)."""

@@ -665,8 +665,9 @@ class _X86:
             _x86_stack_slot(operand, dreg, st)
             return True
         a, base, exact = self._address(operand, st, insn[0] + insn[1])
-        if handed or stored == ALLOC:
-            out.append(Stash(a.start if isinstance(a, Within) else a if a is not None else base, not handed))
+        if handed or stored == ALLOC or type(stored) is int and self.object_of(stored) is not None:
+            out.append(Stash(a.start if isinstance(a, Within) else a if a is not None else base,
+                             None if handed else stored))
         if a is not None:
             # Within an object, or plus an index not known: which word is loaded is not known, so the word at
             # the start says nothing of the register (a loop over a pointer table reads every entry)

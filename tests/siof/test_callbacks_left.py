@@ -22,8 +22,9 @@ OBJ = ('#include <stdio.h>\n#include <unistd.h>\nextern "C" volatile int k_seven
 LATER = '#include "obj.hpp"\nvolatile int k_seven = 7;\nObj g_obj;\nint main() {}\n'
 IFACE = "struct Iface { virtual int get() = 0; };\n"
 LIB = (IFACE + 'extern "C" { void (*lib_hook)(); void lib_run() { if (lib_hook) lib_hook(); }\n'
-       "int lib_call(Iface* p) { return p->get(); } }\n")
-LIB_DECL = IFACE + 'extern "C" { extern void (*lib_hook)(); void lib_run(); int lib_call(Iface*); }\n'
+       "int lib_call(Iface* p) { return p->get(); }\nIface* lib_obj; int lib_call_obj() { return lib_obj->get(); } }\n")
+LIB_DECL = IFACE + ('extern "C" { extern void (*lib_hook)(); void lib_run(); int lib_call(Iface*);\n'
+                    "extern Iface* lib_obj; int lib_call_obj(); }\n")
 
 # name -> (the unit that leaves the callback, the later unit whose code makes it run)
 CASES = {
@@ -57,6 +58,10 @@ CASES = {
     "built-object": (LIB_DECL + "struct Impl : Iface { int n; Impl() { n = k_seven; } int get() override;\n};\n"
                      "int Impl::get() { return look(); }\nImpl g_impl;\nIface* g_iface = &g_impl;\n",
                      LIB_DECL + "extern Iface* g_iface;\nstatic int t = lib_call(g_iface);\n"),
+    # ... its address stored into the library's variable, which the library then calls through
+    "stored-object": (LIB_DECL + "struct Impl : Iface { int n; Impl() { n = k_seven; } int get() override;\n};\n"
+                      "int Impl::get() { return look(); }\nImpl g_impl;\nIface* g_iface = &g_impl;\n",
+                      LIB_DECL + "extern Iface* g_iface;\nstatic int t = (lib_obj = g_iface, lib_call_obj());\n"),
     # ... one it allocates, whose address it stores in a global the second loads
     "allocated-object": (LIB_DECL + "struct Impl : Iface { int get() override { return look(); } };\n"
                          "Iface* g_iface = new Impl;\n",
