@@ -491,8 +491,8 @@ class Walker:
 
     def _stashed(self, ev: Stash, acc: _Acc) -> None:
         """A Stash event: the address of allocated memory stored counts once a callback is in that memory; an
-        object's address stored where another module can reach it (its object, an exported one, through a
-        pointer not known) escapes, as if handed to its function, and carries the callbacks stored into it."""
+        object's address stored where another module can reach it (that module's object, an exported one,
+        through a pointer not known) escapes, as if handed to its function, and carries the callbacks stored into it."""
         c = ev.carried
         if c is None or c == ALLOC:
             if c is None or acc.stashed_alloc:
@@ -521,7 +521,7 @@ class Walker:
                 acc.stashed_alloc |= dest.kind == "alloc"
         elif isinstance(dest, int):
             o = self.image.object_at(dest)
-            if o is not None and o[1] and o[1] in self.image.exported():
+            if self._exported_at(dest):
                 acc.stashed_global = True
             elif o is not None:
                 acc.stashed_objects.add(o[0])
