@@ -155,7 +155,9 @@ class _A64:
         elif mnem in _A64_INDIRECT:
             self._indirect(addr, mnem, op, st, out)
         elif mnem in A64_TRAPS:
-            out.append(Trap(addr))
+            args = tuple(st.get(r) for r in A64_ARGS[:6]) if mnem == "svc" else ()  # a system call's: x0-x5
+            out.append(Trap(addr, args, frame_held(st, args)))
+            frame_handed(st, args)
             self._set(st, "x0", None)  # a system call's result
         else:
             return mnem.startswith(_A64_COND) or mnem in _A64_QUIET

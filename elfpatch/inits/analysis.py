@@ -16,15 +16,17 @@ from elfpatch.elf.symbols import demangle
 from elfpatch.errors import ParseError
 from elfpatch.inits.budget import DEFAULT_DEPTH, Budget
 from elfpatch.inits.constptr import ConstantPointers, InitialPointers
+from elfpatch.inits.crti import spliced
 from elfpatch.inits.disasm import SUPPORTED_MACHINES, Disassembler, Value
 from elfpatch.inits.exported import exported_unseen
 from elfpatch.inits.filled import inlined_builds
 from elfpatch.inits.image import Image
+from elfpatch.inits.order import slot_addresses
 from elfpatch.inits.resolvers import resolver_notes, resolver_stores
 from elfpatch.inits.siof import VERDICTS, constructors, read_status
 from elfpatch.inits.unnamed import unnamed_built
-from elfpatch.inits.values import Ptr, address_of, held_by
-from elfpatch.inits.walk import UNKNOWN_STORE, Registration, Summary, Walker, returned_by
+from elfpatch.inits.values import Ptr, address_of, held_by, returned_by
+from elfpatch.inits.walk import UNKNOWN_STORE, Registration, Summary, Walker
 
 # GCC's LTO merges every unit's initializer into one: _sub_I_65535_0.0 (no _GLOBAL_ prefix, no file, and the
 # LTO partition's ".N"; ASan's own _sub_I_00099_1 has none).
@@ -66,7 +68,8 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         notes.append("no .symtab (stripped): functions are known by their exported names and .eh_frame extents, "
                      "data objects without a symbol by address, where an initializer builds or stores into one")
     budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
-    summaries = [_ordered(s, before) for s in summaries]
+    notes += _spliced_init(listing, walker)
+    summaries = _constant_initialized([_ordered(s, before) for s in summaries])
     summaries = inlined_builds(image, walker, entries, unnamed_built(image, summaries))
     # calls whose code is not seen: of a function no object of the load defines, or one that may read this
     # program's exported objects before they are built
@@ -83,6 +86,7 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         s = summaries[pos]
         summaries[pos] = s._replace(indirect=s.indirect + 1) if s is not None else s
     notes += [n for _pos, n in called_back]
+    summaries = _slots_interposed(elf, walker, entries, summaries)
     if dtors:
         listing["exit_time_destructors"] = _registrations(image, entries, summaries)
     changed = [names + _loaded_then_stored(image, s)
@@ -101,6 +105,49 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
         notes += _unseen(e, s, depth, supported, image) + _changed_note(e, names)
     listing["analysis_complete"] = complete
     listing["analysis_notes"] = notes
+
+
+def _constant_initialized(summaries: list[Summary | None]) -> list[Summary | None]:
+    """The summaries less the objects whose only sign of a build anywhere is the registration of their destructor
+    (constant-initialized, ``constexpr Reg() : n(5) {}`` with ``~Reg()``): read before that registration, they
+    already hold their value. Any store into one, constructor call, or store through its address handed on
+    (seen, or possible in code not seen: the blind rules judge those) keeps it built."""
+    only = {o for s in summaries if s is not None for o in s.registered_only}
+    if not only:
+        return summaries
+    built = {o for s in summaries if s is not None
+             for o in (*(o for o in s.constructs if o not in s.registered_only), *s.call_stores, *s.escaped,
+                       *s.this_builds, *s.guarded_builds)}
+    constant = only - built
+    return [s._replace(constructs={o: v for o, v in s.constructs.items() if o not in constant})
+            if s is not None and constant & s.registered_only else s for s in summaries]
+
+
+def _spliced_init(listing: dict[str, Any], walker: Walker | None) -> list[str]:
+    """The note on a DT_INIT function named as crti's _init that runs code of another object spliced into
+    .init (inits.crti), which runs before every init_array entry and is not walked."""
+    if walker is None:
+        return []
+    return [f"DT_INIT function {e['symbol'] or hex(e['address'])} runs code spliced into .init besides crti's "
+            f"(from {at:#x}), which is not analysed: what it reads and builds is not seen"
+            for e in listing["init"] if e["kind"] == "init" and e["toolchain"] and e["address"] is not None
+            and (at := spliced(walker.dis, e["address"])) is not None]
+
+
+def _slots_interposed(elf: ElfFile, walker: Walker | None, entries: list[dict],
+                      summaries: list[Summary | None]) -> list[Summary | None]:
+    """The summaries, each entry whose array slot is relocated against this file's own exported name (a
+    default-visibility ``constructor`` function) adding that name to what it may reach interposed: the loader
+    binds the slot by lookup, so a program defining the name runs its own function there instead."""
+    if walker is None or walker.own_word is None:
+        return summaries
+    out = list(summaries)
+    for pos, slot in enumerate(slot_addresses(elf, entries)):
+        name = walker.own_word(slot) if slot is not None else None
+        s = out[pos]
+        if name is not None and s is not None:
+            out[pos] = s._replace(interposed=s.interposed | {name})
+    return out
 
 
 def _walks_done(image: Image | None, walker: Walker | None, entries: list[dict], notes: list[str]) -> list[int]:
@@ -277,7 +324,7 @@ def _unseen(e: dict[str, Any], s: Summary | None, depth: int, supported: bool, i
     if s.interposed:
         notes.append(f"initializer {e['index']} ({e['symbol']}): follows this file's own definition(s) of exported "
                      "name(s) it reaches through its GOT or a relocated data word (a vtable's slot, a function "
-                     "pointer), which an object loaded before it may interpose (judged "
+                     "pointer, its own array slot), which an object loaded before it may interpose (judged "
                      "by a program's load, --deps): " + ", ".join(sorted(s.interposed)[:3]))
     if s.indirect:
         notes.append(f"initializer {e['index']} ({e['symbol']}): {s.indirect} indirect call(s) not followed")

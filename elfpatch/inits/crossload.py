@@ -28,8 +28,8 @@ from elfpatch.elf.file import ElfFile
 from elfpatch.elf.relocs import copy_targets
 from elfpatch.errors import ElfPatchError
 from elfpatch.fs.source import Source
-from elfpatch.inits.values import held_by
-from elfpatch.inits.walk import UNKNOWN_STORE, returned_by
+from elfpatch.inits.values import held_by, returned_by
+from elfpatch.inits.walk import UNKNOWN_STORE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -57,6 +57,10 @@ class Trap(NamedTuple):
     ``brk``, ``udf``, ``svc``): a signal handler another initializer installed may run here."""
 
     insn: int
+    # a system call's arguments, the known values of its argument registers: the kernel reads or writes the
+    # memory they point to (``write(fd, &g, n)`` made with a raw ``syscall``), as another module's function would
+    args: tuple = ()
+    held: tuple = ()  # what the frame's slots hold when one of them points into the frame (an iovec)
 
 
 class Once(NamedTuple):

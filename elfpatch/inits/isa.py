@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Protocol, overload
 
-from elfpatch.inits.values import Inside, Ptr, Value, Within, held_by, symbol_moved
+from elfpatch.inits.values import Inside, Ptr, Value, Within, held_by, returned_by, symbol_moved
 
 HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
 
@@ -59,10 +59,11 @@ def moved_by(mnem: str, base: Value | None, imm: int | None, object_of: Callable
 
 def decides(left: Value | None, right: Value | None) -> bool:
     """Whether a compare of these two values has a known outcome: both known, neither Within an object nor a
-    pointer known only by its provenance."""
+    pointer known only by its provenance, a word loaded or another module's function's result (null or not)."""
     return left is not None and right is not None and not isinstance(left, (Within, Ptr, Inside)) \
         and not isinstance(right, (Within, Ptr, Inside)) \
-        and held_by(left) is None and held_by(right) is None  # a word loaded: null or not, unknown
+        and held_by(left) is None and held_by(right) is None and returned_by(left) is None \
+        and returned_by(right) is None
 
 
 def imm(text: str) -> int | None:

@@ -277,6 +277,16 @@ def _entry(kind: str, index: int | None, target: Target, names: dict[int, str],
             "demangled": _demangle(symbol), "source": source, "priority": priority, "toolchain": toolchain}
 
 
+def slot_addresses(elf: ElfFile, entries: list[dict[str, Any]]) -> list[int | None]:
+    """The address of the word each entry's function is read from (None: DT_INIT/DT_FINI, which hold it): the
+    loader relocates that word, by symbol lookup when its relocation names one."""
+    layout = _Layout(elf)
+    spans = {**layout.arrays, **layout.legacy}
+    ws = elf.elfclass // 8
+    return [spans[e["kind"]][0] + e["index"] * ws if e["kind"] in spans and e["index"] is not None else None
+            for e in entries]
+
+
 def static_initializer_count(listing: dict[str, Any]) -> int:
     """What --max counts: preinit_array, init_array and .ctors entries that are not the toolchain's own."""
     return sum(1 for e in listing["init"] if e["kind"] in COUNTED_KINDS and not e["toolchain"])

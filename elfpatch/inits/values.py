@@ -58,6 +58,27 @@ class _Carried:
 CARRIED = _Carried()
 
 
+class Words:
+    """A vector register loaded from constant data whose words (None: not known) include an address of this
+    file's object (clang builds ``struct iovec v = {&g, 4}`` by one vector move): a store of it into the frame
+    puts each word in its slot, where a call handed the frame finds it (state.frame_held). Never an address
+    itself: everything else takes it for a value not known."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, words: tuple) -> None:
+        self.words = words
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Words and other.words == self.words
+
+    def __hash__(self) -> int:
+        return hash(self.words)
+
+    def __repr__(self) -> str:
+        return f"Words{self.words}"
+
+
 def address_of(v: object) -> int | None:
     """The address a value names: an int is one; a Within names its object's start (what its accesses, calls
     and registrations are judged by); anything else (a symbol, a Ptr, None) none."""
@@ -159,3 +180,14 @@ def held_by(value: object) -> tuple[str, int | None] | None:
     if offset == UNKNOWN:
         return name, None
     return (name, int(offset)) if offset.lstrip("-").isdigit() else None
+
+
+# What a call into another module's function returns: "<name>()", a value no rule of this file can resolve (null
+# or not: a compare with it decides nothing); an access through it is unproven, named so that the whole load can
+# judge it (inits.crossload).
+RETURNED = "()"
+
+
+def returned_by(value: object) -> str | None:
+    """The function of another module whose result ``value`` is, or None."""
+    return value[: -len(RETURNED)] if isinstance(value, str) and value.endswith(RETURNED) else None

@@ -20,7 +20,7 @@ from elfpatch.inits.image import Image
 from elfpatch.inits.isa import no_result
 from elfpatch.inits.localstatic import checked_at, checked_on_exit, guarded_static
 from elfpatch.inits.tlsonce import OnceRuns, once_blocks, once_key
-from elfpatch.inits.values import ALLOC, Ptr, Value, Within, address_of, held_by, plain
+from elfpatch.inits.values import ALLOC, RETURNED, Ptr, Value, Within, address_of, held_by, plain, returned_by
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
          "__cxa_thread_atexit_impl": "thread_atexit"}
@@ -172,22 +172,17 @@ class Summary(NamedTuple):
     # them (a wrapper's: libc_nonshared's pthread_atfork passes its handlers to __register_atfork)
     passes_on: dict = {}
     starts_thread: bool = False  # it calls a function of STARTS_THREADS: code not followed runs meanwhile
+    # objects it marks built only by registering their destructor: no store into them, no constructor call (a
+    # constant-initialized object with a destructor: analysis._constant_initialized)
+    registered_only: frozenset = frozenset()
 
 
 EMPTY = Summary([], {}, {}, 0, 0, 0, 0, (), {}, {}, {}, frozenset(), frozenset(), 0, frozenset(), frozenset(), 0)
 MAX_UNPROVEN_AT = 3
-# What a call into another module's function returns: "<name>()", a value no rule of this file can resolve; an
-# access through it is unproven, named so that the whole load can judge it (inits.crossload).
-RETURNED = "()"
-
-
 # In a walk's foreign_written: a store through a pointer the walk does not know, which may be another module's
 UNKNOWN_STORE = "?"
 
 
-def returned_by(value: object) -> str | None:
-    """The function of another module whose result ``value`` is, or None."""
-    return value[: -len(RETURNED)] if isinstance(value, str) and value.endswith(RETURNED) else None
 # Calls whose result is memory they allocated (C and C++ allocation functions, Itanium-mangled).
 ALLOCATORS = frozenset({"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "strdup", "strndup",
                         "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
@@ -285,6 +280,7 @@ class _Acc:
         self.calls_out = False
         self.hands_on = False  # see Summary.hands_on
         self.passes_on: dict[int, bool] = {}
+        self.registered_only: set[int] = set()
         self.stashed_frame = False  # a callback or vptr stored in this function's own frame
         self.stashed_alloc = False  # ... in memory it allocated
         self.traps = False
@@ -304,6 +300,7 @@ class _Acc:
 
     def construct(self, o: int, strong: bool) -> None:
         self.constructs[o] = strong or self.constructs.get(o, False)
+        self.registered_only.discard(o)
         if self.acquired:
             self.guarded.add(o)
         self.touched.setdefault(o, (False, ()))
@@ -339,7 +336,7 @@ class _Acc:
                        frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated,
                        self.height, frozenset(self.unguarded), frozenset(self.checked),
                        self.hands_on or self.stashed_global, self.traps, self.passes_on or _NOTHING_PASSED,
-                       self.starts_thread)
+                       self.starts_thread, frozenset(self.registered_only))
 
 
 _NOTHING_PASSED: dict = {}  # Summary.passes_on of nearly every walk: one empty dict, never written
@@ -657,10 +654,30 @@ class Walker:
             elif kind is Ret:
                 self._returned_static(ev, acc)
             elif kind is Trap:
-                acc.traps = True
+                self._trapped(ev, acc)
         if acc.local_uses or acc.guard_checks or acc.touches_guard:
             self._guards_checked(addr, end, events, acc)
         return acc.summary()
+
+    def _trapped(self, ev: Trap, acc: _Acc) -> None:
+        """A trap: a signal handler may run there; and a system call is handed its arguments as another
+        module's function would be (the kernel may keep what it is handed: a signal handler in a sigaction
+        struct), and may read or write the memory they point to, directly or from the frame (an iovec): this
+        file's objects among them are read and escape."""
+        acc.traps = True
+        if ev.args:
+            self._handed_on(ev.args, True, acc)
+            self._held_read((*ev.args, *ev.held), acc)
+
+    def _held_read(self, values: tuple, acc: _Acc) -> None:
+        """This file's objects whose address another module (or the kernel) is handed, or finds in the frame it
+        is handed a pointer into: it may read them, and they escape."""
+        for v in values:
+            a = address_of(v) if v is not None else None
+            obj = self.image.object_at(a) if a is not None else None
+            if obj is not None:
+                acc.read(obj[0], (), False)
+                acc.escaped.add(obj[0])
 
     def _returned_static(self, ev: Ret, acc: _Acc) -> None:
         """A return of a function-local static's address: a use of it (its caller reads it)."""
@@ -833,7 +850,7 @@ class Walker:
             if obj is not None:
                 acc.local_uses.append((ev.at, o, obj[1]))
         stored = set(acc.call_stores)
-        self._merge(sub, where, ev.args, acc, ev.looped, ev.at)
+        self._merge(sub, where, ev.args, acc, ev.looped, ev.at, ev.held)
         if is_constructor_clone(name):
             self._credit(sub, acc.call_stores - stored, acc)
         elif not name and self.image.stripped:
@@ -929,7 +946,10 @@ class Walker:
             elif r.guard is None and r.kind != "thread_atexit":
                 acc.repeated += 1  # reached again: it registers again
 
-    def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc, looped: bool = False, at: int = -1) -> None:
+    def _merge(self, sub: Summary, where: int, args: tuple, acc: _Acc, looped: bool = False, at: int = -1,
+               held: tuple = ()) -> None:
+        """Merges a callee's summary into its caller's, for a call passing ``args`` (``held``: what the caller's
+        frame holds, when one of them points into it)."""
         if sub.registrations:
             self._merge_registrations(sub, where, acc, args, at)
             if looped:  # called in a loop: its registrations may run many times (but guarded ones)
@@ -938,8 +958,10 @@ class Walker:
         for o, (load, via) in sub.touched.items():  # first: in the callee's order (its path made if new)
             if o not in touched:
                 touched[o] = (load, (where, *via))
+        only = [o for o in sub.registered_only if o not in acc.constructs]
         for o, strong in sub.constructs.items():
             acc.construct(o, strong)
+        acc.registered_only.update(only)
         _first_via(sub.reads, where, acc.reads)
         self._merge_once(sub, where, acc)
         _first_via(sub.early, where, acc.early)
@@ -966,13 +988,14 @@ class Walker:
         acc.this_builds |= sub.this_builds
         acc.this_loads |= sub.this_loads
         acc.interposed |= sub.interposed
-        self._merge_stashes(sub, args, acc)
+        self._merge_stashes(sub, args, acc, held)
         for n, (via, insn, write) in sub.arg_derefs.items():
             self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads)
 
-    def _merge_stashes(self, sub: Summary, args: tuple, acc: _Acc) -> None:
-        """The callbacks and vptrs the callee stored, and whether its calls into other modules can reach one
-        this walk stored before the call (then they may call it back: an indirect call)."""
+    def _merge_stashes(self, sub: Summary, args: tuple, acc: _Acc, held: tuple = ()) -> None:
+        """The callbacks and vptrs the callee stored, whether its calls into other modules can reach one this
+        walk stored before the call (then they may call it back: an indirect call), and what the callee handed
+        on of this walk's (a pointer into its frame: the addresses the frame holds, ``held``, are read)."""
         if sub.calls_out and self._stash_reached(sub, args, acc):
             acc.indirect += 1
             acc.hands_on = True
@@ -985,6 +1008,8 @@ class Walker:
                 acc.passes_on[v.n] = acc.passes_on.get(v.n, False) or kept
             elif v is not None:
                 self._handed_on((v,), kept, acc)
+                if type(v) is Ptr and v.kind == "frame":
+                    self._held_read(held, acc)
         acc.stashed_global |= sub.stashed_global
         acc.stashed_objects |= sub.stashed_objects
         acc.calls_out |= sub.calls_out
@@ -1079,12 +1104,7 @@ class Walker:
         self._handed_on(ev.args, kept, acc)
         if name in RUNS_INITIALIZERS or name in RUNS_EXIT_HANDLERS:
             acc.indirect += 1  # code this walk does not follow runs now: initializers, or exit-time code
-        for v in ev.held:  # this file's objects whose address sits in the frame it is handed: it may read them
-            a = address_of(v)
-            obj = self.image.object_at(a) if a is not None else None
-            if obj is not None:
-                acc.read(obj[0], (), False)
-                acc.escaped.add(obj[0])
+        self._held_read(ev.held, acc)
 
     def _handed_on(self, args: tuple, kept: bool, acc: _Acc) -> None:
         """What another module's function is handed in ``args`` (known values, or the walk's own arguments
@@ -1204,7 +1224,10 @@ class Walker:
         if isinstance(obj, int):
             o = self.image.object_at(obj)
             if o is not None:
+                only = o[0] not in acc.constructs
                 acc.construct(o[0], True)  # the object whose destructor is registered was just built
+                if only:
+                    acc.registered_only.add(o[0])
         return 1 if dtor is None or isinstance(dtor, Ptr) else 0
 
     def foreign_object(self, name: str) -> bool:

@@ -23,7 +23,19 @@ from elfpatch.inits.state import (
     slot_clobbers,
     slot_key,
 )
-from elfpatch.inits.values import ALLOC, CARRIED, FRAME, Ptr, Value, Within, held, held_by, offset_of, plain
+from elfpatch.inits.values import (
+    ALLOC,
+    CARRIED,
+    FRAME,
+    Ptr,
+    Value,
+    Within,
+    Words,
+    held,
+    held_by,
+    offset_of,
+    plain,
+)
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
 
@@ -41,6 +53,10 @@ _X86_PARTIAL.update({f"r{n}{w}": f"r{n}" for n in range(8, 16) for w in "bw"})
 X86_ARGS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
 # Instructions that raise a signal (a trap, an interrupt, a privileged hlt) or enter the kernel, which may send one.
 X86_TRAPS = frozenset({"ud0", "ud1", "ud2", "int", "int1", "int3", "into", "hlt", "syscall", "sysenter"})
+# The registers the kernel takes a system call's arguments in: x86-64's syscall (and sysenter), and the i386
+# ABI of ``int $0x80``, which a 64-bit process may use too.
+_SYSCALL_ARGS = ("rdi", "rsi", "rdx", "r10", "r8", "r9")
+_KERNEL_ARGS = {"syscall": _SYSCALL_ARGS, "sysenter": _SYSCALL_ARGS, "int": ("rbx", "rcx", "rdx", "rsi", "rdi", "rbp")}
 X86_CLOBBER = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 _X86_MEM = re.compile(r"(?:(\w+):)?\[([^\]]*)\]")
 # What an instruction does to its memory operand, by its semantics (capstone's detailed operand access is the
@@ -237,12 +253,20 @@ def _x86_slot(terms: tuple, width: int | None) -> tuple[str | None, tuple[str, .
     """A stack operand's slot (see state.slot_key; None: no value is kept there), the other slots a store to it
     overwrites, and the other frame base's prefix, whose slots may be the same bytes: ``[rbp - 8]`` and
     ``[rsp + 0x18]`` may name one word, and an index not known may name any slot."""
+    at = _frame_offset(terms)
+    if at is not None:
+        base, d = at
+        return slot_key(base, d, width), slot_clobbers(base, d, width), _RBP_SLOTS if base == "rsp" else _RSP_SLOTS
+    return None, (SLOTS,), None
+
+
+def _frame_offset(terms: tuple) -> tuple[str, int] | None:
+    """(rsp or rbp, displacement) of a stack operand ``[rsp + d]``, ``[rbp - d]`` (None: an index, another base)."""
     head = terms[0] if terms else None
     if head is not None and head[0] == 2 and head[2] == 1 and not head[3] and head[1] in ("rsp", "rbp") \
             and (len(terms) == 1 or len(terms) == 2 and terms[1][0] == 1):
-        base, d = head[1], terms[1][1] if len(terms) == 2 else 0
-        return slot_key(base, d, width), slot_clobbers(base, d, width), _RBP_SLOTS if base == "rsp" else _RSP_SLOTS
-    return None, (SLOTS,), None
+        return head[1], terms[1][1] if len(terms) == 2 else 0
+    return None
 
 
 def _x86_flow(mnem: str, op: str) -> tuple[str, int | None]:
@@ -384,8 +408,8 @@ def _x86_plan(mnem: str, op: str) -> tuple:
         m = _X86_MEM.search(ops[1]) if len(ops) == 2 else None
         parsed = _x86_parse(m.group(2)) if m and not m.group(1) else None
         return flow, _K_LEA, dreg, parsed, _rip_relative(parsed[0]) if parsed is not None else None
-    if mnem in X86_TRAPS:  # a register plan (syscall's clobbers), and a Trap event
-        return (flow, _K_TRAP, None) + _x86_register(mnem, ops, dreg)
+    if mnem in X86_TRAPS:  # the kernel's argument registers, a register plan (syscall's clobbers), a Trap event
+        return (flow, _K_TRAP, _KERNEL_ARGS.get(mnem)) + _x86_register(mnem, ops, dreg)
     cmp = _x86_cmp(ops) if mnem == "cmp" and len(ops) == 2 else None
     if "[" in op:
         operands = tuple(p for p in (_x86_operand(m, mnem, ops, dreg) for m in _X86_MEM.finditer(op))
@@ -556,7 +580,9 @@ class _X86:
     def _end(self, insn: tuple, plan: tuple, st: dict, out: list) -> None:
         """A trap (its registers, as a register plan's) or a return."""
         if plan[1] == _K_TRAP:
-            out.append(Trap(insn[0]))
+            args = tuple(st.get(r) for r in plan[2]) if plan[2] else ()
+            out.append(Trap(insn[0], args, frame_held(st, args)))
+            frame_handed(st, args)
             self._register(plan, st)
         else:
             out.append(Ret(st.get("rax"), insn[0]))
@@ -626,33 +652,47 @@ class _X86:
         """An instruction with memory operands: a stack slot, a GOT load, an access to global memory, or one
         through a pointer not resolved here (a Deref: the walker decides whether its provenance is proven)."""
         vector = plan[7]
-        if vector is not None:
-            self._vector(insn, plan[3], vector, st, out)
+        words = self._vector(insn, plan[3], vector, st, out) if vector is not None else None
         for operand in plan[3]:
             if self._operand(insn, operand, plan[5], st, out):
                 _drop(st, plan[4], plan[5])  # what it writes besides the register loaded (a div's rax, rdx)
-                return
-        _drop(st, plan[4])
+                break
+        else:
+            _drop(st, plan[4])
+        if words:
+            st.update(words)  # after the store forgot the slots it overwrites
 
-    def _vector(self, insn: tuple, operands: tuple, vector: tuple, st: dict, out: list) -> None:
+    def _vector(self, insn: tuple, operands: tuple, vector: tuple, st: dict, out: list) -> dict | None:
         """A vector move: a store of a register that CARRIED words holding a callback or vptr is a Stash where it
-        goes; a load from an address known gives CARRIED when one of the words it loads is one."""
+        goes; a load from an address known gives CARRIED when one of the words it loads is one, else Words
+        when one is an address of an object of this file. Returns the frame slots a store of Words fills."""
         if not operands:
-            return
+            return None
         operand = operands[0]
+        frame = operand[2] == 1 or operand[2] == 2 and st.get("rbp") == FRAME
         if vector[0] == _V_STORE:
-            if st.get(vector[1]) is CARRIED:
-                if operand[2] == 1 or operand[2] == 2 and st.get("rbp") == FRAME:
+            value = st.get(vector[1])
+            if value is CARRIED:
+                if frame:
                     out.append(Stash(FRAME))
                 else:
                     a, base, _exact = self._address(operand, st, insn[0] + insn[1])
                     out.append(Stash(a.start if isinstance(a, Within) else a if a is not None else base))
-            return
+            at = _frame_offset(operand[6][0]) if frame and type(value) is Words else None
+            if at is not None:
+                assert isinstance(value, Words)
+                return {key: w for n, w in enumerate(value.words)
+                        if w is not None and (key := slot_key(at[0], at[1] + 8 * n, 8)) is not None}
+            return None
         st.pop(vector[1], None)
         a, _base, exact = self._address(operand, st, insn[0] + insn[1]) if operand[2] == 0 else (None, None, False)
-        if exact and isinstance(a, int) and any(type(w) is int and self.handed(w)
-                                                for w in map(self.got, range(a, a + vector[2], 8))):
-            st[vector[1]] = CARRIED
+        if exact and isinstance(a, int):
+            words = tuple(w if type(w) is int else None for w in map(self.got, range(a, a + vector[2], 8)))
+            if any(w is not None and self.handed(w) for w in words):
+                st[vector[1]] = CARRIED
+            elif any(w is not None and self.object_of(w) is not None for w in words):
+                st[vector[1]] = Words(words)
+        return None
 
     def _operand(self, insn: tuple, operand: tuple, dreg: str | None, st: dict, out: list) -> bool:
         """One memory operand; True when the instruction is fully handled (a stack slot or a GOT load)."""

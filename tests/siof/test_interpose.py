@@ -1,7 +1,8 @@
 """A shared library's own exported names bind to the first definition in the lookup scope: a program that
 defines the same function or object interposes it, so the library's initializer calls the program's
 ``get_port()`` (which reads the program's g_port, not yet built) or reads the program's g_cfg (built later by the
-program's initializer). The library alone used to say complete with no finding, following its own definition.
+program's initializer), or runs the program's ``lib_ctor`` from its own init_array slot. The library alone used
+to say complete with no finding, following its own definition.
 Now it says incomplete (its own interposable names, named in a note); the program's load (--deps) binds the
 names as the loader does and finds the reads before construction (the run printed 0 for both)."""
 from __future__ import annotations
@@ -32,6 +33,11 @@ CASES = {  # what the library's initializer reaches through its GOT, and the pro
     "constant-table": ('extern "C" int get_port() { return 80; }\nstatic int (* const tbl[])() = {get_port};\n'
                        "static int (* const * volatile at)() = tbl;\nstatic int lib_port = (*at)();\n",
                        GET_PORT, "g_port"),
+    # the loader reads the library's init_array slot relocated against its own exported constructor function
+    # (R_*_64 / ABS64 against the symbol): the program's definition of the name runs there instead
+    "init-array-slot": ('extern "C" __attribute__((constructor)) void lib_ctor() {}\n',
+                        GET_PORT.replace("int main", 'extern "C" void lib_ctor() { get_port(); }\nint main'),
+                        "g_port"),
     "vtable": ("struct Base { virtual int get(); };\nint Base::get() { return 80; }\nstatic Base b;\n"
                "static Base* volatile pb = &b;\nstatic int lib_port = pb->get();\n",
                GET_PORT.replace("int main", "struct Base { virtual int get(); };\n"

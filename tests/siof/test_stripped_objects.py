@@ -237,8 +237,8 @@ def test_unnamed_helpers_cost_no_depth_two_levels_down(tmp_path: Path) -> None:
     body = "".join(_local(a, f"sub rsp, 8\ncall {b}\nadd rsp, 8\nret") for a, b in zip(chain, chain[1:]))
     body += _local("f3", "mov eax, dword ptr [rip + obj]\nret")
     body += _local("merged", "sub rsp, 8\ncall unit\nadd rsp, 8\nret")
-    body += _local("builder", "lea rdi, [rip + dtor]\nlea rsi, [rip + obj]\nlea rdx, [rip + obj]\n"
-                   "jmp __cxa_atexit@PLT") + _local("dtor", "ret")
+    body += _local("builder", "mov dword ptr [rip + obj], 1\nlea rdi, [rip + dtor]\nlea rsi, [rip + obj]\n"
+                   "lea rdx, [rip + obj]\njmp __cxa_atexit@PLT") + _local("dtor", "ret")
     asm = ".text\n" + body + '.bss\nobj: .zero 8\n.section .init_array,"aw"\n.balign 8\n.quad merged\n.quad builder\n'
     f = _analysis(_stripped_library(tmp_path, "levels", asm))
     assert not any("past depth" in n for n in f["analysis_notes"]), f["analysis_notes"]
