@@ -69,8 +69,9 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
                      "data objects without a symbol by address, where an initializer builds or stores into one")
     budget, walker, summaries, cut_from = _walked(elf, image, entries, depth)
     notes += _spliced_init(listing, walker)
-    summaries = _constant_initialized([_ordered(s, before) for s in summaries])
-    summaries = inlined_builds(image, walker, entries, unnamed_built(image, summaries))
+    summaries = [_ordered(s, before) for s in summaries]
+    # after the builds that stores by address, a stripped file's unnamed constructors, make known
+    summaries = _constant_initialized(inlined_builds(image, walker, entries, unnamed_built(image, summaries)))
     # calls whose code is not seen: of a function no object of the load defines, or one that may read this
     # program's exported objects before they are built
     unbound = _unbound_calls(elf, entries, summaries, loaded) \
@@ -110,14 +111,15 @@ def analyze(elf: ElfFile, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, d
 def _constant_initialized(summaries: list[Summary | None]) -> list[Summary | None]:
     """The summaries less the objects whose only sign of a build anywhere is the registration of their destructor
     (constant-initialized, ``constexpr Reg() : n(5) {}`` with ``~Reg()``): read before that registration, they
-    already hold their value. Any store into one, constructor call, or store through its address handed on
-    (seen, or possible in code not seen: the blind rules judge those) keeps it built."""
+    already hold their value. Only where the registering walk is proven (no store it could not place, no code it
+    did not follow: a build there is possible); any store into one, constructor call, or its address handed
+    on, anywhere, keeps it built (code other walks did not see: the blind rules judge reads of it)."""
     only = {o for s in summaries if s is not None for o in s.registered_only}
     if not only:
         return summaries
     built = {o for s in summaries if s is not None
              for o in (*(o for o in s.constructs if o not in s.registered_only), *s.call_stores, *s.escaped,
-                       *s.this_builds, *s.guarded_builds)}
+                       *s.this_builds, *s.guarded_builds, *(s.registered_only if not _proven(s) else ()))}
     constant = only - built
     return [s._replace(constructs={o: v for o, v in s.constructs.items() if o not in constant})
             if s is not None and constant & s.registered_only else s for s in summaries]
