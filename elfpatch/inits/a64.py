@@ -288,7 +288,10 @@ class _A64:
         or memory allocated); returns what a load of another module's word gives (see _a64_word)."""
         base = _a64_get(st, _a64(m.group(1))) if m is not None else None
         if not (isinstance(base, Ptr) and base.kind != "arg"):
-            out.append(Deref(addr, base if isinstance(base, (Ptr, str)) else None, is_store))
+            # below the base: a negative displacement (pre-index too) or an index register
+            below = m is None or bool(m.group(2) and m.group(2).startswith("-") or m.group(3)) \
+                or isinstance(base, Ptr) and base.below
+            out.append(Deref(addr, base if isinstance(base, (Ptr, str)) else None, is_store, below))
         return _a64_word(base, m, mnem, ops) if not is_store else None
 
     def _frame_access(self, mnem: str, ops: list, m: re.Match, is_store: bool, dst: str, st: dict) -> bool:

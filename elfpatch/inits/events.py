@@ -31,6 +31,9 @@ class Deref(NamedTuple):
     insn: int  # the instruction's address
     base: Ptr | str | None
     write: bool
+    # a negative displacement or an index not known: it may reach memory below the pointer, as ``end[-1]``
+    # through a pointer one past an array's end does
+    below: bool = False
 
 
 class Ret(NamedTuple):

@@ -32,20 +32,27 @@ def moved(base: int | Within, delta: int | None, object_of: Callable[[int], int 
 def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None: ...
 def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int | None]) -> Value | None:
     """A known address moved by ``delta`` (None: by an unknown amount, an index). C's rule that pointer
-    arithmetic stays inside its object keeps an unknown move Within the object; anything else is unknown.
+    arithmetic stays inside its object (or one past its end) keeps an unknown move Within the object; anything
+    else is unknown.
     Another module's object's address moved is still that object's, at the offset moved (see values.Inside):
     a word loaded through it is the one at that offset, or one not known."""
     if isinstance(base, str) and held_by(base) is None and not base.endswith("()"):
         return symbol_moved(base, delta)
-    if isinstance(base, (Ptr, str)):
-        return base  # a pointer moved stays inside what it points into: its provenance holds
+    if isinstance(base, Ptr):  # a pointer moved stays inside what it points into: its provenance holds
+        return base._replace(below=True) if base.kind == "arg" and (delta is None or delta < 0) else base
+    if isinstance(base, str):
+        return base
     if isinstance(base, Within):
         return base  # still somewhere in its object
     if not isinstance(base, int):
         return None
     if delta is not None:
         return base + delta
+    # C allows a pointer one past an object's end: where no object starts there, moved back by an unknown
+    # amount (``end[-i]``) it reaches that object
     o = object_of(base)
+    if o is None:
+        o = object_of(base - 1)
     return Within(o) if o is not None else None
 
 

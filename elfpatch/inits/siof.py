@@ -70,6 +70,8 @@ def order_verdict(pos: int, c: int, entries: list[dict]) -> str:
         return "own"
     if pos < c:
         return "before-construction"
-    if (reader["priority"] or 65535) != (ctor["priority"] or 65535):
+    # the loader runs a program's preinit_array before DT_INIT (the legacy .ctors list) and the init_array:
+    # across two kinds the order is fixed, as init priorities fix it within one
+    if (reader["priority"] or 65535) != (ctor["priority"] or 65535) or reader.get("kind") != ctor.get("kind"):
         return "priority-ordered"
     return "order-dependent"

@@ -37,10 +37,12 @@ class Within:
 class Ptr(NamedTuple):
     """A pointer whose provenance is known though its address is not: the function's own stack frame
     ("frame"), memory an allocation call returned ("alloc"), or what the caller passed in argument register
-    ``n`` ("arg"). Never an int: it never compares equal to an address."""
+    ``n`` ("arg"). Never an int: it never compares equal to an address. ``below``: moved back from where it
+    came by an amount, or by one not known (``end - 1``): it may point below the pointer the caller passed."""
 
     kind: str
     n: int = 0
+    below: bool = False
 
 
 FRAME, ALLOC = Ptr("frame"), Ptr("alloc")

@@ -172,6 +172,8 @@ class Summary(NamedTuple):
     # them (a wrapper's: libc_nonshared's pthread_atfork passes its handlers to __register_atfork)
     passes_on: dict = {}
     starts_thread: bool = False  # it calls a function of STARTS_THREADS: code not followed runs meanwhile
+    # argument registers it accesses memory below of (Deref.below): a pointer one past an object's end reaches it
+    arg_below: frozenset = frozenset()
     # objects it marks built only by registering their destructor: no store into them, no constructor call (a
     # constant-initialized object with a destructor: analysis._constant_initialized)
     registered_only: frozenset = frozenset()
@@ -281,6 +283,7 @@ class _Acc:
         self.hands_on = False  # see Summary.hands_on
         self.passes_on: dict[int, bool] = {}
         self.registered_only: set[int] = set()
+        self.arg_below: set[int] = set()
         self.stashed_frame = False  # a callback or vptr stored in this function's own frame
         self.stashed_alloc = False  # ... in memory it allocated
         self.traps = False
@@ -313,8 +316,11 @@ class _Acc:
         if len(self.unproven_at) < MAX_UNPROVEN_AT:
             self.unproven_at.append(Unproven(via, insn, base))
 
-    def deref(self, n: int, via: tuple, insn: int, write: bool, first_load: bool) -> None:
-        """An access through argument register ``n`` (``first_load``: the callee's first one there loads)."""
+    def deref(self, n: int, via: tuple, insn: int, write: bool, first_load: bool, below: bool = False) -> None:
+        """An access through argument register ``n`` (``first_load``: the callee's first one there loads;
+        ``below``: it may reach below the pointer)."""
+        if below:
+            self.arg_below.add(n)
         known = self.arg_derefs.get(n)
         if known is None and first_load:
             self.arg_loads.add(n)
@@ -336,7 +342,8 @@ class _Acc:
                        frozenset(self.stash_args), frozenset(self.stashed_objects), self.calls_out, self.repeated,
                        self.height, frozenset(self.unguarded), frozenset(self.checked),
                        self.hands_on or self.stashed_global, self.traps, self.passes_on or _NOTHING_PASSED,
-                       self.starts_thread, frozenset(self.registered_only))
+                       self.starts_thread, frozenset(self.arg_below),
+                       frozenset(self.registered_only))
 
 
 _NOTHING_PASSED: dict = {}  # Summary.passes_on of nearly every walk: one empty dict, never written
@@ -782,7 +789,7 @@ class Walker:
         """A load or store through a pointer not resolved to an address: the caller's to prove when it came
         in an argument register, else unproven."""
         if isinstance(ev.base, Ptr) and ev.base.kind == "arg":
-            acc.deref(ev.base.n, (), ev.insn, ev.write, not ev.write)
+            acc.deref(ev.base.n, (), ev.insn, ev.write, not ev.write, ev.below)
         elif not isinstance(ev.base, Ptr):
             acc.unprove((), ev.insn, ev.base)
             self._written(ev.base, ev.write, acc)
@@ -990,7 +997,8 @@ class Walker:
         acc.interposed |= sub.interposed
         self._merge_stashes(sub, args, acc, held)
         for n, (via, insn, write) in sub.arg_derefs.items():
-            self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads)
+            self._passed(args[n] if n < len(args) else None, (where, *via), insn, write, acc, n in sub.arg_loads,
+                         n in sub.arg_below)
 
     def _merge_stashes(self, sub: Summary, args: tuple, acc: _Acc, held: tuple = ()) -> None:
         """The callbacks and vptrs the callee stored, whether its calls into other modules can reach one this
@@ -1066,17 +1074,24 @@ class Walker:
                 acc.direct.add(o)
 
     def _passed(self, v: Value | None, via: tuple, insn: int, write: bool, acc: _Acc,
-                first_load: bool = False) -> None:
+                first_load: bool = False, below: bool = False) -> None:
         """A callee dereferences what this function passed it: proven when it is an address (its object is
         already a read, see _arguments; a store through it builds the object, as `init(&g)` does), this frame
         or memory allocated here; the caller's to prove when it is one of this function's own arguments;
-        unproven otherwise."""
+        unproven otherwise. ``below``: the callee may reach below the pointer (``end[-1]``): an address one past
+        an object's end reaches that object too."""
         if isinstance(v, Ptr):
             if v.kind == "arg":
-                acc.deref(v.n, via, insn, write, first_load)
+                acc.deref(v.n, via, insn, write, first_load, below or v.below)
         elif (a := address_of(v)) is not None:
-            o = self.image.object_at(a) if write else None
-            if o is not None:
+            o = self.image.object_at(a) if write or below else None
+            ended = self.image.object_at(a - 1) if below and isinstance(v, int) else None
+            if ended is not None and (o is None or o[0] != ended[0]):
+                if write:
+                    acc.call_stores.add(ended[0])
+                else:
+                    acc.read(ended[0], via, first_load)
+            if o is not None and write:
                 acc.call_stores.add(o[0])
                 if acc.acquired:
                     acc.guarded.add(o[0])

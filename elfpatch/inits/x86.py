@@ -260,6 +260,11 @@ def _x86_slot(terms: tuple, width: int | None) -> tuple[str | None, tuple[str, .
     return None, (SLOTS,), None
 
 
+def _below(terms: tuple) -> bool:
+    """Whether an operand may reach memory below its base register: a negative displacement, or an index."""
+    return any(t[0] == 1 and t[1] < 0 for t in terms) or sum(1 for t in terms if t[0] == 2) > 1
+
+
 def _frame_offset(terms: tuple) -> tuple[str, int] | None:
     """(rsp or rbp, displacement) of a stack operand ``[rsp + d]``, ``[rbp - d]`` (None: an index, another base)."""
     head = terms[0] if terms else None
@@ -722,7 +727,8 @@ class _X86:
         if base == FRAME and rw[1]:
             forget_slots(st)  # a store through a pointer into the frame (``rep stos``): which slot is not known
         if not (isinstance(base, Ptr) and base.kind != "arg"):
-            out.append(Deref(insn[0], base, rw[1]))
+            out.append(Deref(insn[0], base, rw[1],
+                             _below(operand[6][0]) or isinstance(base, Ptr) and base.below))
             word = _word_of(st, operand[9]) if got_load and dreg else None
             if word is not None:  # a pointer loaded from another module's object: that word's value
                 st[dreg] = word  # got_load only with a register written

@@ -107,6 +107,35 @@ def test_a_program_storing_one_member_before_the_constructor_reads_it_unbuilt(tm
     assert found or not f["analysis_complete"]
 
 
+def test_a_preinit_array_entry_runs_before_every_init_array_entry() -> None:
+    table = [{"address": 0x1000, "priority": None, "kind": "preinit_array"},
+             {"address": 0x1010, "priority": None, "kind": "init_array"}]
+    assert order_verdict(1, 0, table) == "priority-ordered"  # the loader's order, not the link's
+    assert order_verdict(0, 1, table) == "before-construction"
+
+
+@pytest.mark.parametrize("cxx", ["g++", "clang++"])
+def test_a_program_reading_what_its_preinit_array_built_reads_it_built(tmp_path: Path, cxx: str) -> None:
+    require_tool(cxx, packages="g++ clang")
+    (tmp_path / "user.cpp").write_text(
+        '#include <stdio.h>\nstruct S { int v; S(); };\nextern char g_store[];\n'
+        'static int seen = printf("g_store %d\\n", reinterpret_cast<S*>(g_store)->v);\nint main() {}\n')
+    (tmp_path / "pre.cpp").write_text(
+        '#include <new>\nextern "C" volatile int k_seven;\nvolatile int k_seven = 7;\n'
+        "struct S { int v; S(); };\nS::S() : v(k_seven) {}\nalignas(S) char g_store[sizeof(S)];\n"
+        "static void build(int, char**, char**) { new (g_store) S(); }\n"
+        '__attribute__((section(".preinit_array"), used)) static void (*pre)(int, char**, char**) = build;\n')
+    exe = tmp_path / "prog"
+    subprocess.run([cxx, "-O2", "-o", str(exe), str(tmp_path / "user.cpp"), str(tmp_path / "pre.cpp")],
+                   check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_store 7\n"
+    f = json.loads(run_main("inits", "--siof", "--json", str(exe), check=True).stdout)["files"][0]
+    user = next(e for e in f["init"] if e["source"] == "user.cpp")
+    assert f["findings"] == []
+    assert [r["status"] for r in user["analysis"]["reads"] if r["object"]["symbol"] == "g_store"] \
+        == ["priority-ordered"]
+
+
 def test_the_rule_imports_no_disassembler() -> None:
     code = "import sys, elfpatch.inits.siof\nprint(sorted(m for m in sys.modules if m.startswith('capstone')))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
