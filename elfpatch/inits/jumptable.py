@@ -9,7 +9,14 @@ independent switch (GCC and clang, -O1 and up; `notrack` under -fcf-protection):
     add   rY, rB
     notrack jmp rY             ; a plain `jmp rY` without -fcf-protection (marked_tables: made `notrack`)
 
-Only this exact shape is taken, with every case inside the function and at an instruction start: the decoder
+A program linked at a fixed address (not PIE) jumps through a table of absolute addresses instead:
+
+    cmp   eI, N
+    ja    default
+    mov   eI, eI                        ; optional
+    notrack jmp qword ptr [rI*8 + T]    ; (a plain `jmp` without -fcf-protection)
+
+Only these exact shapes are taken, with every case inside the function and at an instruction start: the decoder
 then gives the jump an edge to each case and nothing else needs to guess. Anything else is None, and the
 decoder keeps its sound fallback (every block after the table may be a case).
 """
@@ -26,6 +33,8 @@ _REG32 = {f"e{r}": f"r{r}" for r in ("ax", "bx", "cx", "dx", "si", "di", "bp")}
 _REG32.update({f"r{n}d": f"r{n}" for n in range(8, 16)})
 _LEA = re.compile(r"^(r\w+), \[rip ([+-]) (0x[0-9a-f]+|\d+)\]$")
 _LOAD = re.compile(r"^(r\w+), dword ptr \[(r\w+) \+ (r\w+)\*4\]$")
+_BETWEEN = frozenset({"mov", "sub", "add", "push", "lea"})  # instructions that may sit between bound and jump
+_ABSOLUTE = re.compile(r"^qword ptr (?:ds:)?\[(r\w+)\*8 \+ (0x[0-9a-f]+|\d+)\]$")
 
 
 def _wide(reg: str) -> str:
@@ -46,8 +55,18 @@ def _bound(insns: list, k: int, index: str) -> int | None:
 
 def x86_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> list[int] | None:
     """The case addresses of the table jump ``insns[n]`` ((address, size, mnemonic, op_str) tuples), or None
-    when the code around it is not the shape above."""
-    if n < 4 or insns[n][2] not in ("notrack jmp", "jmp") or insns[n - 1][2] != "add" or insns[n - 2][2] != "movsxd":
+    when the code around it is not one of the shapes above."""
+    if insns[n][2] not in ("notrack jmp", "jmp"):
+        return None
+    absolute = _ABSOLUTE.match(insns[n][3]) if n >= 2 else None
+    if absolute is not None:
+        return _absolute_targets(insns, n, absolute.group(1), int(absolute.group(2), 0), read)
+    return _relative_targets(insns, n, read)
+
+
+def _relative_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> list[int] | None:
+    """The cases of the position-independent switch: int32 offsets from the table."""
+    if n < 4 or insns[n - 1][2] != "add" or insns[n - 2][2] != "movsxd":
         return None
     load = _LOAD.match(insns[n - 2][3])
     if load is None or insns[n][3] != load.group(1) or insns[n - 1][3] != f"{load.group(1)}, {load.group(2)}":
@@ -66,25 +85,50 @@ def x86_case_targets(insns: list, n: int, read: Callable[[int, int], bytes]) -> 
                   and _wide(op.partition(", ")[0]) == index):
             break
         k -= 1
-    count = _bound(insns, k + 1, index) if table is not None else None
-    if table is None or count is None or not 0 < count <= MAX_CASES:
+    if table is None:
+        return None
+    entries = _entries(read, table, 4, _bound(insns, k + 1, index))
+    return None if entries is None else sorted({table + e for e in entries})
+
+
+def _absolute_targets(insns: list, n: int, index: str, table: int,
+                      read: Callable[[int, int], bytes]) -> list[int] | None:
+    """The cases of ``jmp qword ptr [rI*8 + T]`` after its bound: the table's 8-byte absolute addresses (None:
+    not the shape, or the table not readable). Between the bound and the jump, a few moves that leave rI alone
+    (GCC -O1 sets up its frame there: ``sub rsp, 8``) or zero-extend it (``mov eI, eI``)."""
+    first = n
+    while first > max(n - 3, 0) and insns[first - 1][2] in _BETWEEN:
+        dst, _, src = insns[first - 1][3].partition(", ")
+        if _wide(dst) == index and not (insns[first - 1][2] == "mov" and dst == src):
+            return None
+        first -= 1
+    entries = _entries(read, table, 8, _bound(insns, first, index))
+    return None if entries is None else sorted(set(entries))
+
+
+def _entries(read: Callable[[int, int], bytes], table: int, width: int, count: int | None) -> list[int] | None:
+    """The table's ``count`` entries of ``width`` bytes (int32 offsets are signed, addresses not); None when
+    the bound is no bound or the table cannot be read."""
+    if count is None or not 0 < count <= MAX_CASES:
         return None
     try:
-        raw = read(table, 4 * count)
+        raw = read(table, width * count)
     except ElfPatchError:
         return None
-    if len(raw) != 4 * count:
+    if len(raw) != width * count:
         return None
-    return sorted({table + int.from_bytes(raw[i:i + 4], "little", signed=True) for i in range(0, len(raw), 4)})
+    return [int.from_bytes(raw[i:i + width], "little", signed=width == 4) for i in range(0, len(raw), width)]
 
 
 def marked_tables(insns: list, read: Callable[[int, int], bytes]) -> list:
-    """``insns`` with each plain ``jmp rY`` that is the switch above (built without -fcf-protection) spelled
-    ``notrack jmp``, as -fcf-protection spells it: the decoder then takes it for the table jump it is (edges to
-    its cases) rather than an indirect tail call. Any other jump through a register is left as it is."""
+    """``insns`` with each plain ``jmp rY`` or ``jmp qword ptr [rI*8 + T]`` that is a switch above (built without
+    -fcf-protection) spelled ``notrack jmp``, as -fcf-protection spells it: the decoder then takes it for the
+    table jump it is (edges to its cases) rather than an indirect tail call. Any other jump through a register
+    or memory is left as it is."""
     out = insns
     for n, i in enumerate(insns):
-        if i[2] == "jmp" and not i[3].startswith(("0x", "qword")) and x86_case_targets(insns, n, read) is not None:
+        if i[2] == "jmp" and not i[3].startswith("0x") and (not i[3].startswith("qword") or "*8 + " in i[3]) \
+                and x86_case_targets(insns, n, read) is not None:
             if out is insns:
                 out = list(insns)
             out[n] = (i[0], i[1], "notrack jmp", i[3])

@@ -602,7 +602,7 @@ class _X86:
             if tail and start <= target < end:
                 return False
             out.append(Call(target, None, args, tail, insn[0], held=frame_held(st, args)))
-        elif memory:
+        elif memory and not (tail and notrack):  # notrack jmp [T + rI*8]: a switch's table (jumptable.py)
             at, exact = self._mem(terms, st, insn[0] + insn[1]) if terms is not None else (None, False)
             slot = at if exact and isinstance(at, int) else None  # a table's entry at an index not known: none
             word = _word_of(st, _based(terms)) if slot is None and terms is not None else None
