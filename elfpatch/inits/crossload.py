@@ -123,7 +123,7 @@ def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]]
     for m in sorted(wanted):
         reader = listing_of(m)
         for e in _entries(reader):
-            own = _interposed(e, wanted[m], symbols)
+            own = _interposed(e, wanted[m], symbols, reader)
             for name in [*e["analysis"].get("other_module_reads", []), *(n for n, f in own if not f)]:
                 if name in wanted[m] and not name.startswith("_ZZ"):
                     _judge_one(load, symbols, listing_of, m, e, name, findings, notes)
@@ -137,16 +137,34 @@ def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]]
     return findings, notes
 
 
-def _interposed(e: dict, wanted: set[str], symbols: list[Symbols | None]) -> list[tuple[str, bool]]:
+def _interposed(e: dict, wanted: set[str], symbols: list[Symbols | None],
+                reader: dict[str, Any] | None) -> list[tuple[str, bool]]:
     """(name, a function) for each of the entry's own exported names reached through its GOT that the load
     binds to an object initialized after it (``wanted``): judged as that object's function or data."""
     out = []
-    built = {o["symbol"] for o in e["analysis"].get("constructs", []) if o}  # it builds the bound one itself
+    # it builds the bound one itself, or its file's guarded initialization did before it
+    built = {o["symbol"] for o in e["analysis"].get("constructs", []) if o} | _guarded_here(reader, e)
     for name in e["analysis"].get("own_interposable", []):
         d = _definer(name, symbols) if name in wanted and name not in built else None
         dsyms = symbols[d] if d is not None else None
         if dsyms is not None:
             out.append((name, name in dsyms.functions))
+    return out
+
+
+def _guarded_here(listing: dict[str, Any] | None, e: dict) -> set[str]:
+    """The inline or template variables the entry reads ``guarded`` whose guarded initialization an entry of
+    its file at or before it runs through the GOT (``own_interposable``): that initialization builds the copy
+    the load binds the name to, whichever object's that is (clang's weak inline variables: the first in the
+    lookup scope)."""
+    guarded = {r["object"]["symbol"] for r in e["analysis"].get("reads", [])
+               if r["status"] == "guarded" and r["object"] and r["object"]["symbol"]}
+    out: set[str] = set()
+    for c in _entries(listing) if guarded else ():
+        out |= {o["symbol"] for o in c["analysis"]["constructs"]
+                if o and o["symbol"] in guarded and o["symbol"] in c["analysis"].get("own_interposable", [])}
+        if (c["kind"], c["index"]) == (e["kind"], e["index"]):
+            break
     return out
 
 

@@ -93,3 +93,32 @@ def test_a_library_that_builds_the_interposing_object_itself_reads_it_built(tmp_
     assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_obj 7\n"
     load = json.loads(run_main("inits", "--siof", "--deps", "--json", str(exe), check=True).stdout)["loads"][0]
     assert load["findings"] == []
+
+
+INLINE = ("static volatile int k_seven = 7;\nstruct U { int v; U() : v(k_seven) {} };\n"
+          "inline U g_inl;\n")  # clang: weak, with a weak guard; GCC: STB_GNU_UNIQUE
+
+
+@pytest.mark.parametrize("cxx", ["g++", "clang++"])
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_an_inline_variable_bound_to_another_library_is_built_by_the_readers_guarded_init(
+        tmp_path: Path, cxx: str, opt: str) -> None:
+    """Two libraries define an inline variable; the program names libb first (the load binds g_inl and its
+    guard to libb's copies) but liba's initializers run first: liba's guarded initialization builds libb's copy
+    through its GOT before liba reads it (the run prints 7). The load used to judge the read by libb's
+    initializer alone: a false before-construction finding with clang, whose copies are weak."""
+    require_tool(cxx, packages="g++ clang")
+    (tmp_path / "u.h").write_text(INLINE)
+    (tmp_path / "a.cpp").write_text('#include <cstdio>\n#include "u.h"\n'
+                                    'static int seen = printf("g_inl %d\\n", g_inl.v);\n')
+    (tmp_path / "b.cpp").write_text('#include "u.h"\nint get_inl() { return g_inl.v; }\n')
+    for lib in ("a", "b"):
+        subprocess.run([cxx, opt, "-std=c++17", "-fPIC", "-shared", "-o", str(tmp_path / f"lib{lib}.so"),
+                        str(tmp_path / f"{lib}.cpp")], check=True, capture_output=True)
+    (tmp_path / "main.cpp").write_text("int main() {}\n")
+    exe = tmp_path / "prog"
+    subprocess.run([cxx, opt, "-o", str(exe), str(tmp_path / "main.cpp"), f"-L{tmp_path}", "-Wl,--no-as-needed",
+                    "-lb", "-la", "-Wl,-rpath,$ORIGIN"], check=True, capture_output=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "g_inl 7\n"
+    load = json.loads(run_main("inits", "--siof", "--deps", "--json", str(exe), check=True).stdout)["loads"][0]
+    assert not any(f["object"]["symbol"] == "g_inl" for f in load["findings"]), load["findings"]
