@@ -713,7 +713,7 @@ def walk_functions(path: str, addresses: list[int], depth: int) -> dict[int, tup
         except CsError as exc:
             raise ParseError(f"disassembly failed: {exc}", path) from None
         returned = {a: walker.result(a, ()) for a in addresses}
-        return {a: (_named(image, set(s.reads)), _start(image, returned[a]),
+        return {a: (_judged_reads(image, s), _start(image, returned[a]),
                     _proven(s) and not image.stripped and not budget.cut and not s.initial
                     and not walker.dis.unsettled, _written(s, returned[a]), set(s.foreign_calls))
                 for a, s in summaries.items()}
@@ -729,17 +729,20 @@ def _written(s: Summary, returned: Value | None) -> set[int] | None:
 
 
 def _start(image: Image, value: Value | None) -> int | None:
-    """The start of the named object of this file an address lies in (None: not an address of one)."""
+    """The start of the object of this file an address lies in (None: not an address of one; a stripped file's
+    object without a symbol is its exact address, judged as _judged_reads says)."""
     a = address_of(value)  # Within an object: its start
-    o = image.object_start(a) if a is not None else None
-    return o if o is not None and _named(image, {o}) else None
+    return image.object_start(a) if a is not None else None
 
 
-def _named(image: Image, objects: set[int]) -> set[int]:
-    """The objects that have a symbol: what another module's walk is judged on (an address of a stripped
-    file's object without one may be a guard or a function-local static, told apart only by the file's own
-    initializers' walks, see inits.unnamed)."""
-    return objects if not image.stripped else {o for o in objects if image.symbol_at(o) is not None}
+def _judged_reads(image: Image, s: Summary) -> set[int]:
+    """The objects a walk of a function another module calls reads, by which that module's initializer is
+    judged: in a stripped file also those without a symbol, but a guard or what is built under one (a
+    function-local static, an inline variable: built on first use, perhaps by this very walk). The judge keeps
+    only those the file's own initializers build (inits.crossload), which their walks tell from guards."""
+    if not image.stripped:
+        return set(s.reads)
+    return set(s.reads) - set(s.guards) - set(s.guarded_builds)
 
 
 def analyze_path(path: str, listing: dict[str, Any], depth: int = DEFAULT_DEPTH, dtors: bool = True,
