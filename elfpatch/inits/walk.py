@@ -1116,7 +1116,9 @@ class Walker:
         if acc.stashed_frame:
             acc.indirect += 1
             acc.hands_on |= kept
-        self._handed_on(ev.args, kept, acc)
+        # the register the call goes through may still hold its target among the argument registers (AArch64's
+        # `mov x16, x2; br x16` in crtstuff's register_tm_clones): the function itself is not handed to it
+        self._handed_on(tuple(None if v is not None and v == ev.target else v for v in ev.args), kept, acc)
         if name in RUNS_INITIALIZERS or name in RUNS_EXIT_HANDLERS:
             acc.indirect += 1  # code this walk does not follow runs now: initializers, or exit-time code
         self._held_read(ev.held, acc)

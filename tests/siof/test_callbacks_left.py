@@ -153,3 +153,18 @@ def test_a_callback_not_kept_or_given_no_chance_leaves_later_entries_complete(tm
     second = next(e for e in entries if e["source"] == "second.cpp")
     assert second["analysis"]["complete"], f["analysis_notes"]
     assert not any(" left a callback " in n for n in f["analysis_notes"])
+
+
+@pytest.mark.cross
+def test_a_stripped_aarch64_programs_frame_dummy_leaves_no_callback(tmp_path: Path) -> None:
+    """Stripped, crtstuff's frame_dummy has no name and is walked as an initializer: its register_tm_clones
+    tail-calls `_ITM_registerTMCloneTable` through x16 with the function's address still in x2, an argument
+    register. That was taken for a function handed to it, kept: every later initializer calling out (printf)
+    became incomplete, "left a callback". The register holding the call's own target is no argument."""
+    require_tool("aarch64-linux-gnu-g++", "qemu-aarch64")
+    exe = _program(tmp_path, "static int r = 1;\n", '#include <stdio.h>\nstatic int t = printf("x\\n");\n',
+                   "aarch64-linux-gnu-g++", "-O2")
+    subprocess.run(["aarch64-linux-gnu-strip", "--strip-all", str(exe)], check=True)
+    proc = run_main("inits", "--siof", "--json", str(exe), check=True)
+    notes = json.loads(proc.stdout)["files"][0]["analysis_notes"]
+    assert not any(" left a callback " in n for n in notes), notes
