@@ -160,6 +160,7 @@ _A64_LOAD = re.compile(r"^w(\d+), \[x(\d+), ([wx])(\d+)(?:, (uxtw|lsl)(?: #(\d))
 _A64_ADRP = re.compile(r"^x(\d+), #(0x[0-9a-f]+|\d+)$")
 _A64_LO = re.compile(r"^x(\d+), x(\d+), #(0x[0-9a-f]+|\d+)$")
 _A64_REG = re.compile(r"\b[wx](\d+)\b")
+_A64_QUIET_MOVES = frozenset({"ldr", "ldrb", "ldrh", "ldrsw", "adrp", "add", "mov"})  # flags left alone
 _A64_SIZES = {"ldrb": (1, "sxtb"), "ldrh": (2, "sxth"), "ldr": (4, "sxtw")}
 
 
@@ -271,6 +272,10 @@ def _a64_bound(insns: list, parts: dict) -> tuple[int, int] | None:
     index (None: not the shape)."""
     j = _a64_check(insns, parts["first"])
     c = j - 1 if j is not None else -1
+    # clang -O3 schedules a load or two between the compare and its branch (neither sets flags nor wI)
+    while j is not None and c > max(j - 3, 0) and insns[c][2] in _A64_QUIET_MOVES \
+            and _a64_regs(insns[c][3].partition(", ")[0]) != {parts["index"]}:
+        c -= 1
     cmp = _A64_CMP.match(insns[c][3]) if c >= 0 and insns[c][2] == "cmp" else None
     if cmp is None or int(cmp.group(1)) != parts["index"]:
         return None

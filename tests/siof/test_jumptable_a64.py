@@ -86,12 +86,28 @@ br x10
 b #0x1040
 """
 
+# clang -O3 schedules loads between the bound's compare and its branch (they set no flags, leave w0 alone)
+CLANG_O3 = """
+cmp w0, #2
+ldr x19, [x19, #4032]
+b.hi #0x1040
+adrp x9, #0x2000
+mov w8, w0
+add x9, x9, #0
+adr x10, #0x1024
+ldrb w11, [x9, x8]
+add x10, x10, x11, lsl #2
+br x10
+b #0x1040
+"""
+
 
 @pytest.mark.parametrize(("text", "entries", "base", "cases"), [
     (GCC_O1, b"\x00\x01\xff", 0x1020, [0x101c, 0x1020, 0x1024]),  # signed bytes: -1 is the instruction before
     (GCC_O2, b"\x00\x00\x01\x00\x02\x00", 0x1024, [0x1024, 0x1028, 0x102c]),
     (CLANG, b"\x00\x01\x02", 0x1024, [0x1024, 0x1028, 0x102c]),
     (CLANG_OFFSET, b"\x02\x00\x00\x00\x01\x00", 0x1024, [0x1024, 0x1028, 0x102c]),
+    (CLANG_O3, b"\x00\x01\x02", 0x1024, [0x1024, 0x1028, 0x102c]),
 ])
 def test_the_compilers_switch_shapes_give_each_entry_as_a_case(text: str, entries: bytes, base: int,
                                                                cases: list) -> None:
@@ -117,6 +133,8 @@ def _br(text: str) -> list[int] | None:
     ("the table register changed between adrp and load", CLANG.replace("adr x10", "mov x9, x3\nadr x10")),
     ("a branch into the table code", GCC_O1.replace("b #0x1040\nb #0x1040\nret", "b #0x1040\nb #0x100c\nret")),
     ("b.ls to elsewhere", GCC_O2.replace("b.ls #0x100c", "b.ls #0x1010")),
+    ("the index written between the compare and its branch", CLANG_O3.replace("ldr x19", "ldr w0")),
+    ("flags set between the compare and its branch", CLANG_O3.replace("ldr x19, [x19, #4032]", "adds x19, x19, #1")),
     ("b.hi (index out of bounds) into the table code", GCC_O1.replace("b.hi #0x1040", "b.hi #0x1010")),
     ("an x index not zero-extended by a 32-bit write", CLANG_OFFSET.replace("add w8, w0, #3", "add x8, x0, #3")),
     ("an x index whose instruction before the bound only compares", CLANG_OFFSET.replace("add w8, w0, #3",
