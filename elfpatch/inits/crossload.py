@@ -127,10 +127,10 @@ def judge(load: Load, symbols: list[Symbols | None], wanted: dict[int, set[str]]
             for name in [*e["analysis"].get("other_module_reads", []), *(n for n, f in own if not f)]:
                 if name in wanted[m] and not name.startswith("_ZZ"):
                     _judge_one(load, symbols, listing_of, m, e, name, findings, notes)
-            # a load through what such a call returned is named "<function>()" (walk.returned_by): a getter's
+            # a load through what such a call returned is named "<function>()" (values.returned_by): a getter's
             calls = [n for n in e["analysis"].get("other_module_calls", []) if n in wanted[m]]
             calls += [n for n, f in own if f and n not in calls]
-            through = {n[:-2] for n in e["analysis"].get("other_module_reads", []) if n.endswith("()")}
+            through = {f for n in e["analysis"].get("other_module_reads", []) if (f := returned_by(n)) is not None}
             if calls and walk is not None:
                 _judge_calls(load, symbols, listing_of, walk, m, e, (calls, through), findings, notes)
             words.judge(m, e, findings, notes)

@@ -36,7 +36,7 @@ def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int 
     else is unknown.
     Another module's object's address moved is still that object's, at the offset moved (see values.Inside):
     a word loaded through it is the one at that offset, or one not known."""
-    if isinstance(base, str) and held_by(base) is None and not base.endswith("()"):
+    if isinstance(base, str) and held_by(base) is None and returned_by(base) is None:
         return symbol_moved(base, delta)
     if isinstance(base, Ptr):  # a pointer moved stays inside what it points into: its provenance holds
         return base._replace(below=True) if base.kind == "arg" and (delta is None or delta < 0) else base

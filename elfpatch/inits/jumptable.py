@@ -127,7 +127,7 @@ def marked_tables(insns: list, read: Callable[[int, int], bytes]) -> list:
     or memory is left as it is."""
     out = insns
     for n, i in enumerate(insns):
-        if i[2] == "jmp" and not i[3].startswith("0x") and (not i[3].startswith("qword") or "*8 + " in i[3]) \
+        if i[2] == "jmp" and not i[3].startswith("0x") and (not i[3].startswith("qword") or _ABSOLUTE.match(i[3])) \
                 and x86_case_targets(insns, n, read) is not None:
             if out is insns:
                 out = list(insns)

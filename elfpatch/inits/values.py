@@ -67,9 +67,13 @@ class Words:
     itself: everything else takes it for a value not known."""
 
     __slots__ = ("words",)
+    words: tuple
 
     def __init__(self, words: tuple) -> None:
-        self.words = words
+        object.__setattr__(self, "words", words)
+
+    def __setattr__(self, _name: str, _value: object) -> None:
+        raise AttributeError("Words is immutable")  # a register's value, shared by the states that hold it
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Words and other.words == self.words
@@ -151,7 +155,7 @@ def widened(a: object, b: object) -> Value | None:
     wa, wb = held_by(a), held_by(b)
     if wa is not None and wb is not None:
         return held(wa[0], None) if wa[0] == wb[0] else None
-    if wa is None and wb is None and str(a) == str(b) and not a.endswith("()"):
+    if wa is None and wb is None and str(a) == str(b) and returned_by(a) is None:
         return Inside(a, None)  # equal names: the same object, moved differently
     return None
 

@@ -3,7 +3,8 @@ LL/SC loop, or libgcc's outline helper (``__aarch64_ldadd4_acq_rel``, GCC's defa
 initializer passes the object's address. The store the read-modify-write makes must not count as building the
 object. Each program's first unit increments g_count before the later unit's dynamic initialization stores 7
 over it: the program prints 7, where 8 would mean the increment came after. Each such read is a finding or lies
-in an entry that says it is incomplete."""
+in an entry that says it is incomplete. These held before they were written too: a review reported the outline
+helper's read-modify-write counted as a build, which none of these builds reproduces; they guard it."""
 from __future__ import annotations
 
 import json
