@@ -22,19 +22,7 @@ from elfpatch.inits.state import (
     slot_clobbers,
     slot_key,
 )
-from elfpatch.inits.values import (
-    ALLOC,
-    CARRIED,
-    FRAME,
-    Ptr,
-    Value,
-    Within,
-    held,
-    held_by,
-    offset_of,
-    plain,
-    returned_by,
-)
+from elfpatch.inits.values import ALLOC, CARRIED, FRAME, Ptr, Value, Within, held, named_address, offset_of, plain
 
 # -- AArch64 ---------------------------------------------------------------------------------------------
 
@@ -92,7 +80,7 @@ def _a64_word(base: object, m: re.Match | None, mnem: str, ops: list) -> str | N
     gave): the word at that symbol + d (values.held); None for any other load."""
     if m is None or mnem != "ldr" or not ops[0].startswith("x") or m.group(3) or m.group(4) or m.group(5):
         return None
-    if not isinstance(base, str) or held_by(base) is not None or returned_by(base) is not None:
+    if not named_address(base):
         return None
     moved = offset_of(base)  # a symbol moved: the word at its offset plus d, or one not known
     return held(base, None if moved is None else moved + (int(m.group(2), 0) if m.group(2) else 0))

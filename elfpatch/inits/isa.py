@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Protocol, overload
 
-from elfpatch.inits.values import Inside, Ptr, Value, Within, held_by, returned_by, symbol_moved
+from elfpatch.inits.values import Inside, Ptr, Value, Within, held_by, named_address, returned_by, symbol_moved
 
 HEX = re.compile(r"^-?(?:0x[0-9a-f]+|\d+)$")
 
@@ -36,7 +36,7 @@ def moved(base: Value | None, delta: int | None, object_of: Callable[[int], int 
     else is unknown.
     Another module's object's address moved is still that object's, at the offset moved (see values.Inside):
     a word loaded through it is the one at that offset, or one not known."""
-    if isinstance(base, str) and held_by(base) is None and returned_by(base) is None:
+    if named_address(base):
         return symbol_moved(base, delta)
     if isinstance(base, Ptr):  # a pointer moved stays inside what it points into: its provenance holds
         return base._replace(below=True) if base.kind == "arg" and (delta is None or delta < 0) else base

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Union
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard  # typing's own from Python 3.10 on
+
 # A register's known value: a link-time address in this file (int), an external symbol's name (str), a pointer
 # known by its provenance (Ptr), or an address somewhere inside one object (Within).
 Value = Union[int, str, "Ptr", "Within"]
@@ -197,3 +201,9 @@ RETURNED = "()"
 def returned_by(value: object) -> str | None:
     """The function of another module whose result ``value`` is, or None."""
     return value[: -len(RETURNED)] if isinstance(value, str) and value.endswith(RETURNED) else None
+
+
+def named_address(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is an address of another module's symbol, as the GOT gives it (a name): not a word
+    loaded through one (values.held) nor another module's function's result (returned_by)."""
+    return isinstance(value, str) and held_by(value) is None and returned_by(value) is None

@@ -20,7 +20,18 @@ from elfpatch.inits.image import Image
 from elfpatch.inits.isa import no_result
 from elfpatch.inits.localstatic import checked_at, checked_on_exit, guarded_static
 from elfpatch.inits.tlsonce import OnceRuns, once_blocks, once_key
-from elfpatch.inits.values import ALLOC, RETURNED, Ptr, Value, Within, address_of, held_by, plain, returned_by
+from elfpatch.inits.values import (
+    ALLOC,
+    RETURNED,
+    Ptr,
+    Value,
+    Within,
+    address_of,
+    held_by,
+    named_address,
+    plain,
+    returned_by,
+)
 
 SINKS = {"__cxa_atexit": "atexit", "atexit": "atexit_c", "__cxa_thread_atexit": "thread_atexit",
          "__cxa_thread_atexit_impl": "thread_atexit"}
@@ -491,7 +502,7 @@ class Walker:
         function (a name that is no other module's data object, nor a word loaded from one or a result)."""
         if isinstance(v, int):
             return self._code(v)
-        return isinstance(v, str) and held_by(v) is None and not returned_by(v) and not self.foreign_object(v)
+        return named_address(v) and not self.foreign_object(v)
 
     def _stashed(self, ev: Stash, acc: _Acc) -> None:
         """A Stash event: the address of allocated memory stored counts once a callback is in that memory; an
@@ -1149,8 +1160,8 @@ class Walker:
         for v in known:
             if isinstance(v, Ptr) and v.kind == "arg":  # the caller's to judge (a wrapper: pthread_atfork's)
                 acc.passes_on[v.n] = acc.passes_on.get(v.n, False) or kept
-            elif isinstance(v, str) and held_by(v) is None and not returned_by(v):
-                acc.foreign_written.add(str(v))  # only another module's object handed on counts
+            elif named_address(v):
+                acc.foreign_written.add(v)  # only another module's object handed on counts
         acc.escaped.update(o for v in known if (a := address_of(v)) is not None
                            and (o := self.image.object_start(a)))
 

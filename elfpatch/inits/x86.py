@@ -32,10 +32,9 @@ from elfpatch.inits.values import (
     Within,
     Words,
     held,
-    held_by,
+    named_address,
     offset_of,
     plain,
-    returned_by,
 )
 
 # -- x86-64 ----------------------------------------------------------------------------------------------
@@ -785,7 +784,7 @@ def _word_of(st: dict, based: tuple[str, int] | None) -> str | None:
     """The value (values.held) of the word at ``[reg + d]`` when reg holds another module's object's address
     (a symbol the GOT gave, maybe moved: the word at its offset plus d, or one not known), else None."""
     base = st.get(based[0]) if based is not None else None
-    if based is None or not isinstance(base, str) or held_by(base) is not None or returned_by(base) is not None:
+    if based is None or not named_address(base):
         return None
     moved = offset_of(base)
     return held(base, None if moved is None else moved + based[1])
