@@ -30,6 +30,9 @@ A64_ARGS = tuple(f"x{i}" for i in range(8))
 A64_CLOBBER = tuple(f"x{i}" for i in range(19)) + ("x30",)
 # [base], [base, #imm], [base, #imm]! (pre-index), [base, index{, extend #amount}]; a post-index "#imm" follows.
 _A64_MEM = re.compile(r"\[(\w+)(?:, #(-?(?:0x[0-9a-f]+|\d+))|, ([wx]\d+)[^\]]*)?\](!?)(?:, #(-?(?:0x[0-9a-f]+|\d+)))?")
+# The state's key of the frame pointer's distance above sp (x29 = sp + it), while both are the frame's: a slot
+# of either base then has one key, by sp (-O0 clang spills by both: [x29, #-4] and [sp, #8] are other words).
+FP_SP = "fp:sp"
 _A64_COND = ("b.", "cbz", "cbnz", "tbz", "tbnz")
 _A64_INDIRECT = ("blr", "br", "blraa", "braa", "blraaz", "braaz")
 # Instructions that raise a signal (a breakpoint, an undefined instruction) or enter the kernel, which may send one.
@@ -213,9 +216,13 @@ class _A64:
         elif mnem in ("add", "sub") and len(ops) >= 3 and not ops[1].startswith("#"):
             imm = _imm(ops[2]) if ops[2].startswith("#") and len(ops) == 3 else None
             self._set(st, dst, _moved_by(mnem, _a64_get(st, _a64(ops[1])), imm, self.object_of))
+            if dst == "x29" and ops[1] == "sp" and imm is not None:
+                st[FP_SP] = imm if mnem == "add" else -imm
         elif mnem in ("mov", "movz") and len(ops) == 2:
             src = _a64_get(st, _a64(ops[1]))
             self._set(st, dst, src if src is not None else _imm(ops[1]))
+            if dst == "x29" and ops[1] == "sp":
+                st[FP_SP] = 0
         else:
             return False
         return True
@@ -300,9 +307,14 @@ class _A64:
         every slot whose bytes it may overwrite: those it overlaps, the other frame base's (``[x29, #-8]``
         and ``[sp, #24]`` may be one word), all at an index not known."""
         base, index = m.group(1), m.group(3)
-        other = SLOTS + ("x29" if base == "sp" else "sp")
+        other: str | None = SLOTS + ("x29" if base == "sp" else "sp")
         width = _a64_width(mnem, ops)
         offset = 0 if m.group(5) or not m.group(2) else _imm(m.group(2))  # post-index: the base itself
+        above = st.get(FP_SP)
+        if above is not None and offset is not None and not index:  # x29 is sp + above: one name for the bytes
+            other = None
+            if base == "x29":
+                base, offset = "sp", offset + above
         if is_store:
             overwrite(st, (SLOTS,) if index or offset is None else slot_clobbers(base, offset, width), other, "x29")
         if index or m.group(4) or m.group(5) or offset is None or mnem not in ("str", "stur", "ldr", "ldur"):
@@ -351,6 +363,7 @@ class _A64:
     def _set(st: dict, reg: str, value: object) -> None:
         if reg == "sp" or reg == "x29":  # the stack pointer moved, or a frame pointer set anew: its slots' offsets
             forget_slots(st, SLOTS + reg)  # name other bytes
+            st.pop(FP_SP, None)
         st.pop("slot:" + reg, None)
         if value is None:
             st.pop(reg, None)
